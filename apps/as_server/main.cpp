@@ -1,0 +1,99 @@
+// as_server: hosts agents loaded from plugins and serves them over Cap'n Proto RPC.
+// main() is the wiring diagram: options -> logging -> signals -> server -> listen -> ready -> run.
+#include "log.h"
+#include "server.h"
+#include "server_config.h"
+
+#include <agentd/error.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+namespace {
+
+// Exit codes (also in --help): systemd's RestartPreventExitStatus lists the configuration ones.
+constexpr int kExitOk = 0;
+constexpr int kExitBadConfig = 2;
+constexpr int kExitCannotListen = 3;
+constexpr int kExitPlugin = 4;
+constexpr int kExitInternal = 1;
+
+int exit_code_for(const agentd::Error& e) {
+  switch (e.code()) {
+    case agentd::ErrorCode::plugin_error:
+      return kExitPlugin;
+    case agentd::ErrorCode::config_error:
+    case agentd::ErrorCode::bad_args:
+      return kExitBadConfig;
+    default:
+      return kExitInternal;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using agentd::detail::ParsedArgs;
+  ParsedArgs args;
+  try {
+    args = agentd::detail::parse_server_args(argc, argv);
+  } catch (const agentd::Error& e) {
+    std::cerr << "as_server: " << e.message() << "\n";
+    return kExitBadConfig;
+  }
+  if (args.action != ParsedArgs::Action::run) {
+    std::cout << args.text;
+    return kExitOk;
+  }
+  const auto& opts = args.options;
+  agentd::detail::setup_logging(opts.log_level);
+
+  // Signals are taken by the event loop; they must be blocked before any thread starts.
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGHUP);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    auto io = kj::setupAsyncIo();
+    agentd::detail::Server server(opts, io);
+    std::uint16_t port;
+    try {
+      port = server.listen();
+    } catch (const agentd::Error& e) {
+      std::cerr << "as_server: " << e.message() << "\n";
+      return kExitCannotListen;
+    }
+    server.handle_signals();
+    spdlog::info("as_server {} (id {}) serving {} class(es) on {}:{}", agentd::version(),
+                 server.id(), server.class_names().size(), opts.host, port);
+    // The one line on stdout: child mode and scripts read the port from it.
+    std::printf("as_server ready: listening on %s:%u server_id=%s pid=%d\n", opts.host.c_str(),
+                static_cast<unsigned>(port), server.id().c_str(), static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    server.run().wait(io.waitScope);
+    if (!server.idle()) {
+      // Calls still running past the grace period: do not wait for agent code to return.
+      spdlog::warn("exiting with calls still running");
+      spdlog::shutdown();
+      std::fflush(nullptr);
+      ::_exit(kExitOk);
+    }
+    spdlog::info("stopped");
+  } catch (const agentd::Error& e) {
+    std::cerr << "as_server: " << e.message() << "\n";
+    return exit_code_for(e);
+  } catch (const kj::Exception& e) {
+    std::cerr << "as_server: internal error: " << e.getDescription().cStr() << "\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "as_server: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+  return kExitOk;
+}

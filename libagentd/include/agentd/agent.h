@@ -1,0 +1,162 @@
+// agentd::Agent: the base class of every agent, and AGENTD_REGISTER_AGENT for plugins.
+#pragma once
+
+#include <agentd/model.h>
+#include <agentd/msg.h>
+#include <agentd/value.h>
+#include <agentd/version.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentd::detail {
+struct PluginTable;
+}
+// The entry point as_server looks up with dlsym in each plugin (defined at the end of this file).
+extern "C" const agentd::detail::PluginTable* agentd_plugin_table_v1();
+
+namespace agentd {
+
+namespace detail {
+class AgentServices;  // what the hosting server gives its agents (models, ...); owned by the host
+}
+
+// An agent's memory: the messages it has seen and said, in order.
+// Not thread-safe on its own; the host runs one call of an agent at a time.
+class Memory {
+ public:
+  void add(const Msg& m) { msgs_.push_back(m); }
+  void add(Msg&& m) { msgs_.push_back(std::move(m)); }
+  const std::vector<Msg>& get() const { return msgs_; }
+  std::size_t size() const { return msgs_.size(); }
+  void clear() { msgs_.clear(); }
+
+ private:
+  std::vector<Msg> msgs_;
+};
+
+// What an agent is constructed from. The host fills it in; pass it on to agentd::Agent.
+struct AgentInit {
+  std::string id;
+  std::string name;
+  std::string class_name;
+  Value args;
+  detail::AgentServices* services = nullptr;  // borrowed; outlives the agent
+};
+
+// Subclass, override reply(), and register the class with AGENTD_REGISTER_AGENT.
+//
+// Threading: the host calls an agent's methods one at a time, in the order its callers issued
+// them, on worker threads (never on the RPC thread), so agent code may block and needs no locks
+// for its own state. Different agents run in parallel.
+class Agent {
+ public:
+  explicit Agent(AgentInit init);
+  virtual ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Answers a message. Throwing makes the caller's placeholder fail with agent_failed, naming
+  // this agent, its class and the exception's message; the agent stays usable.
+  virtual Msg reply(const Msg& x) = 0;
+
+  // Takes a message without answering. Default: adds it to memory().
+  virtual void observe(const Msg& x);
+
+  // A named synchronous method (AgentRef::call). Default: dispatches to methods registered with
+  // register_method(); an unknown name fails with unknown_method listing the known ones.
+  virtual Value call(const std::string& method, const Value& args);
+
+  const std::string& id() const { return init_.id; }
+  const std::string& name() const { return init_.name; }
+  const std::string& class_name() const { return init_.class_name; }
+  const Value& args() const { return init_.args; }
+  Memory& memory() { return memory_; }
+  const Memory& memory() const { return memory_; }
+
+  // The model configured under config_name on the hosting server (see --model-config-path).
+  // Throws agentd::Error (config_error) naming the known configs when there is none.
+  std::shared_ptr<ChatModel> model(const std::string& config_name);
+
+  // Names of the methods register_method() added, sorted.
+  std::vector<std::string> method_names() const;
+
+ protected:
+  using Method = std::function<Value(const Value& args)>;
+  void register_method(std::string name, Method fn);
+
+ private:
+  AgentInit init_;
+  Memory memory_;
+  std::map<std::string, Method, std::less<>> methods_;
+};
+
+using AgentFactory = std::unique_ptr<Agent> (*)(AgentInit init);
+
+// One agent class as a plugin exports it.
+struct AgentClass {
+  std::string name;
+  AgentFactory factory;
+};
+
+namespace detail {
+
+// The table a plugin shared object exports (symbol agentd_plugin_table_v1). Each shared object
+// gets its own table: the function below has hidden visibility, so plugins never share it.
+struct PluginTable {
+  int abi_version = AGENTD_ABI_VERSION;
+  const char* agentd_version = AGENTD_VERSION_STRING;
+  std::vector<AgentClass> classes;
+};
+
+__attribute__((visibility("hidden"))) inline PluginTable& this_module_plugin_table() {
+  static PluginTable table;
+  return table;
+}
+
+template <typename T>
+std::unique_ptr<Agent> make_agent(AgentInit init) {
+  return std::make_unique<T>(std::move(init));
+}
+
+struct AgentRegistrar {
+  AgentRegistrar(const char* name, AgentFactory factory) {
+    this_module_plugin_table().classes.push_back(AgentClass{name, factory});
+  }
+};
+
+}  // namespace detail
+
+// The agent classes registered with AGENTD_REGISTER_AGENT in the calling executable or library.
+// Client::local() uses it so programs can host their own agent classes in-process.
+__attribute__((visibility("hidden"))) inline std::vector<AgentClass> this_module_agent_classes() {
+  return detail::this_module_plugin_table().classes;
+}
+
+// Describes one class explicitly, without registration.
+template <typename T>
+AgentClass agent_class(std::string name) {
+  return AgentClass{std::move(name), &detail::make_agent<T>};
+}
+
+}  // namespace agentd
+
+// Inline and `used` (so every module that includes this header carries one copy) with default
+// visibility (so dlsym on a plugin's handle finds the plugin's own, which is searched first);
+// it returns that module's own hidden table.
+extern "C" __attribute__((visibility("default"), used)) inline const agentd::detail::PluginTable*
+agentd_plugin_table_v1() {
+  return &agentd::detail::this_module_plugin_table();
+}
+
+#define AGENTD_CONCAT_INNER_(a, b) a##b
+#define AGENTD_CONCAT_(a, b) AGENTD_CONCAT_INNER_(a, b)
+
+// Registers an agent class under its C++ name: AGENTD_REGISTER_AGENT(WebAgent);
+#define AGENTD_REGISTER_AGENT(Class)                                                  \
+  static const ::agentd::detail::AgentRegistrar AGENTD_CONCAT_(agentd_registrar_, __LINE__){ \
+      #Class, &::agentd::detail::make_agent<Class>}

@@ -1,0 +1,187 @@
+// agentd::Client: how a main program reaches agents, in one of three modes that share one API:
+//   Client::connect(host, port)  independent mode: a server started beforehand (or by systemd)
+//   Client::spawn_child({...})    child mode: this process starts its own as_server and owns it
+//   Client::local({...})          local mode: agents run in this process, no sockets
+// Switching modes changes that one line.
+//
+// Thread-safety: Client, AgentRef and Placeholder may be used from any thread; copies share state.
+#pragma once
+
+#include <agentd/agent.h>
+#include <agentd/error.h>
+#include <agentd/msg.h>
+#include <agentd/value.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace agentd {
+
+namespace detail {
+class ClientCore;
+struct PlaceholderState;
+}  // namespace detail
+
+struct ClientOptions {
+  // Deadline for each synchronous operation and for Placeholder::get() without an argument.
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+};
+
+struct ChildOptions {
+  std::vector<std::string> plugins;      // --plugin for the child
+  std::vector<std::string> plugin_dirs;  // --plugin-dir for the child
+  std::string model_config_path;
+  // The as_server binary. Empty: $AGENTD_AS_SERVER, then as_server next to this program, then
+  // the installed one, then $PATH.
+  std::string server_path;
+  std::vector<std::string> extra_args;  // more as_server options, e.g. {"--max-workers", "64"}
+  std::chrono::milliseconds start_timeout = std::chrono::seconds(30);
+  ClientOptions client;
+};
+
+struct LocalOptions {
+  std::vector<std::string> plugins;
+  std::vector<std::string> plugin_dirs;
+  std::string model_config_path;
+  // Agent classes compiled into this program (AGENTD_REGISTER_AGENT in it) are available too.
+  std::vector<AgentClass> classes = this_module_agent_classes();
+  std::size_t max_workers = 1024;
+  ClientOptions client;
+};
+
+struct AgentInfo {
+  std::string id;
+  std::string name;
+  std::string class_name;
+  std::uint32_t queued_calls = 0;
+  std::uint64_t completed_calls = 0;
+  std::uint64_t failed_calls = 0;
+};
+
+struct ServerInfo {
+  std::string server_id;
+  std::string version;
+  std::int64_t pid = 0;
+  double uptime_seconds = 0;
+  std::uint64_t rss_bytes = 0;
+  double cpu_seconds = 0;
+  std::uint64_t agent_count = 0;
+  std::uint64_t pool_size = 0;
+  std::string advertise_address;
+  std::vector<std::string> classes;
+  std::vector<std::string> model_configs;
+  std::uint32_t workers = 0;
+  std::uint64_t calls_completed = 0;
+  std::uint64_t calls_failed = 0;
+  std::uint64_t calls_queued = 0;
+  std::uint64_t max_pool_size = 0;
+  double max_expire_seconds = 0;
+  std::uint64_t bytes_client_in = 0;
+  std::uint64_t bytes_client_out = 0;
+  std::uint64_t bytes_peer_in = 0;
+  std::uint64_t bytes_peer_out = 0;
+};
+
+// The future result of an agent call. Returned at once; pass it to other agents before it is
+// ready, or get() it. Failures surface from get() as agentd::Error naming the agent that failed.
+class Placeholder {
+ public:
+  // Blocks until the message is there (or the client's default timeout passes).
+  Msg get() const;
+  // Blocks at most timeout; throws Error(timeout, retryable) after it.
+  Msg get(std::chrono::milliseconds timeout) const;
+
+  const std::string& call_id() const;
+  // The producing server's advertised address ("host:port"; empty in local mode).
+  const std::string& origin() const;
+
+ private:
+  friend class AgentRef;
+  explicit Placeholder(std::shared_ptr<detail::PlaceholderState> s) : s_(std::move(s)) {}
+  std::shared_ptr<detail::PlaceholderState> s_;
+};
+
+// A handle on one agent on one server. Cheap to copy.
+class AgentRef {
+ public:
+  const std::string& id() const { return id_; }
+  const std::string& name() const { return name_; }
+  const std::string& class_name() const { return class_name_; }
+
+  // Queues a reply; returns at once. Calls to one agent run in the order they were made.
+  Placeholder reply(const Msg& x) const;
+  Placeholder reply(const Placeholder& x) const;  // runs once x is ready
+  Placeholder reply() const;                      // no input
+  Placeholder operator()(const Msg& x) const { return reply(x); }
+  Placeholder operator()(const Placeholder& x) const { return reply(x); }
+
+  // Queues an observation (Agent::observe); returns once the server has queued it.
+  void observe(const Msg& x) const;
+  void observe(const Placeholder& x) const;
+
+  // A named method, synchronously (waits for the calls queued before it).
+  Value call(const std::string& method, const Value& args = Value::object()) const;
+  // A named method, as a placeholder whose message content is the method's value.
+  Placeholder call_async(const std::string& method, const Value& args = Value::object()) const;
+
+  // The agent's memory, after every call queued before this one.
+  std::vector<Msg> memory() const;
+  AgentInfo info() const;
+
+ private:
+  friend class Client;
+  AgentRef(std::shared_ptr<detail::ClientCore> core, std::string id, std::string name,
+           std::string class_name)
+      : core_(std::move(core)), id_(std::move(id)), name_(std::move(name)),
+        class_name_(std::move(class_name)) {}
+  Placeholder send_reply(const Placeholder* input, const Msg* msg) const;
+
+  std::shared_ptr<detail::ClientCore> core_;
+  std::string id_;
+  std::string name_;
+  std::string class_name_;
+};
+
+class Client {
+ public:
+  // Throws Error(disconnected, retryable) when the server cannot be reached.
+  static Client connect(const std::string& host, std::uint16_t port, ClientOptions options = {});
+  // Throws Error when as_server cannot be found or does not start (naming why).
+  static Client spawn_child(ChildOptions options = {});
+  // Throws Error(plugin_error / config_error) like as_server would.
+  static Client local(LocalOptions options = {});
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();  // child mode: stops the child server
+
+  // Creates an agent of a class the server knows. Empty name: the id. Empty id: generated.
+  AgentRef create_agent(const std::string& class_name, const std::string& name = {},
+                        const Value& args = Value::object(), const std::string& id = {});
+  // An existing agent; throws Error(unknown_agent) when there is none.
+  AgentRef agent(const std::string& id);
+  std::vector<AgentInfo> list_agents();
+  void delete_agent(const std::string& id);
+  std::size_t delete_all_agents();
+  ServerInfo info();
+  void ping();
+  // Asks the server to stop (it finishes running calls first).
+  void stop();
+  // Replaces the server's model configs (YAML or JSON text). Returns the new config version.
+  std::uint64_t set_model_configs(const std::string& text);
+
+  // "host:port" of the server (its advertised address); "local" in local mode.
+  const std::string& address() const;
+  const std::string& server_id() const;
+  std::uint16_t port() const;  // 0 in local mode
+
+ private:
+  explicit Client(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace agentd

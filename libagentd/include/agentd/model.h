@@ -1,0 +1,55 @@
+// agentd::ChatModel: a configured LLM endpoint, as agents see it (Agent::model("config_name")).
+#pragma once
+
+#include <agentd/msg.h>
+#include <agentd/value.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentd {
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t total_tokens = 0;
+};
+
+struct ChatOptions {
+  Value generate_args = Value::object();             // merged over the config's generate_args
+  Value tools = Value::array();                      // OpenAI-style tool definitions, if any
+  std::optional<std::chrono::milliseconds> timeout;  // per call; the config's timeout otherwise
+};
+
+// What chat() returns: the assistant message (tool calls, if any, in metadata["tool_calls"]),
+// the usage the endpoint reported, and how long the call took.
+struct ChatResponse {
+  Msg msg;
+  Usage usage;
+  std::chrono::milliseconds latency{0};
+};
+
+// Thread-safe: agents on different worker threads may share one ChatModel.
+// Failures throw agentd::Error with code model_error naming the config, the HTTP status and the
+// endpoint's message (never the API key).
+class ChatModel {
+ public:
+  virtual ~ChatModel() = default;
+
+  virtual const std::string& config_name() const = 0;
+  virtual const std::string& model_type() const = 0;
+
+  virtual ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& options = {}) = 0;
+
+  // Streams the answer: on_chunk receives each piece of text as it arrives; returns the whole answer.
+  virtual ChatResponse stream(const std::vector<Msg>& messages,
+                              const std::function<void(std::string_view chunk)>& on_chunk,
+                              const ChatOptions& options = {}) = 0;
+};
+
+}  // namespace agentd

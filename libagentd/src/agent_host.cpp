@@ -1,0 +1,320 @@
+#include "agent_host.h"
+
+#include "agent_services.h"
+#include "bridge.h"
+#include "plugin_loader.h"
+#include "worker_pool.h"
+
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+struct AgentSlot {
+  std::string id;
+  std::string name;
+  std::string class_name;
+  std::unique_ptr<Agent> agent;  // touched by the worker running the head call, else loop thread
+  std::deque<std::shared_ptr<Call>> mailbox;
+  bool busy = true;  // a call (or the constructor) is on a worker
+  bool removed = false;
+  std::uint64_t completed = 0;
+  std::uint64_t failed = 0;
+};
+
+namespace {
+
+AgentInfoRow row_of(const AgentSlot& s) {
+  return AgentInfoRow{s.id, s.name, s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
+                      s.completed, s.failed};
+}
+
+// Runs agent code; converts whatever it throws into an Error naming the agent.
+template <typename F>
+std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f) {
+  try {
+    f();
+    return std::nullopt;
+  } catch (const Error& e) {
+    // Errors the agent raised on purpose (or a model call's error) keep their code.
+    return Error(e.code(), fmt::format("{} failed: {}", what, e.message()), s.id, s.class_name,
+                 e.retryable());
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::agent_failed, fmt::format("{} raised: {}", what, e.what()), s.id,
+                 s.class_name);
+  } catch (...) {
+    return Error(ErrorCode::agent_failed, fmt::format("{} raised a non-standard exception", what),
+                 s.id, s.class_name);
+  }
+}
+
+}  // namespace
+
+AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
+                     Bridge& bridge, ResultPool& results)
+    : catalog_(catalog), services_(services), workers_(workers), bridge_(bridge), results_(results) {}
+
+AgentHost::~AgentHost() = default;
+
+std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
+                                                   const std::string& name, Value args,
+                                                   std::string id, CreateDone done) {
+  if (stopping_) return Error(ErrorCode::stopping, "the server is shutting down");
+  const AgentClass* cls = catalog_.find(class_name);
+  if (cls == nullptr) {
+    std::string known;
+    for (const auto& n : catalog_.names()) known += (known.empty() ? "" : ", ") + n;
+    return Error(ErrorCode::unknown_class,
+                 fmt::format("no agent class '{}' on this server; known classes: {}", class_name,
+                             known.empty() ? "(none: start as_server with --plugin)" : known));
+  }
+  if (id.empty()) id = new_id();
+  if (agents_.count(id))
+    return Error(ErrorCode::duplicate_agent,
+                 fmt::format("an agent with id '{}' already exists; pick another id or delete it",
+                             id),
+                 id, class_name);
+  auto slot = std::make_shared<AgentSlot>();
+  slot->id = id;
+  slot->name = name.empty() ? id : name;
+  slot->class_name = class_name;
+  agents_.emplace(id, slot);
+  ++running_;
+  AgentInit init{slot->id, slot->name, class_name, std::move(args), &services_};
+  AgentFactory factory = cls->factory;
+  auto done_ptr = std::make_shared<CreateDone>(std::move(done));
+  workers_.submit([this, slot, factory, init = std::move(init), done_ptr]() mutable {
+    std::unique_ptr<Agent> made;
+    auto err = guarded(*slot, "constructor", [&] { made = factory(std::move(init)); });
+    auto holder = std::make_shared<std::unique_ptr<Agent>>(std::move(made));
+    bridge_.post([this, slot, holder, err = std::move(err), done_ptr]() mutable {
+      --running_;
+      if (err) {
+        Error e(err->code() == ErrorCode::agent_failed ? ErrorCode::bad_args : err->code(),
+                err->message(), slot->id, slot->class_name);
+        if (!slot->removed) agents_.erase(slot->id);
+        slot->removed = true;
+        auto queued = std::move(slot->mailbox);
+        for (auto& c : queued) fail(c, e);
+        if (*done_ptr) (*done_ptr)(e);
+        return;
+      }
+      slot->agent = std::move(*holder);
+      slot->busy = false;
+      if (slot->removed) {
+        destroy_agent(*slot);
+        if (*done_ptr)
+          (*done_ptr)(Error(ErrorCode::unknown_agent, "the agent was deleted while being created",
+                            slot->id, slot->class_name));
+        return;
+      }
+      if (*done_ptr) (*done_ptr)(row_of(*slot));
+      pump(slot);
+    });
+  });
+  return id;
+}
+
+std::optional<AgentInfoRow> AgentHost::info(const std::string& id) const {
+  auto it = agents_.find(id);
+  if (it == agents_.end()) return std::nullopt;
+  return row_of(*it->second);
+}
+
+std::string AgentHost::class_of(const std::string& id) const {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? std::string{} : it->second->class_name;
+}
+
+bool AgentHost::remove(const std::string& id) {
+  auto it = agents_.find(id);
+  if (it == agents_.end()) return false;
+  auto slot = it->second;
+  agents_.erase(it);
+  slot->removed = true;
+  // The running call (if any) stays at the head until its worker reports back.
+  std::deque<std::shared_ptr<Call>> queued;
+  if (slot->busy && !slot->mailbox.empty()) {
+    queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
+    slot->mailbox.resize(1);
+  } else {
+    queued = std::move(slot->mailbox);
+    slot->mailbox.clear();
+  }
+  Error e(ErrorCode::unknown_agent, fmt::format("agent '{}' was deleted before this call ran", id),
+          id, slot->class_name);
+  for (auto& c : queued) fail(c, e);
+  if (!slot->busy) destroy_agent(*slot);
+  return true;
+}
+
+std::size_t AgentHost::remove_all() {
+  std::vector<std::string> ids;
+  for (const auto& [id, _] : agents_) ids.push_back(id);
+  for (const auto& id : ids) remove(id);
+  return ids.size();
+}
+
+std::vector<AgentInfoRow> AgentHost::list() const {
+  std::vector<AgentInfoRow> out;
+  out.reserve(agents_.size());
+  for (const auto& [_, s] : agents_) out.push_back(row_of(*s));
+  return out;
+}
+
+std::size_t AgentHost::queued_calls() const {
+  std::size_t n = 0;
+  for (const auto& [_, s] : agents_) n += s->mailbox.size();
+  return n;
+}
+
+void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
+  if (stopping_) {
+    fail(std::move(call), Error(ErrorCode::stopping, "the server is shutting down", id));
+    return;
+  }
+  auto it = agents_.find(id);
+  if (it == agents_.end()) {
+    fail(std::move(call),
+         Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
+    return;
+  }
+  it->second->mailbox.push_back(std::move(call));
+  pump(it->second);
+}
+
+ResultPool::Waiter AgentHost::input_waiter(const std::string& agent_id,
+                                           const std::shared_ptr<Call>& call) {
+  std::weak_ptr<Call> weak_call = call;
+  std::weak_ptr<AgentSlot> weak_slot;
+  if (auto it = agents_.find(agent_id); it != agents_.end()) weak_slot = it->second;
+  return [this, weak_call, weak_slot](const OutcomePtr& input) {
+    auto c = weak_call.lock();
+    if (!c || c->input_ready) return;
+    c->input = input;
+    c->input_ready = true;
+    if (auto slot = weak_slot.lock(); slot && !slot->removed) pump(slot);
+  };
+}
+
+void AgentHost::pump(const std::shared_ptr<AgentSlot>& slot) {
+  while (!slot->busy && !slot->mailbox.empty()) {
+    auto call = slot->mailbox.front();
+    if (!call->input_ready) return;  // its waiter pumps again
+    if (call->input) {
+      if (const Error* upstream = std::get_if<Error>(call->input.get())) {
+        // The input's producer failed: this call fails with that cause, without running.
+        slot->mailbox.pop_front();
+        ++slot->failed;
+        fail(std::move(call), *upstream);
+        continue;
+      }
+    }
+    slot->busy = true;
+    ++running_;
+    run_on_worker(slot, std::move(call));
+  }
+}
+
+void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
+  workers_.submit([this, slot = std::move(slot), call = std::move(call)]() {
+    AgentSlot& s = *slot;
+    Call& c = *call;
+    Agent& agent = *s.agent;
+    static const Msg kNoInput{};
+    const Msg& input = c.input ? std::get<Msg>(*c.input) : kNoInput;
+    switch (c.kind) {
+      case Call::Kind::reply:
+        c.out_error = guarded(s, "reply", [&] {
+          Msg out = agent.reply(input);
+          if (out.id.empty()) out.id = new_id();
+          if (out.name.empty()) out.name = s.name;
+          c.out_msg = std::move(out);
+        });
+        break;
+      case Call::Kind::observe:
+        c.out_error = guarded(s, "observe", [&] { agent.observe(input); });
+        break;
+      case Call::Kind::method:
+        c.out_error = guarded(s, "method '" + c.method + "'",
+                              [&] { c.out_value = agent.call(c.method, c.args); });
+        break;
+      case Call::Kind::method_async:
+        c.out_error = guarded(s, "method '" + c.method + "'", [&] {
+          Msg out(s.name, agent.call(c.method, c.args));
+          c.out_msg = std::move(out);
+        });
+        break;
+      case Call::Kind::memory:
+        c.out_error = guarded(s, "memory", [&] { c.out_memory = agent.memory().get(); });
+        break;
+    }
+    bridge_.post([this, slot]() { on_worker_done(slot); });
+  });
+}
+
+void AgentHost::on_worker_done(const std::shared_ptr<AgentSlot>& slot) {
+  --running_;
+  auto call = std::move(slot->mailbox.front());
+  slot->mailbox.pop_front();
+  slot->busy = false;
+  if (call->out_error) {
+    ++slot->failed;
+    ++failed_;
+  } else {
+    ++slot->completed;
+    ++completed_;
+  }
+  publish(*call);
+  if (slot->removed) {
+    destroy_agent(*slot);
+    return;
+  }
+  pump(slot);
+}
+
+void AgentHost::publish(Call& c) {
+  switch (c.kind) {
+    case Call::Kind::reply:
+    case Call::Kind::method_async:
+      if (c.out_error)
+        results_.complete(c.call_id, *c.out_error);
+      else
+        results_.complete(c.call_id, std::move(*c.out_msg));
+      break;
+    default:
+      break;
+  }
+  if (c.has_on_done) c.on_done(c);
+}
+
+void AgentHost::fail(std::shared_ptr<Call> call, Error error) {
+  ++failed_;
+  call->out_error = std::move(error);
+  publish(*call);
+}
+
+void AgentHost::destroy_agent(AgentSlot& slot) {
+  if (!slot.agent) return;
+  // The destructor is agent code: it runs on a worker.
+  auto agent = std::shared_ptr<Agent>(std::move(slot.agent));
+  workers_.submit([agent]() mutable { agent.reset(); });
+}
+
+void AgentHost::begin_stop() {
+  stopping_ = true;
+  for (auto& [id, slot] : agents_) {
+    std::deque<std::shared_ptr<Call>> queued;
+    if (slot->busy && !slot->mailbox.empty()) {
+      queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
+      slot->mailbox.resize(1);
+    } else {
+      queued = std::move(slot->mailbox);
+      slot->mailbox.clear();
+    }
+    for (auto& c : queued)
+      fail(c, Error(ErrorCode::stopping, "the server is shutting down; this call did not run", id,
+                    slot->class_name));
+  }
+}
+
+}  // namespace agentd::detail

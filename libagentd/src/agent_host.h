@@ -1,0 +1,135 @@
+// AgentHost: the agents of one server and their mailboxes.
+//
+// Every agent is an actor: its calls run one at a time, in the order they were enqueued, on the
+// worker pool; different agents run in parallel. A call whose input is a placeholder waits in
+// the mailbox until that input is there, and the calls behind it wait too (sequential semantics).
+//
+// Loop thread only, except where noted. Agent code (constructors, reply, observe, call,
+// destructors) never runs on the loop thread.
+#pragma once
+
+#include <agentd/agent.h>
+#include <agentd/error.h>
+
+#include "result_pool.h"
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace agentd::detail {
+
+class Bridge;
+class ClassCatalog;
+class WorkerPool;
+class AgentServices;
+
+struct AgentInfoRow {
+  std::string id;
+  std::string name;
+  std::string class_name;
+  std::uint32_t queued = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t failed = 0;
+};
+
+// One queued call. The host owns it from enqueue() until its completion has run.
+struct Call {
+  enum class Kind { reply, observe, method, method_async, memory };
+  Kind kind = Kind::reply;
+  std::string call_id;  // reply / method_async: the result pool key
+  std::string method;   // method / method_async
+  Value args;           // method / method_async
+
+  // The input (reply / observe). Not ready while a placeholder is unresolved.
+  bool input_ready = true;
+  OutcomePtr input;  // null: no input (an empty Msg is passed)
+
+  // Filled on the worker.
+  std::optional<Msg> out_msg;
+  Value out_value;
+  std::vector<Msg> out_memory;
+  std::optional<Error> out_error;
+
+  // Loop thread, once the call has run or failed (method, observe, memory). May be empty.
+  kj::Function<void(Call&)> on_done;
+  bool has_on_done = false;  // kj::Function has no "empty" test
+};
+
+struct AgentSlot;
+
+class AgentHost {
+ public:
+  // All borrowed; they outlive the host.
+  AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
+            Bridge& bridge, ResultPool& results);
+  ~AgentHost();
+
+  using CreateDone = std::function<void(std::variant<AgentInfoRow, Error>)>;
+
+  // Creates an agent (its constructor runs on a worker). The id is reserved at once, so calls
+  // may be enqueued before construction ends; if the constructor throws they fail with its error.
+  // Empty id: one is generated. done runs on the loop thread.
+  // Returns the id, or an error right away for an unknown class or a taken id.
+  std::variant<std::string, Error> create(const std::string& class_name, const std::string& name,
+                                          Value args, std::string id, CreateDone done);
+
+  bool exists(const std::string& id) const { return agents_.count(id) > 0; }
+  std::optional<AgentInfoRow> info(const std::string& id) const;
+  std::string class_of(const std::string& id) const;
+
+  // Removes an agent: queued calls fail with unknown_agent, a running call finishes first, the
+  // agent is destroyed on a worker. False when there is no such agent.
+  bool remove(const std::string& id);
+  std::size_t remove_all();
+
+  std::vector<AgentInfoRow> list() const;
+  std::size_t size() const { return agents_.size(); }
+
+  // Queues call on agent id. An unknown agent fails the call at once (results published).
+  // Reply and method_async calls must already be announced in the result pool.
+  // A call with input_ready == false waits for the callback from input_waiter().
+  void enqueue(const std::string& id, std::shared_ptr<Call> call);
+
+  // The callback that delivers a queued call's input (a resolved placeholder) and runs what can
+  // run. Safe to call after the agent or the call is gone (it then does nothing).
+  ResultPool::Waiter input_waiter(const std::string& agent_id, const std::shared_ptr<Call>& call);
+
+  // Refuse new work; fail queued (not running) calls with `stopping`.
+  void begin_stop();
+  std::size_t running_calls() const { return running_; }
+  std::size_t queued_calls() const;
+
+  std::uint64_t calls_completed() const { return completed_; }
+  std::uint64_t calls_failed() const { return failed_; }
+
+ private:
+  void pump(const std::shared_ptr<AgentSlot>& slot);
+  void run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  void on_worker_done(const std::shared_ptr<AgentSlot>& slot);
+  void publish(Call& call);
+  void fail(std::shared_ptr<Call> call, Error error);
+  void destroy_agent(AgentSlot& slot);
+
+  const ClassCatalog& catalog_;
+  AgentServices& services_;
+  WorkerPool& workers_;
+  Bridge& bridge_;
+  ResultPool& results_;
+
+  std::unordered_map<std::string, std::shared_ptr<AgentSlot>> agents_;
+  std::size_t running_ = 0;
+  std::uint64_t completed_ = 0;
+  std::uint64_t failed_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace agentd::detail

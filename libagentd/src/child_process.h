@@ -1,0 +1,55 @@
+// ChildProcess: an as_server started by this process (child mode). The child's stdin is a pipe
+// this process holds open; when this process dies, the pipe closes and the child stops
+// (as_server --stop-on-stdin-eof), so children never outlive their parent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace agentd::detail {
+
+class ChildProcess {
+ public:
+  // Starts binary with args (plus --host 127.0.0.1 --port 0 --stop-on-stdin-eof) and waits
+  // for its ready line. Throws Error naming the binary and what went wrong (not found, exited
+  // with status N, no ready line within timeout).
+  static std::unique_ptr<ChildProcess> start(const std::string& binary,
+                                             const std::vector<std::string>& args,
+                                             std::chrono::milliseconds timeout);
+
+  // Where to find as_server when the caller did not say (see ChildOptions::server_path).
+  static std::string find_server_binary(const std::string& configured);
+
+  ~ChildProcess();  // stop(5 s)
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // SIGTERM, wait up to grace, then SIGKILL. Idempotent.
+  void stop(std::chrono::milliseconds grace);
+
+  pid_t pid() const { return pid_; }
+  std::uint16_t port() const { return port_; }
+  const std::string& host() const { return host_; }
+  const std::string& server_id() const { return server_id_; }
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;   // write end of the child's stdin
+  int stdout_fd_ = -1;  // read end of the child's stdout
+  std::uint16_t port_ = 0;
+  std::string host_;
+  std::string server_id_;
+};
+
+// Parses as_server's ready line ("as_server ready: listening on HOST:PORT server_id=ID pid=PID").
+// Returns false when line is not one.
+bool parse_ready_line(const std::string& line, std::string& host, std::uint16_t& port,
+                      std::string& server_id);
+
+}  // namespace agentd::detail

@@ -1,0 +1,108 @@
+// The model types behind make_chat_model, and what the HTTP ones share. Private to src/models.
+#pragma once
+
+#include <agentd/model.h>
+
+#include "models/http_client.h"
+#include "models/model_config.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentd::detail {
+
+// One factory per model type; `config` has been validated for that type.
+std::shared_ptr<ChatModel> make_echo_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_openai_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_ollama_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_dashscope_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_post_api_chat_model(const ModelConfig& config);
+
+// Base of the HTTP model types: builds a request, POSTs it with retries, parses the answer.
+// Immutable after construction, so one instance serves any number of threads at once.
+class HttpChatModel : public ChatModel {
+ public:
+  explicit HttpChatModel(ModelConfig config);
+
+  const std::string& config_name() const override { return config_.config_name; }
+  const std::string& model_type() const override { return config_.model_type; }
+
+  // Streams internally when the config says `stream: true`.
+  ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& options) override;
+  ChatResponse stream(const std::vector<Msg>& messages, const std::function<void(std::string_view)>& on_chunk,
+                      const ChatOptions& options) override;
+
+ protected:
+  struct Request {
+    std::string url;
+    Value body;
+    std::vector<std::string> headers;  // besides the config's headers and auth_headers()
+  };
+
+  // Incremental parser of one streamed answer; lives for one call on one thread.
+  class StreamParser {
+   public:
+    virtual ~StreamParser() = default;
+    virtual void feed(std::string_view bytes) = 0;
+    // The whole answer once the body ended; throws (fail) if the stream was cut short.
+    virtual ChatResponse finish() = 0;
+  };
+
+  virtual Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                                bool stream) const = 0;
+  virtual ChatResponse parse_response(const Value& body) const = 0;
+  virtual std::unique_ptr<StreamParser> make_stream_parser(
+      const std::function<void(std::string_view)>& on_chunk) const = 0;
+  // Whether this type can stream at all; stream() falls back to one chunk when not.
+  virtual bool can_stream() const { return true; }
+  // Authentication headers; default "Authorization: Bearer <api_key>" when a key is set.
+  virtual std::vector<std::string> auth_headers() const;
+
+  // Throws Error(model_error) "model 'config_name': message" (api key redacted).
+  [[noreturn]] void fail(std::string message, bool retryable = false) const;
+  // Parses JSON from the endpoint, or fails naming it as garbage.
+  Value parse_json(std::string_view text, std::string_view what) const;
+
+  const ModelConfig& config() const { return config_; }
+  CallSite site() const { return CallSite{config_.config_name, config_.api_key}; }
+
+  // The config's generate_args with the call's merged over them ("stream" removed).
+  Value merged_generate_args(const ChatOptions& options) const;
+  // A finished answer: an assistant Msg carrying text, tool calls and metadata.
+  ChatResponse make_response(std::string text, Value tool_calls, std::string finish_reason, Usage usage,
+                             Value extra_metadata = Value::object()) const;
+
+ private:
+  ChatResponse run(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk,
+                   const ChatOptions& options, bool stream);
+
+  ModelConfig config_;
+  std::vector<std::string> headers_;  // config headers + auth, "Name: value"
+  RetryPolicy retry_;
+};
+
+// Messages in OpenAI's Chat Completions form (also DashScope's and AgentScope's post API):
+// {"role", "content"}; an assistant Msg with metadata["tool_calls"] carries them; a "tool" Msg
+// carries metadata["tool_call_id"]. An empty role is sent as "user".
+Value openai_messages(const std::vector<Msg>& messages);
+
+// Accumulates streamed tool-call deltas (OpenAI's and DashScope's shape, by index).
+class ToolCallAccumulator {
+ public:
+  void add(const Value& deltas);
+  Value result() const;  // OpenAI's tool_calls array, or null when there were none
+
+ private:
+  Value calls_ = Value::array();
+};
+
+// Usage from {"prompt_tokens","completion_tokens","total_tokens"} or {"input_tokens","output_tokens",...}.
+Usage usage_from_json(const Value& usage);
+
+// Rough token count used by echo: whitespace-separated words.
+std::int64_t count_words(std::string_view text);
+
+}  // namespace agentd::detail

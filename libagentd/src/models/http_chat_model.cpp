@@ -1,0 +1,216 @@
+#include "models/chat_models.h"
+
+#include <agentd/error.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+
+namespace agentd::detail {
+
+HttpChatModel::HttpChatModel(ModelConfig config) : config_(std::move(config)) {
+  retry_.max_retries = config_.max_retries;
+  retry_.initial_delay = config_.retry_initial_delay;
+  retry_.max_delay = config_.retry_max_delay;
+  if (config_.headers.is_object()) {
+    for (const auto& [name, value] : config_.headers.items()) {
+      headers_.push_back(name + ": " + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+  }
+}
+
+std::vector<std::string> HttpChatModel::auth_headers() const {
+  if (config_.api_key.empty()) return {};
+  return {"Authorization: Bearer " + config_.api_key};
+}
+
+void HttpChatModel::fail(std::string message, bool retryable) const {
+  throw_model_error(site(), std::move(message), retryable);
+}
+
+Value HttpChatModel::parse_json(std::string_view text, std::string_view what) const {
+  Value v = Value::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) {
+    std::string start(text.substr(0, 200));
+    fail("invalid JSON in " + std::string(what) + " from " + config_.base_url + ": \"" + start +
+         (text.size() > 200 ? "...\"" : "\""));
+  }
+  return v;
+}
+
+Value HttpChatModel::merged_generate_args(const ChatOptions& options) const {
+  Value args = config_.generate_args.is_object() ? config_.generate_args : Value::object();
+  if (options.generate_args.is_object()) {
+    for (const auto& [k, v] : options.generate_args.items()) args[k] = v;
+  }
+  args.erase("stream");
+  return args;
+}
+
+ChatResponse HttpChatModel::make_response(std::string text, Value tool_calls, std::string finish_reason,
+                                          Usage usage, Value extra_metadata) const {
+  if (usage.total_tokens == 0) usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+  ChatResponse r;
+  r.msg = Msg("assistant", Value(std::move(text)), "assistant");
+  Value meta = Value::object();
+  meta["config_name"] = config_.config_name;
+  meta["model_type"] = config_.model_type;
+  if (!config_.model_name.empty()) meta["model_name"] = config_.model_name;
+  if (!finish_reason.empty()) meta["finish_reason"] = finish_reason;
+  meta["usage"] = {{"prompt_tokens", usage.prompt_tokens},
+                   {"completion_tokens", usage.completion_tokens},
+                   {"total_tokens", usage.total_tokens}};
+  if (tool_calls.is_array() && !tool_calls.empty()) meta["tool_calls"] = std::move(tool_calls);
+  if (extra_metadata.is_object()) {
+    for (auto& [k, v] : extra_metadata.items()) meta[k] = v;
+  }
+  r.msg.metadata = std::move(meta);
+  r.usage = usage;
+  return r;
+}
+
+ChatResponse HttpChatModel::chat(const std::vector<Msg>& messages, const ChatOptions& options) {
+  return run(messages, nullptr, options, config_.stream && can_stream());
+}
+
+ChatResponse HttpChatModel::stream(const std::vector<Msg>& messages,
+                                   const std::function<void(std::string_view)>& on_chunk,
+                                   const ChatOptions& options) {
+  if (!can_stream()) {
+    ChatResponse r = run(messages, nullptr, options, false);
+    if (on_chunk) on_chunk(r.msg.text());
+    return r;
+  }
+  return run(messages, &on_chunk, options, true);
+}
+
+ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
+                                const std::function<void(std::string_view)>* on_chunk, const ChatOptions& options,
+                                bool stream) {
+  const auto started = std::chrono::steady_clock::now();
+  Request built = build_request(messages, options, stream);
+  HttpRequest request;
+  request.url = std::move(built.url);
+  request.body = built.body.dump(-1, ' ', false, Value::error_handler_t::replace);
+  request.headers = headers_;
+  for (auto& h : auth_headers()) request.headers.push_back(std::move(h));
+  for (auto& h : built.headers) request.headers.push_back(std::move(h));
+  request.timeout = options.timeout.value_or(config_.timeout);
+  request.stream = stream;
+
+  ChatResponse response;
+  if (stream) {
+    static const std::function<void(std::string_view)> ignore = [](std::string_view) {};
+    // One parser serves all attempts: post_with_retries retries only before any byte reached it.
+    std::unique_ptr<StreamParser> parser = make_stream_parser(on_chunk != nullptr && *on_chunk ? *on_chunk : ignore);
+    post_with_retries(site(), retry_, request, [&parser](std::string_view bytes) { parser->feed(bytes); });
+    response = parser->finish();
+  } else {
+    HttpResponse http = post_with_retries(site(), retry_, request);
+    response = parse_response(parse_json(http.body, "the answer"));
+  }
+  response.latency =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Value openai_messages(const std::vector<Msg>& messages) {
+  Value out = Value::array();
+  for (const Msg& m : messages) {
+    Value msg = Value::object();
+    msg["role"] = m.role.empty() ? "user" : m.role;
+    if (m.content.is_string()) {
+      msg["content"] = m.content;
+    } else if (m.content.is_null()) {
+      msg["content"] = "";
+    } else if (m.content.is_array() && !m.content.empty() &&
+               std::all_of(m.content.begin(), m.content.end(),
+                           [](const Value& part) { return part.is_object() && part.contains("type"); })) {
+      msg["content"] = m.content;  // OpenAI content parts (text, image_url, ...)
+    } else {
+      msg["content"] = m.text();
+    }
+    if (m.metadata.is_object()) {
+      if (auto calls = m.metadata.find("tool_calls"); calls != m.metadata.end() && calls->is_array() &&
+                                                      !calls->empty()) {
+        msg["tool_calls"] = *calls;
+        if (msg["content"] == "") msg["content"] = nullptr;
+      }
+      if (auto id = m.metadata.find("tool_call_id"); id != m.metadata.end() && id->is_string()) {
+        msg["tool_call_id"] = *id;
+      }
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void ToolCallAccumulator::add(const Value& deltas) {
+  if (!deltas.is_array()) return;
+  for (const Value& d : deltas) {
+    if (!d.is_object()) continue;
+    std::size_t index = calls_.size();
+    if (auto i = d.find("index"); i != d.end() && i->is_number_unsigned()) {
+      index = i->get<std::size_t>();
+    } else if (auto id = d.find("id"); id != d.end() && id->is_string() && !calls_.empty() &&
+                                       calls_.back()["id"] == *id) {
+      index = calls_.size() - 1;  // no index: a continuation of the last call with the same id
+    } else if (!calls_.empty() && (!d.contains("id") || d["id"] == "" || d["id"].is_null())) {
+      index = calls_.size() - 1;
+    }
+    if (index > 1024) continue;
+    while (calls_.size() <= index) {
+      calls_.push_back({{"id", ""}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+    }
+    Value& call = calls_[index];
+    if (auto id = d.find("id"); id != d.end() && id->is_string() && !id->get<std::string>().empty()) {
+      call["id"] = *id;
+    }
+    if (auto type = d.find("type"); type != d.end() && type->is_string() && !type->get<std::string>().empty()) {
+      call["type"] = *type;
+    }
+    if (auto fn = d.find("function"); fn != d.end() && fn->is_object()) {
+      if (auto name = fn->find("name"); name != fn->end() && name->is_string()) {
+        std::string n = name->get<std::string>();
+        if (!n.empty()) call["function"]["name"] = n;
+      }
+      if (auto args = fn->find("arguments"); args != fn->end()) {
+        std::string piece = args->is_string() ? args->get<std::string>() : args->is_null() ? "" : args->dump();
+        call["function"]["arguments"] = call["function"]["arguments"].get<std::string>() + piece;
+      }
+    }
+  }
+}
+
+Value ToolCallAccumulator::result() const { return calls_.empty() ? Value() : calls_; }
+
+Usage usage_from_json(const Value& usage) {
+  Usage u;
+  if (!usage.is_object()) return u;
+  auto get = [&usage](std::initializer_list<const char*> keys) -> std::int64_t {
+    for (const char* k : keys) {
+      if (auto it = usage.find(k); it != usage.end() && it->is_number()) return it->get<std::int64_t>();
+    }
+    return 0;
+  };
+  u.prompt_tokens = get({"prompt_tokens", "input_tokens"});
+  u.completion_tokens = get({"completion_tokens", "output_tokens"});
+  u.total_tokens = get({"total_tokens"});
+  if (u.total_tokens == 0) u.total_tokens = u.prompt_tokens + u.completion_tokens;
+  return u;
+}
+
+std::int64_t count_words(std::string_view text) {
+  std::int64_t n = 0;
+  bool in_word = false;
+  for (char c : text) {
+    bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!space && !in_word) ++n;
+    in_word = !space;
+  }
+  return n;
+}
+
+}  // namespace agentd::detail

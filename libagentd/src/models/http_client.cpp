@@ -1,0 +1,366 @@
+#include "models/http_client.h"
+
+#include <agentd/error.h>
+#include <agentd/value.h>
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace agentd::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::size_t kMaxBufferedBody = 64u << 20;  // answers larger than this are refused
+
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// One easy handle per thread, reset before each use, so keep-alive connections are reused.
+class ThreadCurl {
+ public:
+  ThreadCurl() {
+    init_curl_once();
+    handle_ = curl_easy_init();
+  }
+  ~ThreadCurl() {
+    if (handle_ != nullptr) curl_easy_cleanup(handle_);
+  }
+  ThreadCurl(const ThreadCurl&) = delete;
+  ThreadCurl& operator=(const ThreadCurl&) = delete;
+  CURL* get() {
+    curl_easy_reset(handle_);
+    return handle_;
+  }
+
+ private:
+  CURL* handle_ = nullptr;
+};
+
+struct HeaderList {
+  curl_slist* list = nullptr;
+  ~HeaderList() { curl_slist_free_all(list); }
+  void add(const std::string& h) { list = curl_slist_append(list, h.c_str()); }
+};
+
+// State shared with libcurl's callbacks during one transfer (on the calling thread).
+struct Transfer {
+  CURL* curl = nullptr;
+  const HttpRequest* request = nullptr;
+  const BodySink* sink = nullptr;
+  HttpResponse response;
+  std::exception_ptr sink_error;
+  Clock::time_point last_activity = Clock::now();
+  bool idle_timeout = false;
+  bool too_large = false;
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::optional<milliseconds> parse_retry_after(std::string_view value, bool in_ms) {
+  value = trim(value);
+  double number = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+  if (ec == std::errc() && ptr == value.data() + value.size()) {
+    if (number < 0) return std::nullopt;
+    return milliseconds(static_cast<std::int64_t>(in_ms ? number : number * 1000.0));
+  }
+  if (in_ms) return std::nullopt;
+  std::string date(value);
+  time_t when = curl_getdate(date.c_str(), nullptr);  // an HTTP-date
+  if (when < 0) return std::nullopt;
+  auto delta = static_cast<std::int64_t>(when) - static_cast<std::int64_t>(std::time(nullptr));
+  return milliseconds(std::max<std::int64_t>(0, delta) * 1000);
+}
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t n = size * count;
+  t->last_activity = Clock::now();
+  std::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response.retry_after.reset();  // a new header block (after 100 Continue, ...)
+    return n;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return n;
+  std::string_view name = trim(line.substr(0, colon));
+  std::string_view value = line.substr(colon + 1);
+  if (iequals(name, "retry-after-ms")) {
+    if (auto ms = parse_retry_after(value, true)) t->response.retry_after = ms;
+  } else if (iequals(name, "retry-after") && !t->response.retry_after) {
+    t->response.retry_after = parse_retry_after(value, false);
+  }
+  return n;
+}
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t n = size * count;
+  t->last_activity = Clock::now();
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (t->request->stream && t->sink != nullptr && *t->sink && status >= 200 && status < 300) {
+    try {
+      t->response.streamed = true;
+      (*t->sink)(std::string_view(data, n));
+    } catch (...) {
+      t->sink_error = std::current_exception();
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    return n;
+  }
+  if (t->response.body.size() + n > kMaxBufferedBody) {
+    t->too_large = true;
+    return 0;
+  }
+  t->response.body.append(data, n);
+  return n;
+}
+
+// Called by libcurl about once a second and on every chunk: enforces the streaming idle timeout.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  if (Clock::now() - t->last_activity > t->request->timeout) {
+    t->idle_timeout = true;
+    return 1;
+  }
+  return 0;
+}
+
+std::string redact(std::string text, std::string_view secret) {
+  if (secret.size() < 4) return text;  // too short to be a real key; redacting would garble text
+  for (std::size_t pos; (pos = text.find(secret)) != std::string::npos;) {
+    text.replace(pos, secret.size(), "***");
+  }
+  return text;
+}
+
+std::string strip_query(const std::string& url) {
+  // The URL appears in messages; a query string could carry a key, so leave it out.
+  return url.substr(0, url.find('?'));
+}
+
+}  // namespace
+
+HttpAttempt http_post(const HttpRequest& request, const BodySink& sink) {
+  thread_local ThreadCurl thread_curl;
+  HttpAttempt attempt;
+  CURL* curl = thread_curl.get();
+  if (curl == nullptr) {
+    attempt.failure = HttpAttempt::Failure::fatal;
+    attempt.error = "cannot create a libcurl handle";
+    return attempt;
+  }
+  Transfer t;
+  t.curl = curl;
+  t.request = &request;
+  t.sink = &sink;
+
+  HeaderList headers;
+  headers.add("Content-Type: application/json");
+  headers.add(request.stream ? "Accept: text/event-stream, application/x-ndjson, application/json"
+                             : "Accept: application/json");
+  headers.add("Expect:");  // no 100-continue round trip
+  for (const auto& h : request.headers) headers.add(h);
+
+  auto timeout_ms = static_cast<long>(std::max<std::int64_t>(1, request.timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POST, 1L);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.list);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_USERAGENT, "agentd");
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  if (request.stream) {
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  } else {
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+  }
+
+  CURLcode rc = curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.response.status);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);  // the list dies with this frame
+  if (t.sink_error) std::rethrow_exception(t.sink_error);
+
+  attempt.response = std::move(t.response);
+  if (rc == CURLE_OK) return attempt;
+
+  using Failure = HttpAttempt::Failure;
+  attempt.error = curl_easy_strerror(rc);
+  if (rc == CURLE_OPERATION_TIMEDOUT || t.idle_timeout) {
+    attempt.failure = Failure::timeout;
+    attempt.error = request.stream
+                        ? "no data for " + std::to_string(request.timeout.count()) + " ms"
+                        : "timed out after " + std::to_string(request.timeout.count()) + " ms";
+  } else if (t.too_large) {
+    attempt.failure = Failure::fatal;
+    attempt.error = "answer larger than " + std::to_string(kMaxBufferedBody >> 20) + " MiB";
+  } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_SSL_CONNECT_ERROR) {
+    attempt.failure = Failure::connect;
+  } else if (rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING ||
+             rc == CURLE_PARTIAL_FILE || rc == CURLE_HTTP2 || rc == CURLE_HTTP2_STREAM) {
+    attempt.failure = Failure::transfer;
+  } else {
+    attempt.failure = Failure::fatal;  // bad URL, unknown host, TLS certificate, ...
+  }
+  return attempt;
+}
+
+milliseconds backoff_delay(const RetryPolicy& policy, int retry) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  double d = static_cast<double>(policy.initial_delay.count());
+  for (int i = 0; i < retry && d < static_cast<double>(policy.max_delay.count()); ++i) d *= 2;
+  d = std::min(d, static_cast<double>(policy.max_delay.count()));
+  std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  return milliseconds(static_cast<std::int64_t>(d * jitter(rng)));
+}
+
+void throw_model_error(const CallSite& site, std::string message, bool retryable) {
+  throw Error(ErrorCode::model_error,
+              redact("model '" + std::string(site.config_name) + "': " + std::move(message), site.secret),
+              {}, {}, retryable);
+}
+
+std::string endpoint_error_message(std::string_view body) {
+  Value v = Value::parse(body, nullptr, /*allow_exceptions=*/false);
+  auto text_of = [](const Value& x) -> std::string { return x.is_string() ? x.get<std::string>() : x.dump(); };
+  if (v.is_object()) {
+    if (auto e = v.find("error"); e != v.end()) {
+      if (e->is_object()) {
+        if (auto m = e->find("message"); m != e->end()) return text_of(*m);
+      } else if (!e->is_null()) {
+        return text_of(*e);
+      }
+    }
+    for (const char* key : {"message", "detail", "msg", "error_msg"}) {
+      if (auto m = v.find(key); m != v.end() && !m->is_null()) {
+        std::string out = text_of(*m);
+        if (auto code = v.find("code"); code != v.end() && code->is_string()) {
+          out = code->get<std::string>() + ": " + out;
+        }
+        return out;
+      }
+    }
+  }
+  std::string text(trim(body));
+  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  return text.empty() ? "(empty body)" : text;
+}
+
+HttpResponse post_with_retries(const CallSite& site, const RetryPolicy& policy, const HttpRequest& request,
+                               const BodySink& sink) {
+  const std::string url = strip_query(request.url);
+  for (int attempt_no = 0;; ++attempt_no) {
+    HttpAttempt a = http_post(request, sink);
+    const long status = a.response.status;
+    const bool last = attempt_no >= policy.max_retries;
+    const std::string attempts =
+        attempt_no == 0 ? "" : " (after " + std::to_string(attempt_no + 1) + " attempts)";
+    std::optional<milliseconds> wait;
+
+    if (a.failure == HttpAttempt::Failure::none) {
+      if (status >= 200 && status < 300) return std::move(a.response);
+      std::string message = "HTTP " + std::to_string(status) + " from " + url + ": " +
+                            endpoint_error_message(a.response.body);
+      bool retryable = status == 429 || status >= 500 || status == 408;
+      if (!retryable) throw_model_error(site, message, false);
+      if (last) throw_model_error(site, message + attempts, true);
+      wait = backoff_delay(policy, attempt_no);
+      if (status == 429 && a.response.retry_after) {
+        if (*a.response.retry_after > policy.max_delay) {
+          throw_model_error(site,
+                            message + "; the endpoint asks to retry after " +
+                                std::to_string(a.response.retry_after->count()) + " ms" + attempts,
+                            true);
+        }
+        wait = *a.response.retry_after;
+      }
+    } else {
+      std::string message = "request to " + url + " failed: " + a.error;
+      if (a.failure == HttpAttempt::Failure::fatal) throw_model_error(site, message, false);
+      if (a.response.streamed) {
+        // Part of the answer already reached the caller; a retry would repeat it.
+        throw_model_error(site, "stream from " + url + " broke off: " + a.error, true);
+      }
+      if (last) throw_model_error(site, message + attempts, true);
+      wait = backoff_delay(policy, attempt_no);
+    }
+    std::this_thread::sleep_for(*wait);
+  }
+}
+
+void SseDecoder::feed(std::string_view bytes) {
+  lines_.feed(bytes, [this](std::string_view line) { on_line(line); });
+}
+
+void SseDecoder::finish() {
+  lines_.finish([this](std::string_view line) { on_line(line); });
+  dispatch();
+}
+
+void SseDecoder::on_line(std::string_view line) {
+  if (line.empty()) {
+    dispatch();
+    return;
+  }
+  if (line.front() == ':') return;  // comment / keep-alive
+  std::string_view field = line;
+  std::string_view value;
+  if (auto colon = line.find(':'); colon != std::string_view::npos) {
+    field = line.substr(0, colon);
+    value = line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (field == "data") {
+    if (has_data_) data_ += '\n';
+    data_ += value;
+    has_data_ = true;
+  } else if (field == "event") {
+    event_ = value;
+  }
+}
+
+void SseDecoder::dispatch() {
+  if (has_data_) {
+    std::string event = std::move(event_);
+    std::string data = std::move(data_);
+    event_.clear();
+    data_.clear();
+    has_data_ = false;
+    on_event_(event, data);
+  } else {
+    event_.clear();
+  }
+}
+
+}  // namespace agentd::detail

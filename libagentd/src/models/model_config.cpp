@@ -1,0 +1,718 @@
+#include "models/model_config.h"
+
+#include <agentd/error.h>
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+namespace agentd::detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Where things are in the source text.
+
+struct Pos {
+  int line = -1;  // 1-based; -1 when unknown
+  int column = -1;
+};
+
+// Positions of values and of keys, by JSON pointer ("/0/client_args/timeout"). Best effort: a
+// pointer missing from the map just makes a message without line and column.
+struct PosMap {
+  std::unordered_map<std::string, Pos> values;
+  std::unordered_map<std::string, Pos> keys;
+};
+
+std::string pointer_escape(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Pos pos_of(const YAML::Mark& mark) {
+  if (mark.is_null()) return {};
+  return Pos{mark.line + 1, mark.column + 1};
+}
+
+std::string format_pos(std::string_view source, Pos pos) {
+  std::string out(source);
+  if (pos.line > 0) {
+    out += ':' + std::to_string(pos.line) + ':' + std::to_string(pos.column);
+  }
+  return out;
+}
+
+[[noreturn]] void fail(std::string message) { throw Error(ErrorCode::config_error, std::move(message)); }
+
+// ---------------------------------------------------------------------------------------------
+// ${ENV} substitution.
+
+// Replaces ${NAME} and ${NAME:-default} with the environment's values; "$${" stays a literal "${".
+// `where` and `field` name the place in messages.
+std::string substitute_env(std::string_view text, const std::string& where, const std::string& field) {
+  if (text.find('$') == std::string_view::npos) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    if (text.compare(i, 3, "$${") == 0) {
+      out += "${";
+      i += 3;
+      continue;
+    }
+    if (text.compare(i, 2, "${") != 0) {
+      out += text[i++];
+      continue;
+    }
+    std::size_t close = text.find('}', i + 2);
+    if (close == std::string_view::npos) {
+      fail(where + ": unterminated ${ in " + field);
+    }
+    std::string_view inner = text.substr(i + 2, close - i - 2);
+    std::string_view name = inner;
+    std::optional<std::string_view> fallback;
+    if (auto dash = inner.find(":-"); dash != std::string_view::npos) {
+      name = inner.substr(0, dash);
+      fallback = inner.substr(dash + 2);
+    }
+    bool valid = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+                 std::all_of(name.begin(), name.end(), [](char c) {
+                   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                          c == '_';
+                 });
+    if (!valid) {
+      fail(where + ": bad environment variable reference '${" + std::string(inner) + "}' in " + field);
+    }
+    std::string name_str(name);
+    const char* value = std::getenv(name_str.c_str());
+    if (value != nullptr && (*value != '\0' || !fallback)) {
+      out += value;
+    } else if (fallback) {
+      out += *fallback;
+    } else {
+      fail(where + ": environment variable " + name_str + " is not set (used by " + field + ")");
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+// "/0/client_args/timeout" -> "field 'client_args.timeout' of model config #1" (for messages).
+std::string field_of(std::string_view pointer) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 1; start <= pointer.size() && !pointer.empty();) {
+    std::size_t slash = pointer.find('/', start);
+    if (slash == std::string_view::npos) slash = pointer.size();
+    parts.emplace_back(pointer.substr(start, slash - start));
+    start = slash + 1;
+  }
+  std::string suffix;
+  if (!parts.empty() && !parts[0].empty() &&
+      std::all_of(parts[0].begin(), parts[0].end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    suffix = "' of model config #" + std::to_string(std::stoul(parts[0]) + 1);
+    parts.erase(parts.begin());
+  }
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += '.';
+    out += p;
+  }
+  return "field '" + out + suffix + (suffix.empty() ? "'" : "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML -> Value, with positions and ${ENV} substitution.
+
+// YAML 1.2 core schema resolution of a plain (unquoted) scalar.
+Value resolve_plain_scalar(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  // Integers: decimal, 0x hex, 0o octal.
+  {
+    std::int64_t v = 0;
+    const char* p = begin;
+    int base = 10;
+    bool negative = false;
+    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'o')) {
+      base = s[1] == 'x' ? 16 : 8;
+      p += 2;
+    } else if (*p == '+' || *p == '-') {
+      negative = *p == '-';
+      ++p;
+    }
+    if (p != end) {
+      auto [ptr, ec] = std::from_chars(p, end, v, base);
+      if (ec == std::errc() && ptr == end) return negative ? -v : v;
+    }
+  }
+  // Floats.
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "+.Inf" || s == "+.INF") {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  {
+    bool looks_numeric = std::all_of(s.begin(), s.end(), [](char c) {
+      return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+    });
+    if (looks_numeric && s.find_first_of("0123456789") != std::string::npos) {
+      errno = 0;
+      char* parsed_end = nullptr;
+      double d = std::strtod(begin, &parsed_end);
+      if (parsed_end == end && errno == 0) return d;
+    }
+  }
+  return s;
+}
+
+class YamlReader {
+ public:
+  YamlReader(std::string_view source, PosMap& positions, bool substitute)
+      : source_(source), positions_(positions), substitute_(substitute) {}
+
+  Value convert(const YAML::Node& node, const std::string& pointer) {
+    positions_.values.emplace(pointer, pos_of(node.Mark()));
+    switch (node.Type()) {
+      case YAML::NodeType::Undefined:
+      case YAML::NodeType::Null:
+        return nullptr;
+      case YAML::NodeType::Scalar: {
+        std::string text = node.Scalar();
+        if (substitute_) {
+          text = substitute_env(text, format_pos(source_, pos_of(node.Mark())), field_of(pointer));
+        }
+        // "?" marks a plain scalar; quoted scalars and explicitly tagged ones stay strings.
+        if (node.Tag() == "?") return resolve_plain_scalar(text);
+        return text;
+      }
+      case YAML::NodeType::Sequence: {
+        Value out = Value::array();
+        std::size_t i = 0;
+        for (const auto& child : node) {
+          out.push_back(convert(child, pointer + '/' + std::to_string(i++)));
+        }
+        return out;
+      }
+      case YAML::NodeType::Map: {
+        Value out = Value::object();
+        for (auto it = node.begin(); it != node.end(); ++it) {
+          Pos key_pos = pos_of(it->first.Mark());
+          if (!it->first.IsScalar()) {
+            fail(format_pos(source_, key_pos) + ": a mapping key must be a plain string");
+          }
+          std::string key = it->first.Scalar();
+          std::string child = pointer + '/' + pointer_escape(key);
+          if (out.contains(key)) {
+            fail(format_pos(source_, key_pos) + ": duplicate key '" + key + "'");
+          }
+          positions_.keys.emplace(child, key_pos);
+          out[key] = convert(it->second, child);
+        }
+        return out;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  std::string_view source_;
+  PosMap& positions_;
+  bool substitute_;
+};
+
+// Positions only (JSON documents): the same walk, values discarded. Best effort.
+void collect_yaml_positions(std::string_view text, PosMap& positions) {
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    YamlReader reader("", positions, /*substitute=*/false);
+    reader.convert(root, "");
+  } catch (const std::exception&) {
+    positions = PosMap{};  // not every JSON text is YAML that yaml-cpp reads; lose only positions
+  }
+}
+
+// ${ENV} substitution over every string of a JSON document.
+void substitute_env_in(Value& v, const std::string& pointer, std::string_view source,
+                       const PosMap& positions) {
+  if (v.is_string()) {
+    auto it = positions.values.find(pointer);
+    std::string where = format_pos(source, it == positions.values.end() ? Pos{} : it->second);
+    v = substitute_env(v.get_ref<const std::string&>(), where, field_of(pointer));
+  } else if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      substitute_env_in(v[i], pointer + '/' + std::to_string(i), source, positions);
+    }
+  } else if (v.is_object()) {
+    for (auto& [key, child] : v.items()) {
+      substitute_env_in(child, pointer + '/' + pointer_escape(key), source, positions);
+    }
+  }
+}
+
+Pos pos_from_offset(std::string_view text, std::size_t offset) {
+  Pos p{1, 1};
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation of one config.
+
+struct TypeSpec {
+  std::string_view name;
+  bool needs_model_name;
+  std::vector<std::string_view> fields;       // besides the common ones
+  std::vector<std::string_view> client_args;  // keys allowed in client_args
+};
+
+const std::vector<std::string_view> kCommonFields = {"config_name", "model_type",    "model_name",
+                                                     "api_key",     "client_args",   "generate_args",
+                                                     "stream"};
+const std::vector<std::string_view> kRetryClientArgs = {"timeout", "max_retries", "retry_initial_delay",
+                                                        "retry_max_delay"};
+
+const std::vector<TypeSpec>& type_specs() {
+  static const std::vector<TypeSpec> specs = {
+      {"dashscope_chat", true, {}, {"base_url", "api_key", "default_headers"}},
+      {"echo", false, {"delay_ms"}, {}},
+      {"ollama_chat", true, {"options", "keep_alive", "host"}, {"host", "base_url", "headers"}},
+      {"openai_chat",
+       true,
+       {"organization"},
+       {"base_url", "api_key", "organization", "default_headers"}},
+      {"post_api_chat",
+       false,
+       {"api_url", "headers", "json_args", "post_args", "messages_key", "max_retries", "retry_interval",
+        "response_path", "timeout", "max_length"},
+       {"headers"}},
+  };
+  return specs;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string join(const std::vector<std::string_view>& items) {
+  std::string out;
+  for (auto item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+// Validates one config object; names places through the document's positions when it has them.
+class ConfigValidator {
+ public:
+  ConfigValidator(const Value& raw, std::string_view source, const PosMap* positions, std::string pointer,
+                  std::size_t index)
+      : raw_(raw), source_(source), positions_(positions), pointer_(std::move(pointer)), index_(index) {}
+
+  ModelConfig run() {
+    if (!raw_.is_object()) {
+      fail_at("", false, "a model config must be a mapping (with config_name, model_type, ...), got " +
+                             describe(raw_));
+    }
+    ModelConfig c;
+    c.raw = raw_;
+    c.source = where("", false);
+    c.config_name = required_string(raw_, "config_name");
+    if (c.config_name.empty()) fail_at("config_name", false, "config_name must not be empty");
+    name_ = c.config_name;
+    c.model_type = required_string(raw_, "model_type");
+
+    const TypeSpec* spec = nullptr;
+    for (const auto& s : type_specs()) {
+      if (s.name == c.model_type) spec = &s;
+    }
+    if (spec == nullptr) {
+      std::vector<std::string_view> names;
+      for (const auto& s : type_specs()) names.push_back(s.name);
+      fail_at("model_type", false,
+              "unknown model_type '" + c.model_type + "'; valid model_types: " + join(names));
+    }
+
+    std::vector<std::string_view> allowed = kCommonFields;
+    allowed.insert(allowed.end(), spec->fields.begin(), spec->fields.end());
+    check_keys(raw_, "", allowed);
+
+    if (spec->needs_model_name) {
+      c.model_name = required_string(raw_, "model_name");
+      if (c.model_name.empty()) fail_at("model_name", false, "model_name must not be empty");
+    } else {
+      c.model_name = optional_string(raw_, "model_name", "");
+    }
+
+    const Value& client_args = optional_object(raw_, "client_args");
+    std::vector<std::string_view> client_allowed = kRetryClientArgs;
+    client_allowed.insert(client_allowed.end(), spec->client_args.begin(), spec->client_args.end());
+    if (c.model_type == "echo") client_allowed.clear();
+    check_keys(client_args, "client_args", client_allowed);
+
+    c.api_key = optional_string(raw_, "api_key", optional_string(client_args, "api_key", "", "client_args"));
+    c.generate_args = optional_object(raw_, "generate_args");
+    c.stream = optional_bool(raw_, "stream", false);
+    read_retry_args(c, client_args, "client_args");
+
+    if (c.model_type == "openai_chat") {
+      c.base_url = optional_url(client_args, "base_url", "https://api.openai.com/v1", "client_args");
+      c.headers = string_map(optional_object(client_args, "default_headers", "client_args"),
+                             "client_args.default_headers");
+      std::string org = optional_string(raw_, "organization",
+                                        optional_string(client_args, "organization", "", "client_args"));
+      if (!org.empty()) c.headers["OpenAI-Organization"] = org;
+    } else if (c.model_type == "dashscope_chat") {
+      c.base_url = optional_url(client_args, "base_url", "https://dashscope.aliyuncs.com/api/v1", "client_args");
+      c.headers = string_map(optional_object(client_args, "default_headers", "client_args"),
+                             "client_args.default_headers");
+    } else if (c.model_type == "ollama_chat") {
+      std::string host = optional_url(client_args, "host", "", "client_args");
+      if (host.empty()) host = optional_url(client_args, "base_url", "", "client_args");
+      c.base_url = optional_url(raw_, "host", host.empty() ? "http://localhost:11434" : host);
+      c.headers = string_map(optional_object(client_args, "headers", "client_args"), "client_args.headers");
+      c.extra["options"] = optional_object(raw_, "options");
+      if (raw_.contains("keep_alive")) {
+        const Value& k = raw_["keep_alive"];
+        if (!k.is_string() && !k.is_number()) {
+          fail_at("keep_alive", false, "keep_alive must be a duration such as \"5m\" or a number of seconds, got " +
+                                           describe(k));
+        }
+        c.extra["keep_alive"] = k;
+      }
+    } else if (c.model_type == "post_api_chat") {
+      c.base_url = required_url(raw_, "api_url");
+      Value headers = string_map(optional_object(raw_, "headers"), "headers");
+      const Value client_headers =
+          string_map(optional_object(client_args, "headers", "client_args"), "client_args.headers");
+      for (const auto& [k, v] : client_headers.items()) {
+        headers[k] = v;
+      }
+      c.headers = headers;
+      c.extra["json_args"] = optional_object(raw_, "json_args");
+      c.extra["messages_key"] = optional_string(raw_, "messages_key", "inputs");  // AgentScope's default
+      c.extra["response_path"] = optional_string(raw_, "response_path", "");
+      // AgentScope's own spellings and defaults, at the top level.
+      if (!client_args.contains("timeout")) c.timeout = std::chrono::seconds(30);
+      if (!client_args.contains("retry_initial_delay")) c.retry_initial_delay = std::chrono::seconds(1);
+      if (raw_.contains("max_retries")) c.max_retries = non_negative_int(raw_, "max_retries", "");
+      if (raw_.contains("retry_interval")) c.retry_initial_delay = seconds(raw_, "retry_interval", "", true);
+      if (raw_.contains("timeout")) c.timeout = seconds(raw_, "timeout", "", false);
+      const Value& post_args = optional_object(raw_, "post_args");
+      check_keys(post_args, "post_args", {"timeout"});
+      if (post_args.contains("timeout")) c.timeout = seconds(post_args, "timeout", "post_args", false);
+    } else if (c.model_type == "echo") {
+      if (raw_.contains("delay_ms")) c.extra["delay_ms"] = non_negative_int(raw_, "delay_ms", "");
+    }
+    return c;
+  }
+
+ private:
+  // "file:line:col" of a field (path relative to the config, dotted; its key's place when `key`),
+  // falling back to the config's own place, then to the bare source name.
+  std::string where(std::string_view field, bool key) const {
+    if (positions_ == nullptr) return std::string(source_);
+    std::string pointer = pointer_;
+    for (std::size_t start = 0; !field.empty() && start <= field.size();) {
+      std::size_t dot = field.find('.', start);
+      if (dot == std::string_view::npos) dot = field.size();
+      pointer += '/' + pointer_escape(field.substr(start, dot - start));
+      start = dot + 1;
+    }
+    auto lookup = [](const auto& map, const std::string& p) {
+      auto it = map.find(p);
+      return it == map.end() ? Pos{} : it->second;
+    };
+    Pos p = key ? lookup(positions_->keys, pointer) : Pos{};
+    if (p.line < 0) p = lookup(positions_->values, pointer);
+    if (p.line < 0) p = lookup(positions_->values, pointer_);
+    return format_pos(source_, p);
+  }
+
+  [[noreturn]] void fail_at(std::string_view field, bool key, const std::string& message) const {
+    std::string who = name_.empty() ? "model config #" + std::to_string(index_ + 1)
+                                    : "model config '" + name_ + "'";
+    fail(where(field, key) + ": " + who + ": " + message);
+  }
+
+  static std::string describe(const Value& v) {
+    std::string text = v.dump();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return std::string(v.type_name()) + " " + text;
+  }
+
+  static std::string path(std::string_view parent, std::string_view key) {
+    return parent.empty() ? std::string(key) : std::string(parent) + '.' + std::string(key);
+  }
+
+  void check_keys(const Value& obj, std::string_view parent, const std::vector<std::string_view>& allowed) const {
+    for (const auto& [key, value] : obj.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string message = "unknown field '" + path(parent, key) + "'";
+      std::string_view best;
+      std::size_t best_distance = 3;
+      for (auto candidate : allowed) {
+        std::size_t d = edit_distance(key, candidate);
+        if (d < best_distance) {
+          best_distance = d;
+          best = candidate;
+        }
+      }
+      if (!best.empty()) message += " (did you mean '" + path(parent, best) + "'?)";
+      message += allowed.empty() ? "; this model type takes no " + std::string(parent)
+                                 : "; known fields here: " + join(allowed);
+      fail_at(path(parent, key), true, message);
+    }
+  }
+
+  std::string required_string(const Value& obj, std::string_view key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail_at("", false, "missing required field '" + std::string(key) + "'");
+    if (!it->is_string()) {
+      fail_at(key, false, "field '" + std::string(key) + "' must be a string, got " + describe(*it));
+    }
+    return it->get<std::string>();
+  }
+
+  std::string optional_string(const Value& obj, std::string_view key, std::string fallback,
+                              std::string_view parent = "") const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return fallback;
+    if (!it->is_string()) {
+      fail_at(path(parent, key), false,
+              "field '" + path(parent, key) + "' must be a string, got " + describe(*it));
+    }
+    return it->get<std::string>();
+  }
+
+  std::string checked_url(const std::string& url, std::string_view field) const {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      fail_at(field, false, "field '" + std::string(field) + "' must be an http:// or https:// URL, got \"" +
+                                url + "\"");
+    }
+    std::string out = url;
+    while (out.size() > 8 && out.back() == '/') out.pop_back();
+    return out;
+  }
+
+  std::string optional_url(const Value& obj, std::string_view key, std::string fallback,
+                           std::string_view parent = "") const {
+    std::string url = optional_string(obj, key, "", parent);
+    if (url.empty()) return fallback;
+    return checked_url(url, path(parent, key));
+  }
+
+  std::string required_url(const Value& obj, std::string_view key) const {
+    return checked_url(required_string(obj, key), key);
+  }
+
+  const Value& optional_object(const Value& obj, std::string_view key, std::string_view parent = "") const {
+    static const Value empty = Value::object();
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return empty;
+    if (!it->is_object()) {
+      fail_at(path(parent, key), false,
+              "field '" + path(parent, key) + "' must be a mapping, got " + describe(*it));
+    }
+    return *it;
+  }
+
+  bool optional_bool(const Value& obj, std::string_view key, bool fallback) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) {
+      fail_at(key, false, "field '" + std::string(key) + "' must be true or false, got " + describe(*it));
+    }
+    return it->get<bool>();
+  }
+
+  // A number, or a string holding one (e.g. from ${ENV} in JSON).
+  std::optional<double> as_number(const Value& v) const {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      const auto& s = v.get_ref<const std::string&>();
+      char* end = nullptr;
+      errno = 0;
+      double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && end == s.c_str() + s.size() && errno == 0) return d;
+    }
+    return std::nullopt;
+  }
+
+  std::chrono::milliseconds seconds(const Value& obj, std::string_view key, std::string_view parent,
+                                    bool zero_ok) const {
+    const Value& v = obj.at(std::string(key));
+    auto d = as_number(v);
+    if (!d || !std::isfinite(*d) || *d < 0 || (*d == 0 && !zero_ok) || *d > 86400.0 * 365) {
+      fail_at(path(parent, key), false,
+              "field '" + path(parent, key) + "' must be a " + (zero_ok ? "non-negative" : "positive") +
+                  " number of seconds, got " + describe(v));
+    }
+    return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(*d * 1000.0)));
+  }
+
+  int non_negative_int(const Value& obj, std::string_view key, std::string_view parent) const {
+    const Value& v = obj.at(std::string(key));
+    auto d = as_number(v);
+    if (!d || *d < 0 || *d != std::floor(*d) || *d > 1'000'000) {
+      fail_at(path(parent, key), false,
+              "field '" + path(parent, key) + "' must be a non-negative integer, got " + describe(v));
+    }
+    return static_cast<int>(*d);
+  }
+
+  void read_retry_args(ModelConfig& c, const Value& client_args, std::string_view parent) const {
+    if (client_args.contains("timeout")) c.timeout = seconds(client_args, "timeout", parent, false);
+    if (client_args.contains("max_retries")) c.max_retries = non_negative_int(client_args, "max_retries", parent);
+    if (client_args.contains("retry_initial_delay")) {
+      c.retry_initial_delay = seconds(client_args, "retry_initial_delay", parent, true);
+    }
+    if (client_args.contains("retry_max_delay")) {
+      c.retry_max_delay = seconds(client_args, "retry_max_delay", parent, true);
+    }
+  }
+
+  Value string_map(const Value& obj, std::string_view field) const {
+    for (const auto& [key, value] : obj.items()) {
+      if (!value.is_string()) {
+        fail_at(path(field, key), false,
+                "field '" + path(field, key) + "' must be a string, got " + describe(value));
+      }
+    }
+    return obj;
+  }
+
+  const Value& raw_;
+  std::string_view source_;
+  const PosMap* positions_;
+  std::string pointer_;
+  std::size_t index_;
+  std::string name_;
+};
+
+std::vector<ModelConfig> validate_document(const Value& doc, std::string_view source, const PosMap& positions) {
+  std::vector<ModelConfig> configs;
+  std::map<std::string, std::string, std::less<>> seen;  // config_name -> where
+  auto add = [&](const Value& raw, std::string pointer, std::size_t index) {
+    ModelConfig c = ConfigValidator(raw, source, &positions, std::move(pointer), index).run();
+    if (auto it = seen.find(c.config_name); it != seen.end()) {
+      fail(c.source + ": duplicate config_name '" + c.config_name + "' (first defined at " + it->second + ")");
+    }
+    seen.emplace(c.config_name, c.source);
+    configs.push_back(std::move(c));
+  };
+  if (doc.is_null()) return configs;
+  if (doc.is_array()) {
+    for (std::size_t i = 0; i < doc.size(); ++i) add(doc[i], "/" + std::to_string(i), i);
+  } else if (doc.is_object()) {
+    add(doc, "", 0);
+  } else {
+    auto it = positions.values.find("");
+    fail(format_pos(source, it == positions.values.end() ? Pos{} : it->second) +
+         ": expected a list of model configs (or one config mapping), got " + std::string(doc.type_name()));
+  }
+  return configs;
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_model_types() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& s : type_specs()) out.emplace_back(s.name);
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return names;
+}
+
+std::vector<ModelConfig> parse_model_configs(std::string_view text, std::string_view source_name) {
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") {  // UTF-8 byte order mark
+    text.remove_prefix(3);
+    first = text.find_first_not_of(" \t\r\n");
+  }
+  if (first == std::string_view::npos) return {};
+  PosMap positions;
+  Value doc;
+  if (text[first] == '[' || text[first] == '{') {
+    // AgentScope's JSON form: strict JSON for the values, yaml-cpp (JSON is YAML) for positions.
+    try {
+      doc = Value::parse(text);
+    } catch (const Value::parse_error& e) {
+      std::string what = e.what();
+      if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
+      fail(format_pos(source_name, pos_from_offset(text, e.byte == 0 ? 0 : e.byte - 1)) +
+           ": invalid JSON: " + what);
+    }
+    collect_yaml_positions(text, positions);
+    substitute_env_in(doc, "", source_name, positions);
+  } else {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+      fail(format_pos(source_name, pos_of(e.mark)) + ": invalid YAML: " + e.msg);
+    }
+    doc = YamlReader(source_name, positions, /*substitute=*/true).convert(root, "");
+  }
+  return validate_document(doc, source_name, positions);
+}
+
+std::vector<ModelConfig> load_model_configs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    fail("cannot read model config file " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) fail("cannot read model config file " + path);
+  return parse_model_configs(buffer.str(), path);
+}
+
+ModelConfig model_config_from_json(const Value& raw, std::string_view source) {
+  return ConfigValidator(raw, source, nullptr, "", 0).run();
+}
+
+}  // namespace agentd::detail

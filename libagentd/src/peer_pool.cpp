@@ -1,0 +1,130 @@
+#include "peer_pool.h"
+
+#include "counting_stream.h"
+#include "value_codec.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace agentd::detail {
+
+namespace {
+constexpr std::size_t kCacheSize = 1024;
+
+class LogErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::warn("peer task failed: {}", e.getDescription().cStr());
+  }
+};
+LogErrors g_log_errors;  // stateless
+}  // namespace
+
+struct PeerPool::Peer : public kj::Refcounted {
+  kj::ForkedPromise<void> ready = nullptr;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  wire::AgentServer::Client server = nullptr;
+  bool broken = false;
+};
+
+struct PeerPool::Pending {
+  std::vector<ResultPool::Waiter> waiters;
+};
+
+PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters)
+    : io_(io), options_(options), counters_(counters), tasks_(g_log_errors) {}
+
+PeerPool::~PeerPool() = default;
+
+PeerPool::Peer& PeerPool::peer(const std::string& origin) {
+  auto it = peers_.find(origin);
+  if (it != peers_.end() && !it->second->broken) return *it->second;
+  auto p = kj::refcounted<Peer>();
+  Peer& ref = *p;
+  auto connect =
+      io_.provider->getNetwork()
+          .parseAddress(to_kj(origin))
+          .then([](kj::Own<kj::NetworkAddress> addr) {
+            return addr->connect().attach(kj::mv(addr));
+          })
+          .then([this, &ref](kj::Own<kj::AsyncIoStream> stream) {
+            ref.stream = counters_ ? kj::heap<CountingStream>(kj::mv(stream), counters_[0], counters_[1])
+                                   : kj::mv(stream);
+            ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
+            ref.server = ref.client->bootstrap().castAs<wire::AgentServer>();
+          });
+  auto timed = io_.provider->getTimer().timeoutAfter(
+      options_.connect_timeout.count() * kj::MILLISECONDS, kj::mv(connect));
+  ref.ready = timed.eagerlyEvaluate([&ref](kj::Exception&& e) {
+                     ref.broken = true;
+                     kj::throwFatalException(kj::mv(e));
+                   }).fork();
+  peers_[origin] = kj::mv(p);
+  return ref;
+}
+
+kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin, const std::string& call_id) {
+  ++fetches_;
+  kj::Own<Peer> p = kj::addRef(peer(origin));
+  Peer& ref = *p;
+  auto fetched = ref.ready.addBranch().then([&ref, call_id]() {
+    auto req = ref.server.fetchRequest();
+    req.setCallId(to_kj(call_id));
+    return req.send().then([](capnp::Response<wire::AgentServer::FetchResults> r) {
+      auto o = r.getOutcome();
+      if (o.isMsg()) return std::make_shared<const Outcome>(read_msg(o.getMsg()));
+      return std::make_shared<const Outcome>(read_error(o.getError()));
+    });
+  });
+  return io_.provider->getTimer()
+      .timeoutAfter(options_.fetch_timeout.count() * kj::MILLISECONDS, kj::mv(fetched))
+      .catch_([&ref, origin, call_id](kj::Exception&& e) {
+        // A failed connection is replaced on the next fetch; the result may be there by then.
+        if (e.getType() == kj::Exception::Type::DISCONNECTED) ref.broken = true;
+        Error err = error_from_exception(
+            e, fmt::format("fetching the result of call {} from {}", call_id, origin));
+        return std::make_shared<const Outcome>(
+            Error(err.code() == ErrorCode::internal ? ErrorCode::disconnected : err.code(),
+                  err.message(), "", "", true));
+      })
+      .attach(kj::mv(p));
+}
+
+void PeerPool::fetch(const std::string& origin, const std::string& server_id,
+                     const std::string& call_id, ResultPool::Waiter done) {
+  std::string key = origin + "|" + call_id;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    done(it->second);
+    return;
+  }
+  if (origin.empty()) {
+    done(std::make_shared<const Outcome>(
+        Error(ErrorCode::bad_request,
+              fmt::format("placeholder for call {} names no origin server address", call_id))));
+    return;
+  }
+  auto [it, inserted] = inflight_.try_emplace(key);
+  if (!inserted) {
+    it->second->waiters.push_back(kj::mv(done));
+    return;
+  }
+  it->second = std::make_shared<Pending>();
+  it->second->waiters.push_back(kj::mv(done));
+  tasks_.add(fetch_remote(origin, call_id).then([this, key](OutcomePtr out) {
+    auto node = inflight_.extract(key);
+    bool ok = std::holds_alternative<Msg>(*out);
+    if (ok) {
+      cache_[key] = out;
+      cache_order_.push_back(key);
+      while (cache_order_.size() > kCacheSize) {
+        cache_.erase(cache_order_.front());
+        cache_order_.pop_front();
+      }
+    }
+    if (node) for (auto& w : node.mapped()->waiters) w(out);
+  }));
+}
+
+}  // namespace agentd::detail

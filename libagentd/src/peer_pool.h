@@ -1,0 +1,58 @@
+// PeerPool: pooled connections from this server to other servers, used to fetch the results of
+// placeholders produced elsewhere directly from their origin (never through the main process).
+// Loop thread only.
+#pragma once
+
+#include "result_pool.h"
+
+#include <kj/async-io.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <vector>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace agentd::detail {
+
+class PeerPool {
+ public:
+  struct Options {
+    std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+    std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);  // a producer may run long
+  };
+
+  // io and timer are borrowed and outlive the pool. counters (may be null) receives bytes
+  // [peer in, peer out] of the connections this pool opens.
+  PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters = nullptr);
+  ~PeerPool();
+
+  // Fetches the result of call_id from the server at origin ("host:port") and hands it to done
+  // (on the loop thread). Failures (unreachable origin, lost connection, timeout) reach done as
+  // an Error outcome with retryable set where retrying could help. Results fetched once are
+  // cached, so several consumers here cost one transfer.
+  void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
+             ResultPool::Waiter done);
+
+  std::uint64_t fetches() const { return fetches_; }
+
+ private:
+  struct Peer;
+  kj::Promise<OutcomePtr> fetch_remote(const std::string& origin, const std::string& call_id);
+  Peer& peer(const std::string& origin);
+
+  kj::AsyncIoContext& io_;
+  Options options_;
+  std::uint64_t* counters_;
+  std::map<std::string, kj::Own<Peer>> peers_;
+  struct Pending;
+  std::map<std::string, std::shared_ptr<Pending>> inflight_;  // key origin|call_id
+  std::map<std::string, OutcomePtr> cache_;                   // bounded, FIFO
+  std::deque<std::string> cache_order_;
+  kj::TaskSet tasks_;
+  std::uint64_t fetches_ = 0;
+};
+
+}  // namespace agentd::detail

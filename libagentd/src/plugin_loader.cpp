@@ -1,0 +1,99 @@
+#include "plugin_loader.h"
+
+#include <agentd/error.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+void ClassCatalog::add(AgentClass cls, std::string source) {
+  if (auto it = classes_.find(cls.name); it != classes_.end()) {
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("agent class '{}' from {} is already registered by {}; class names "
+                            "must be unique across the loaded plugins",
+                            cls.name, source, it->second.source));
+  }
+  std::string name = cls.name;
+  classes_.emplace(std::move(name), Entry{std::move(cls), std::move(source)});
+}
+
+const AgentClass* ClassCatalog::find(const std::string& name) const {
+  auto it = classes_.find(name);
+  return it == classes_.end() ? nullptr : &it->second.cls;
+}
+
+std::vector<std::string> ClassCatalog::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : classes_) out.push_back(n);
+  return out;
+}
+
+PluginLoader::~PluginLoader() {
+  for (auto it = handles_.rbegin(); it != handles_.rend(); ++it) ::dlclose(*it);
+}
+
+void PluginLoader::load(const std::string& path, ClassCatalog& catalog) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw Error(ErrorCode::plugin_error, fmt::format("plugin {}: no such file", path));
+  // dlopen searches the library path for names without a slash; plugins are given as paths.
+  std::string open_path = path.find('/') == std::string::npos ? "./" + path : path;
+  void* handle = ::dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin {}: cannot load: {}", path, why ? why : "unknown dlopen error"));
+  }
+  using Entry = const PluginTable* (*)();
+  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "agentd_plugin_table_v1"));
+  if (entry == nullptr) {
+    ::dlclose(handle);
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin {}: not an agentd plugin (no agentd_plugin_table_v1 symbol; "
+                            "register classes with AGENTD_REGISTER_AGENT)",
+                            path));
+  }
+  const PluginTable* table = entry();
+  if (table == nullptr || table->abi_version != AGENTD_ABI_VERSION) {
+    int abi = table ? table->abi_version : -1;
+    std::string ver = table && table->agentd_version ? table->agentd_version : "?";
+    ::dlclose(handle);
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin {}: built against agentd {} (plugin ABI {}), but this server is "
+                            "agentd {} (plugin ABI {}); rebuild the plugin against this version",
+                            path, ver, abi, AGENTD_VERSION_STRING, AGENTD_ABI_VERSION));
+  }
+  if (table->classes.empty()) {
+    ::dlclose(handle);
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin {}: registers no agent classes", path));
+  }
+  handles_.push_back(handle);
+  paths_.push_back(path);
+  for (const auto& cls : table->classes) catalog.add(cls, path);
+}
+
+void PluginLoader::load_dir(const std::string& dir, ClassCatalog& catalog) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin directory {}: not a readable directory", dir));
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec) && it->path().extension() == ".so")
+      files.push_back(it->path().string());
+  }
+  if (ec)
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("plugin directory {}: {}", dir, ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) load(f, catalog);
+}
+
+}  // namespace agentd::detail

@@ -1,0 +1,52 @@
+// PluginLoader: loads agent plugin shared objects and keeps them loaded for its lifetime.
+#pragma once
+
+#include <agentd/agent.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace agentd::detail {
+
+// The agent classes a server can create, by name, with where each came from.
+class ClassCatalog {
+ public:
+  // Throws Error(plugin_error) when name is already registered (naming both sources).
+  void add(AgentClass cls, std::string source);
+  const AgentClass* find(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+  std::size_t size() const { return classes_.size(); }
+
+ private:
+  struct Entry {
+    AgentClass cls;
+    std::string source;
+  };
+  std::map<std::string, Entry> classes_;
+};
+
+class PluginLoader {
+ public:
+  PluginLoader() = default;
+  ~PluginLoader();  // dlcloses the plugins; every agent they created must be gone by then
+  PluginLoader(const PluginLoader&) = delete;
+  PluginLoader& operator=(const PluginLoader&) = delete;
+
+  // Loads one plugin and adds its classes to catalog. Throws Error(plugin_error) naming the file
+  // and the reason: not found, dlopen's message, no agentd_plugin_table_v1, ABI mismatch,
+  // no classes, a class name already taken.
+  void load(const std::string& path, ClassCatalog& catalog);
+
+  // Loads every *.so in dir (sorted by name). Throws as load() does; an unreadable dir too.
+  void load_dir(const std::string& dir, ClassCatalog& catalog);
+
+  const std::vector<std::string>& loaded() const { return paths_; }
+
+ private:
+  std::vector<void*> handles_;
+  std::vector<std::string> paths_;
+};
+
+}  // namespace agentd::detail

@@ -1,0 +1,102 @@
+#include "result_pool.h"
+
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+namespace {
+constexpr std::size_t kEvictedMemory = 65536;
+}
+
+bool ResultPool::add_pending(const std::string& call_id, std::string producer) {
+  if (evicted_.count(call_id)) return false;
+  auto [it, inserted] = entries_.try_emplace(call_id);
+  Entry& e = it->second;
+  if (!inserted && e.announced) return false;
+  e.announced = true;
+  e.producer = std::move(producer);
+  e.since = Clock::now();
+  return true;
+}
+
+void ResultPool::complete(const std::string& call_id, Outcome outcome) {
+  auto it = entries_.find(call_id);
+  if (it == entries_.end() || it->second.outcome) return;  // evicted or finished: nothing waits
+  Entry& e = it->second;
+  e.outcome = std::make_shared<const Outcome>(std::move(outcome));
+  e.since = Clock::now();
+  finished_order_.emplace_back(call_id, e.since);
+  auto waiters = std::move(e.waiters);
+  OutcomePtr out = e.outcome;
+  while (finished_order_.size() > limits_.max_size) evict(finished_order_.front().first);
+  for (auto& w : waiters) w(out);
+}
+
+void ResultPool::when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown) {
+  auto it = entries_.find(call_id);
+  if (it == entries_.end()) {
+    if (evicted_.count(call_id) || !wait_for_unknown) {
+      w(std::make_shared<const Outcome>(gone_error(call_id)));
+      return;
+    }
+    it = entries_.try_emplace(call_id).first;
+    it->second.since = Clock::now();
+  }
+  Entry& e = it->second;
+  if (e.outcome) {
+    OutcomePtr out = e.outcome;
+    w(out);
+  } else {
+    e.waiters.push_back(kj::mv(w));
+  }
+}
+
+OutcomePtr ResultPool::peek(const std::string& call_id) const {
+  auto it = entries_.find(call_id);
+  return it == entries_.end() ? nullptr : it->second.outcome;
+}
+
+void ResultPool::evict(const std::string& call_id) {
+  // Only finished entries are evicted; finished_order_ holds exactly those, oldest first.
+  if (!finished_order_.empty() && finished_order_.front().first == call_id) finished_order_.pop_front();
+  entries_.erase(call_id);
+  ++evictions_;
+  evicted_.insert(call_id);
+  evicted_order_.push_back(call_id);
+  while (evicted_order_.size() > kEvictedMemory) {
+    evicted_.erase(evicted_order_.front());
+    evicted_order_.pop_front();
+  }
+}
+
+Error ResultPool::gone_error(const std::string& call_id) const {
+  if (evicted_.count(call_id))
+    return Error(ErrorCode::expired,
+                 fmt::format("result of call {} expired: evicted from the result pool (limits: "
+                             "{} results, {} s); read results sooner or raise --max-pool-size / "
+                             "--max-expire-time",
+                             call_id, limits_.max_size, limits_.max_age.count() / 1000.0));
+  return Error(ErrorCode::unknown_call,
+               fmt::format("no call {} is known to this server (never made here, or expired long ago)",
+                           call_id));
+}
+
+void ResultPool::sweep(Clock::time_point now) {
+  while (!finished_order_.empty() && now - finished_order_.front().second >= limits_.max_age)
+    evict(finished_order_.front().first);
+  // Consumers waiting for ids no producer announced in time.
+  std::vector<std::string> overdue;
+  for (auto& [id, e] : entries_)
+    if (!e.announced && !e.outcome && now - e.since >= limits_.unknown_wait) overdue.push_back(id);
+  for (const auto& id : overdue) {
+    auto node = entries_.extract(id);
+    auto err = std::make_shared<const Outcome>(Error(
+        ErrorCode::unknown_call,
+        fmt::format("no call {} arrived at this server within {} s of being asked for", id,
+                    limits_.unknown_wait.count() / 1000.0),
+        "", "", true));
+    for (auto& w : node.mapped().waiters) w(err);
+  }
+}
+
+}  // namespace agentd::detail

@@ -1,0 +1,86 @@
+// ResultPool: the results of reply/callAsync calls, keyed by the client-chosen call id.
+// Loop thread only. Readable many times until evicted by size (oldest finished first) or age.
+#pragma once
+
+#include <agentd/error.h>
+#include <agentd/msg.h>
+
+#include <kj/function.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+namespace agentd::detail {
+
+// What a call produced: its message or the error that stopped it.
+using Outcome = std::variant<Msg, Error>;
+using OutcomePtr = std::shared_ptr<const Outcome>;
+
+class ResultPool {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Waiter = kj::Function<void(const OutcomePtr&)>;
+
+  struct Limits {
+    std::size_t max_size = 8192;                           // finished results kept
+    std::chrono::milliseconds max_age = std::chrono::seconds(7200);
+    std::chrono::milliseconds unknown_wait = std::chrono::seconds(30);  // see when_ready()
+  };
+
+  explicit ResultPool(Limits limits) : limits_(limits) {}
+
+  // A producer announces call_id. Returns false when the id is taken (pending, finished or
+  // recently evicted); a consumer that asked for the id before the producer arrived is fine.
+  bool add_pending(const std::string& call_id, std::string producer);
+
+  // The producer finished. Runs every waiter (synchronously, in registration order).
+  void complete(const std::string& call_id, Outcome outcome);
+
+  // Runs w once the result of call_id is there (at once if it is). For an id never seen,
+  // wait_for_unknown = true waits up to limits.unknown_wait for a producer (calls may arrive on
+  // another connection after their consumer); otherwise, and for evicted ids, w gets an error.
+  void when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown);
+
+  // The finished outcome, if any (nullptr when pending, unknown or evicted).
+  OutcomePtr peek(const std::string& call_id) const;
+  bool contains(const std::string& call_id) const { return entries_.count(call_id) > 0; }
+
+  // Evicts by age and fails overdue waits for unknown ids. Call periodically (about 1/s).
+  void sweep(Clock::time_point now = Clock::now());
+
+  std::size_t size() const { return entries_.size(); }
+  std::size_t finished() const { return finished_order_.size(); }
+  std::size_t pending() const { return entries_.size() - finished_order_.size(); }
+  std::uint64_t evictions() const { return evictions_; }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  struct Entry {
+    OutcomePtr outcome;  // null while pending
+    std::string producer;
+    bool announced = false;  // false: created by a consumer waiting for an unknown id
+    Clock::time_point since;
+    std::vector<Waiter> waiters;
+  };
+
+  void evict(const std::string& call_id);
+  Error gone_error(const std::string& call_id) const;
+
+  Limits limits_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::deque<std::pair<std::string, Clock::time_point>> finished_order_;
+  // Recently evicted ids, to tell "expired" from "never existed" (bounded FIFO).
+  std::unordered_set<std::string> evicted_;
+  std::deque<std::string> evicted_order_;
+  std::uint64_t evictions_ = 0;
+};
+
+}  // namespace agentd::detail

@@ -1,0 +1,362 @@
+#include "rpc_server.h"
+
+#include "agent_host.h"
+#include "models/model_registry.h"
+#include "peer_pool.h"
+#include "plugin_loader.h"
+#include "result_pool.h"
+#include "value_codec.h"
+#include "worker_pool.h"
+
+#include <agentd/version.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+namespace agentd::detail {
+
+namespace {
+
+void write_outcome(const Outcome& o, wire::Outcome::Builder out) {
+  if (const Msg* m = std::get_if<Msg>(&o))
+    write_msg(*m, out.initMsg());
+  else
+    write_error(std::get<Error>(o), out.initError());
+}
+
+void write_row(const AgentInfoRow& r, wire::AgentInfo::Builder out) {
+  out.setId(to_kj(r.id));
+  out.setName(to_kj(r.name));
+  out.setClassName(to_kj(r.class_name));
+  out.setQueuedCalls(r.queued);
+  out.setCompletedCalls(r.completed);
+  out.setFailedCalls(r.failed);
+}
+
+std::uint64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double cpu_seconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+// A result that failed before it reached the pool (e.g. a duplicate call id).
+class FailedResult final : public wire::Result::Server {
+ public:
+  explicit FailedResult(Error e) : error_(std::move(e)) {}
+  kj::Promise<void> get(GetContext context) override {
+    write_error(error_, context.getResults().initOutcome().initError());
+    return kj::READY_NOW;
+  }
+
+ private:
+  Error error_;
+};
+
+class ResultImpl final : public wire::Result::Server {
+ public:
+  ResultImpl(RpcContext& ctx, std::string call_id) : ctx_(ctx), call_id_(std::move(call_id)) {}
+
+  kj::Promise<void> get(GetContext context) override {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    ctx_.results.when_ready(
+        call_id_,
+        [context, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
+          if (!f->isWaiting()) return;  // the caller went away
+          write_outcome(*o, context.getResults().initOutcome());
+          f->fulfill();
+        },
+        /*wait_for_unknown=*/false);
+    return kj::mv(paf.promise);
+  }
+
+ private:
+  RpcContext& ctx_;
+  std::string call_id_;
+};
+
+class AgentImpl final : public wire::Agent::Server {
+ public:
+  AgentImpl(RpcContext& ctx, std::string id) : ctx_(ctx), id_(std::move(id)) {}
+
+  kj::Promise<void> reply(ReplyContext context) override {
+    auto params = context.getParams();
+    auto call = std::make_shared<Call>();
+    call->kind = Call::Kind::reply;
+    context.getResults().setResult(start_async(kj::mv(call), to_std(params.getCallId()),
+                                               params.getInput()));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> callAsync(CallAsyncContext context) override {
+    auto params = context.getParams();
+    auto call = std::make_shared<Call>();
+    call->kind = Call::Kind::method_async;
+    call->method = to_std(params.getMethod());
+    call->args = read_value(params.getArgs());
+    context.getResults().setResult(start_async(kj::mv(call), to_std(params.getCallId()), nullptr));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> observe(ObserveContext context) override {
+    if (!ctx_.host.exists(id_)) {
+      write_error(unknown_agent(), context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    auto call = std::make_shared<Call>();
+    call->kind = Call::Kind::observe;
+    enqueue_with_input(call, context.getParams().getInput());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> call(CallContext context) override {
+    auto params = context.getParams();
+    auto call = std::make_shared<Call>();
+    call->kind = Call::Kind::method;
+    call->method = to_std(params.getMethod());
+    call->args = read_value(params.getArgs());
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    call->on_done = [context, f = kj::mv(paf.fulfiller)](Call& c) mutable {
+      if (!f->isWaiting()) return;
+      auto out = context.getResults().initOutcome();
+      if (c.out_error)
+        write_error(*c.out_error, out.initError());
+      else
+        write_value(c.out_value, out.initValue());
+      f->fulfill();
+    };
+    call->has_on_done = true;
+    ctx_.host.enqueue(id_, kj::mv(call));
+    return kj::mv(paf.promise);
+  }
+
+  kj::Promise<void> memory(MemoryContext context) override {
+    auto call = std::make_shared<Call>();
+    call->kind = Call::Kind::memory;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    call->on_done = [context, f = kj::mv(paf.fulfiller)](Call& c) mutable {
+      if (!f->isWaiting()) return;
+      auto results = context.getResults();
+      if (c.out_error) {
+        write_error(*c.out_error, results.initError());
+      } else {
+        auto list = results.initMsgs(static_cast<unsigned>(c.out_memory.size()));
+        for (unsigned i = 0; i < c.out_memory.size(); ++i) write_msg(c.out_memory[i], list[i]);
+      }
+      f->fulfill();
+    };
+    call->has_on_done = true;
+    ctx_.host.enqueue(id_, kj::mv(call));
+    return kj::mv(paf.promise);
+  }
+
+  kj::Promise<void> info(InfoContext context) override {
+    if (auto row = ctx_.host.info(id_))
+      write_row(*row, context.getResults().initAgent());
+    else
+      write_error(unknown_agent(), context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+ private:
+  Error unknown_agent() const {
+    return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id_), id_);
+  }
+
+  // reply / callAsync: announce the call id, queue the call, hand back its Result.
+  wire::Result::Client start_async(std::shared_ptr<Call> call, std::string call_id,
+                                   kj::Maybe<wire::Input::Reader> input) {
+    if (call_id.empty()) call_id = new_id();
+    if (!ctx_.results.add_pending(call_id, id_)) {
+      return kj::heap<FailedResult>(Error(
+          ErrorCode::duplicate_call_id,
+          fmt::format("call id {} was already used on this server; call ids must be unique",
+                      call_id),
+          id_, ctx_.host.class_of(id_)));
+    }
+    call->call_id = call_id;
+    KJ_IF_MAYBE(in, input) {
+      enqueue_with_input(kj::mv(call), *in);
+    } else {
+      ctx_.host.enqueue(id_, kj::mv(call));
+    }
+    return kj::heap<ResultImpl>(ctx_, kj::mv(call_id));
+  }
+
+  void enqueue_with_input(std::shared_ptr<Call> call, wire::Input::Reader input) {
+    switch (input.which()) {
+      case wire::Input::NONE:
+        ctx_.host.enqueue(id_, kj::mv(call));
+        return;
+      case wire::Input::MSG:
+        call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
+        ctx_.host.enqueue(id_, kj::mv(call));
+        return;
+      case wire::Input::PLACEHOLDER:
+        break;
+    }
+    auto ref = input.getPlaceholder();
+    call->input_ready = false;
+    ctx_.host.enqueue(id_, call);
+    auto waiter = ctx_.host.input_waiter(id_, call);
+    std::string producer_call = to_std(ref.getCallId());
+    std::string server_id = to_std(ref.getServerId());
+    if (server_id == ctx_.server_id) {
+      // Produced here: the pool hands the result over directly when the producer finishes.
+      ctx_.results.when_ready(producer_call, kj::mv(waiter), /*wait_for_unknown=*/true);
+    } else {
+      // Produced elsewhere: fetch it from the origin server over a peer connection.
+      ctx_.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call, kj::mv(waiter));
+    }
+  }
+
+  RpcContext& ctx_;
+  std::string id_;
+};
+
+class AgentServerImpl final : public wire::AgentServer::Server {
+ public:
+  explicit AgentServerImpl(RpcContext& ctx) : ctx_(ctx) {}
+
+  kj::Promise<void> createAgent(CreateAgentContext context) override {
+    auto params = context.getParams();
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    auto result = ctx_.host.create(
+        to_std(params.getClassName()), to_std(params.getName()), read_value(params.getArgs()),
+        to_std(params.getAgentId()),
+        [this, context, f = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(
+                            kj::mv(paf.fulfiller))](std::variant<AgentInfoRow, Error> r) mutable {
+          if (!(*f)->isWaiting()) return;
+          auto results = context.getResults();
+          if (auto* row = std::get_if<AgentInfoRow>(&r)) {
+            results.setId(to_kj(row->id));
+            results.setAgent(kj::heap<AgentImpl>(ctx_, row->id));
+          } else {
+            write_error(std::get<Error>(r), results.initError());
+          }
+          (*f)->fulfill();
+        });
+    if (auto* err = std::get_if<Error>(&result)) {
+      write_error(*err, context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    return kj::mv(paf.promise);
+  }
+
+  kj::Promise<void> agent(AgentContext context) override {
+    std::string id = to_std(context.getParams().getId());
+    if (ctx_.host.exists(id))
+      context.getResults().setAgent(kj::heap<AgentImpl>(ctx_, id));
+    else
+      write_error(Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id),
+                  context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> deleteAgent(DeleteAgentContext context) override {
+    std::string id = to_std(context.getParams().getId());
+    if (!ctx_.host.remove(id))
+      write_error(Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id),
+                  context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> deleteAllAgents(DeleteAllAgentsContext context) override {
+    context.getResults().setCount(ctx_.host.remove_all());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listAgents(ListAgentsContext context) override {
+    auto rows = ctx_.host.list();
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    auto list = context.getResults().initAgents(static_cast<unsigned>(rows.size()));
+    for (unsigned i = 0; i < rows.size(); ++i) write_row(rows[i], list[i]);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> info(InfoContext context) override {
+    auto out = context.getResults().initInfo();
+    out.setServerId(to_kj(ctx_.server_id));
+    out.setVersion(AGENTD_VERSION_STRING);
+    out.setPid(::getpid());
+    out.setUptimeSeconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx_.started).count());
+    out.setRssBytes(rss_bytes());
+    out.setCpuSeconds(cpu_seconds());
+    out.setAgentCount(ctx_.host.size());
+    out.setPoolSize(ctx_.results.size());
+    out.setAdvertiseAddress(to_kj(ctx_.advertise_address));
+    auto names = ctx_.catalog.names();
+    auto classes = out.initClasses(static_cast<unsigned>(names.size()));
+    for (unsigned i = 0; i < names.size(); ++i) classes.set(i, to_kj(names[i]));
+    out.setWorkers(static_cast<std::uint32_t>(ctx_.workers.threads()));
+    out.setCallsCompleted(ctx_.host.calls_completed());
+    out.setCallsFailed(ctx_.host.calls_failed());
+    out.setCallsQueued(ctx_.host.queued_calls());
+    out.setMaxPoolSize(ctx_.results.limits().max_size);
+    out.setMaxExpireSeconds(ctx_.results.limits().max_age.count() / 1000.0);
+    auto models = ctx_.models.names();
+    auto ml = out.initModelConfigs(static_cast<unsigned>(models.size()));
+    for (unsigned i = 0; i < models.size(); ++i) ml.set(i, to_kj(models[i]));
+    if (ctx_.counters != nullptr) {
+      out.setBytesClientIn(ctx_.counters[0]);
+      out.setBytesClientOut(ctx_.counters[1]);
+      out.setBytesPeerIn(ctx_.counters[2]);
+      out.setBytesPeerOut(ctx_.counters[3]);
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> fetch(FetchContext context) override {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    ctx_.results.when_ready(
+        to_std(context.getParams().getCallId()),
+        [context, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
+          if (!f->isWaiting()) return;
+          write_outcome(*o, context.getResults().initOutcome());
+          f->fulfill();
+        },
+        /*wait_for_unknown=*/true);
+    return kj::mv(paf.promise);
+  }
+
+  kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
+  kj::Promise<void> stop(StopContext) override {
+    if (ctx_.request_stop) ctx_.request_stop();
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> setModelConfigs(SetModelConfigsContext context) override {
+    try {
+      if (!ctx_.set_model_configs)
+        throw Error(ErrorCode::bad_request, "this server does not accept model configs");
+      context.getResults().setVersion(ctx_.set_model_configs(to_std(context.getParams().getYaml())));
+    } catch (const Error& e) {
+      write_error(e, context.getResults().initError());
+    }
+    return kj::READY_NOW;
+  }
+
+ private:
+  RpcContext& ctx_;
+};
+
+}  // namespace
+
+wire::AgentServer::Client make_agent_server(RpcContext& ctx) {
+  return kj::heap<AgentServerImpl>(ctx);
+}
+
+}  // namespace agentd::detail

@@ -1,0 +1,42 @@
+// The Cap'n Proto face of a server: AgentServer, Agent and Result implementations.
+// Loop thread only. They translate wire requests into AgentHost / ResultPool operations and
+// never run agent code.
+#pragma once
+
+#include "agentd.capnp.h"
+
+#include <kj/async.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace agentd::detail {
+
+class AgentHost;
+class ResultPool;
+class PeerPool;
+class ClassCatalog;
+class ModelRegistry;
+class WorkerPool;
+
+// What the RPC objects borrow from the server that owns them; everything outlives them.
+struct RpcContext {
+  std::string server_id;
+  std::string advertise_address;
+  AgentHost& host;
+  ResultPool& results;
+  PeerPool& peers;
+  const ClassCatalog& catalog;
+  ModelRegistry& models;
+  WorkerPool& workers;
+  std::chrono::steady_clock::time_point started;
+  std::function<void()> request_stop;  // the stop RPC
+  std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
+  std::uint64_t* counters = nullptr;  // bytes: client in/out, peer in/out (may be null)
+};
+
+// The bootstrap capability of a server.
+wire::AgentServer::Client make_agent_server(RpcContext& ctx);
+
+}  // namespace agentd::detail

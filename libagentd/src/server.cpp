@@ -1,0 +1,217 @@
+#include "server.h"
+
+#include "counting_stream.h"
+#include "models/model_config.h"
+#include "value_codec.h"
+
+#include <agentd/error.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+namespace agentd::detail {
+
+namespace {
+
+class LogTaskErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::error("server task failed: {}", e.getDescription().cStr());
+  }
+};
+LogTaskErrors g_task_errors;  // stateless
+
+std::chrono::milliseconds seconds_to_ms(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+ResultPool::Limits pool_limits(const ServerOptions& o) {
+  ResultPool::Limits l;
+  l.max_size = o.max_pool_size;
+  l.max_age = seconds_to_ms(o.max_expire_time);
+  return l;
+}
+
+std::size_t min_workers(const ServerOptions& o) {
+  std::size_t n = std::max(2u, std::thread::hardware_concurrency());
+  return std::min(n, o.max_workers);
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes)
+    : options_(std::move(options)),
+      io_(io),
+      id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
+      services_(models_),
+      bridge_(io.unixEventPort),
+      workers_(min_workers(options_), options_.max_workers),
+      results_(pool_limits(options_)),
+      host_(catalog_, services_, workers_, bridge_, results_),
+      peers_(io, PeerPool::Options{}, bytes_.data() + 2),
+      rpc_{id_,      advertise_, host_,         results_, peers_, catalog_, models_, workers_,
+           std::chrono::steady_clock::now(), [this] { request_stop(); },
+           [this](const std::string& yaml) {
+             auto configs = parse_model_configs(yaml, "setModelConfigs");
+             models_.replace(std::move(configs));
+             spdlog::info("model configs replaced over RPC (version {})", models_.version());
+             return models_.version();
+           },
+           bytes_.data()},
+      bootstrap_(make_agent_server(rpc_)),
+      rpc_server_(bootstrap_),
+      stop_promise_(nullptr),
+      tasks_(g_task_errors) {
+  for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
+  for (const auto& dir : options_.plugin_dirs) plugins_.load_dir(dir, catalog_);
+  for (const auto& p : options_.plugins) plugins_.load(p, catalog_);
+  class_names_ = catalog_.names();
+  if (!options_.model_config_path.empty())
+    models_.replace(load_model_configs(options_.model_config_path));
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  stop_fulfiller_ = kj::mv(paf.fulfiller);
+  stop_promise_ = kj::mv(paf.promise);
+  tasks_.add(bridge_.run());
+  tasks_.add(sweep_loop());
+  if (options_.stop_on_stdin_eof) tasks_.add(watch_stdin());
+}
+
+Server::~Server() {
+  bridge_.close();
+  host_.remove_all();
+  workers_.stop();
+}
+
+std::uint16_t Server::listen() {
+  kj::Own<kj::NetworkAddress> addr;
+  try {
+    addr = io_.provider->getNetwork()
+               .parseAddress(to_kj(options_.host), static_cast<uint>(options_.port))
+               .wait(io_.waitScope);
+  } catch (const kj::Exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("--host {}: cannot resolve: {}", options_.host, e.getDescription().cStr()));
+  }
+  try {
+    listener_ = addr->listen();
+  } catch (const kj::Exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("cannot listen on {}:{}: {}{}", options_.host, options_.port,
+                            e.getDescription().cStr(),
+                            options_.port != 0 ? " (is another server using this port? pick "
+                                                 "another with --port, or --port 0 for a free one)"
+                                               : ""));
+  }
+  auto port = static_cast<std::uint16_t>(listener_->getPort());
+  if (options_.advertise_address.empty()) {
+    std::string host = options_.host;
+    if (host == "0.0.0.0" || host == "::" || host == "*") {
+      char name[256] = {};
+      host = ::gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
+    }
+    advertise_ = fmt::format("{}:{}", host, port);
+  } else {
+    advertise_ = options_.advertise_address;
+  }
+  rpc_.advertise_address = advertise_;
+  tasks_.add(accept_loop());
+  return port;
+}
+
+kj::Promise<void> Server::accept_loop() {
+  return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
+    rpc_server_.accept(kj::heap<CountingStream>(kj::mv(stream), bytes_[0], bytes_[1]));
+    return accept_loop();
+  });
+}
+
+kj::Promise<void> Server::sweep_loop() {
+  return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
+    results_.sweep();
+    return sweep_loop();
+  });
+}
+
+kj::Promise<void> Server::watch_stdin() {
+  auto in = io_.lowLevelProvider->wrapInputFd(STDIN_FILENO);
+  auto buf = kj::heapArray<kj::byte>(256);
+  auto read = in->tryRead(buf.begin(), 1, buf.size());
+  return read.then([this, in = kj::mv(in), buf = kj::mv(buf)](size_t n) mutable -> kj::Promise<void> {
+    if (n == 0) {
+      spdlog::info("standard input closed (parent gone): stopping");
+      request_stop();
+      return kj::READY_NOW;
+    }
+    return watch_stdin();
+  }, [this](kj::Exception&&) {
+    request_stop();
+  });
+}
+
+void Server::handle_signals() {
+  tasks_.add(signal_loop(SIGINT));
+  tasks_.add(signal_loop(SIGTERM));
+  tasks_.add(signal_loop(SIGHUP));
+}
+
+kj::Promise<void> Server::signal_loop(int signo) {
+  return io_.unixEventPort.onSignal(signo).then([this, signo](siginfo_t) {
+    if (signo == SIGHUP) {
+      try {
+        if (options_.model_config_path.empty()) {
+          spdlog::info("SIGHUP: no --model-config-path to reload");
+        } else {
+          auto v = reload_models();
+          spdlog::info("SIGHUP: reloaded model configs from {} (version {})",
+                       options_.model_config_path, v);
+        }
+      } catch (const Error& e) {
+        spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
+      }
+    } else {
+      spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
+      request_stop();
+    }
+    return signal_loop(signo);
+  });
+}
+
+std::uint64_t Server::reload_models() {
+  models_.replace(load_model_configs(options_.model_config_path));
+  return models_.version();
+}
+
+void Server::request_stop() {
+  if (stop_fulfiller_ && stop_fulfiller_->isWaiting()) stop_fulfiller_->fulfill();
+}
+
+kj::Promise<void> Server::run() {
+  return kj::mv(stop_promise_).then([this]() {
+    stopping_ = true;
+    listener_ = nullptr;  // stop accepting
+    host_.begin_stop();
+    auto deadline = io_.provider->getTimer().now() +
+                    static_cast<std::int64_t>(options_.shutdown_grace * 1000) * kj::MILLISECONDS;
+    if (host_.running_calls() > 0)
+      spdlog::info("waiting up to {} s for {} running call(s)", options_.shutdown_grace,
+                   host_.running_calls());
+    return drain(deadline);
+  });
+}
+
+kj::Promise<void> Server::drain(kj::TimePoint deadline) {
+  auto& timer = io_.provider->getTimer();
+  if (host_.running_calls() == 0) return kj::READY_NOW;
+  if (timer.now() >= deadline) {
+    spdlog::warn("grace period over; {} call(s) still running are abandoned", host_.running_calls());
+    return kj::READY_NOW;
+  }
+  return timer.afterDelay(10 * kj::MILLISECONDS).then([this, deadline]() { return drain(deadline); });
+}
+
+}  // namespace agentd::detail

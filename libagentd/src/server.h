@@ -1,0 +1,98 @@
+// Server: the parts of one agent server wired together (the "main()" of as_server, reusable by
+// local mode). Construct, listen() (unless local), then await run(); all on one KJ loop thread.
+#pragma once
+
+#include <agentd/agent.h>
+
+#include "agent_host.h"
+#include "agent_services.h"
+#include "bridge.h"
+#include "models/model_registry.h"
+#include "peer_pool.h"
+#include "plugin_loader.h"
+#include "result_pool.h"
+#include "rpc_server.h"
+#include "server_config.h"
+#include "worker_pool.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace agentd::detail {
+
+class Server {
+ public:
+  // Loads plugins (and extra_classes, e.g. a local-mode program's own) and model configs.
+  // Throws Error (plugin_error, config_error) before anything starts. io is borrowed.
+  Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes = {});
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port and starts accepting. Returns the bound port. Throws Error(config_error)
+  // when the address cannot be resolved or bound (e.g. the port is busy).
+  std::uint16_t listen();
+
+  // Serves until a stop is requested (signal, stop RPC, stdin EOF, request_stop()), then stops
+  // accepting, fails queued calls, and lets running calls finish within the grace period.
+  kj::Promise<void> run();
+
+  // Handles SIGINT/SIGTERM (stop) and SIGHUP (reload model configs). The signals must have been
+  // captured with kj::UnixEventPort::captureSignal() before any thread was started.
+  void handle_signals();
+
+  void request_stop();
+
+  // No agent code is running (after run(): every running call finished within the grace).
+  bool idle() const { return host_.running_calls() == 0; }
+
+  // The bootstrap capability (local mode uses it without a network).
+  wire::AgentServer::Client bootstrap() { return bootstrap_; }
+
+  const std::string& id() const { return id_; }
+  const std::string& advertise_address() const { return advertise_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+
+  // Re-reads --model-config-path (SIGHUP). Returns the new version; throws Error(config_error).
+  std::uint64_t reload_models();
+
+ private:
+  kj::Promise<void> accept_loop();
+  kj::Promise<void> sweep_loop();
+  kj::Promise<void> drain(kj::TimePoint deadline);
+  kj::Promise<void> watch_stdin();
+  kj::Promise<void> signal_loop(int signo);
+
+  ServerOptions options_;
+  kj::AsyncIoContext& io_;
+  std::string id_;
+  std::string advertise_;
+  std::array<std::uint64_t, 4> bytes_{};  // client in, client out, peer in, peer out
+
+  // Declaration order is destruction order reversed: plugins outlive every agent they made.
+  ClassCatalog catalog_;
+  PluginLoader plugins_;
+  std::vector<std::string> class_names_;
+  ModelRegistry models_;
+  AgentServices services_;
+  Bridge bridge_;
+  WorkerPool workers_;
+  ResultPool results_;
+  AgentHost host_;
+  PeerPool peers_;
+  RpcContext rpc_;
+  wire::AgentServer::Client bootstrap_;
+  capnp::TwoPartyServer rpc_server_;
+  kj::Own<kj::ConnectionReceiver> listener_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
+  kj::Promise<void> stop_promise_;
+  bool stopping_ = false;
+  kj::TaskSet tasks_;
+};
+
+}  // namespace agentd::detail

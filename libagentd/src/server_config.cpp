@@ -1,0 +1,151 @@
+#include "server_config.h"
+
+#include <agentd/error.h>
+#include <agentd/version.h>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+namespace agentd::detail {
+
+namespace po = boost::program_options;
+
+namespace {
+
+po::options_description make_description(ServerOptions& o) {
+  po::options_description d("as_server: hosts agentd agents and serves them over Cap'n Proto RPC\n\n"
+                            "Usage: as_server [options]\n\nOptions");
+  // clang-format off
+  d.add_options()
+    ("help,h", "print this help and exit")
+    ("version", "print the version and exit")
+    ("config", po::value<std::string>(&o.config_file)->value_name("FILE"),
+     "YAML file with any of these options as keys (e.g. 'port: 12001', 'plugin: [a.so]'); "
+     "command-line flags override it")
+    ("host", po::value<std::string>(&o.host)->default_value(o.host)->value_name("ADDR"),
+     "address to listen on (0.0.0.0 for every interface)")
+    ("port", po::value<int>(&o.port)->default_value(o.port)->value_name("PORT"),
+     "port to listen on; 0 picks a free port (the ready line names it)")
+    ("advertise-address", po::value<std::string>(&o.advertise_address)->value_name("HOST:PORT"),
+     "address other servers and clients should use to reach this one "
+     "(default: host:port, or the machine's hostname when listening on 0.0.0.0)")
+    ("model-config-path", po::value<std::string>(&o.model_config_path)->value_name("FILE"),
+     "model configs (YAML, or AgentScope's JSON); default: only the built-in 'echo' model")
+    ("plugin", po::value<std::vector<std::string>>(&o.plugins)->composing()->value_name("PATH"),
+     "agent plugin shared object to load (repeatable)")
+    ("plugin-dir", po::value<std::vector<std::string>>(&o.plugin_dirs)->composing()->value_name("DIR"),
+     "load every .so in this directory (repeatable)")
+    ("max-workers", po::value<std::size_t>(&o.max_workers)->default_value(o.max_workers)->value_name("N"),
+     "most worker threads running agent code at once (agents may block; the pool grows to this)")
+    ("max-pool-size", po::value<std::size_t>(&o.max_pool_size)->default_value(o.max_pool_size)->value_name("N"),
+     "most finished call results kept for placeholders (oldest evicted first)")
+    ("max-expire-time", po::value<double>(&o.max_expire_time)->default_value(o.max_expire_time)->value_name("SECONDS"),
+     "how long a finished call result is kept")
+    ("server-id", po::value<std::string>(&o.server_id)->value_name("ID"),
+     "this server's id (default: generated at start)")
+    ("log-level", po::value<std::string>(&o.log_level)->default_value(o.log_level)->value_name("LEVEL"),
+     "trace, debug, info, warn, error or off")
+    ("shutdown-grace", po::value<double>(&o.shutdown_grace)->default_value(o.shutdown_grace)->value_name("SECONDS"),
+     "on SIGINT/SIGTERM, how long running calls get to finish")
+    ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
+     "stop when standard input closes (used by child mode to follow its parent)");
+  // clang-format on
+  return d;
+}
+
+// Turns the YAML file into "--key=value" tokens so one parser validates both sources.
+std::vector<std::string> yaml_to_args(const std::string& path, const po::options_description& d) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw Error(ErrorCode::config_error, fmt::format("--config {}: cannot read the file", path));
+  } catch (const YAML::Exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("--config {}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  std::vector<std::string> args;
+  if (root.IsNull()) return args;
+  if (!root.IsMap())
+    throw Error(ErrorCode::config_error,
+                fmt::format("--config {}: expected a mapping of option names to values", path));
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    auto where = fmt::format("--config {}:{}:{}", path, kv.first.Mark().line + 1,
+                             kv.first.Mark().column + 1);
+    if (key == "config" || key == "help" || key == "version" ||
+        d.find_nothrow(key, false) == nullptr)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: unknown key '{}'; keys are the long option names (see --help)",
+                              where, key));
+    auto add = [&](const YAML::Node& v) {
+      if (!v.IsScalar())
+        throw Error(ErrorCode::config_error,
+                    fmt::format("{}: '{}' needs a plain value", where, key));
+      args.push_back(fmt::format("--{}={}", key, v.Scalar()));
+    };
+    if (kv.second.IsSequence()) {
+      for (const auto& v : kv.second) add(v);
+    } else if (key == "stop-on-stdin-eof") {
+      if (kv.second.as<bool>(false)) args.push_back("--stop-on-stdin-eof");
+    } else {
+      add(kv.second);
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+ParsedArgs parse_server_args(int argc, const char* const* argv) {
+  ParsedArgs out;
+  auto desc = make_description(out.options);
+  po::variables_map vm;
+  try {
+    auto parsed = po::command_line_parser(argc, argv).options(desc).run();
+    po::store(parsed, vm);
+    if (vm.count("help")) {
+      std::ostringstream s;
+      s << desc << "\nOn start-up as_server prints one line to stdout:\n"
+        << "  as_server ready: listening on HOST:PORT server_id=ID pid=PID\n"
+        << "Exit codes: 0 clean stop, 2 bad option or config, 3 cannot listen, 4 plugin error.\n";
+      out.action = ParsedArgs::Action::help;
+      out.text = s.str();
+      return out;
+    }
+    if (vm.count("version")) {
+      out.action = ParsedArgs::Action::version;
+      out.text = fmt::format("as_server (agentd) {}\n", AGENTD_VERSION_STRING);
+      return out;
+    }
+    if (vm.count("config")) {
+      auto file_args = yaml_to_args(vm["config"].as<std::string>(), desc);
+      // Command-line values were stored first, so they win over the file's.
+      po::store(po::command_line_parser(file_args).options(desc).run(), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(ErrorCode::config_error, fmt::format("{} (see as_server --help)", e.what()));
+  }
+  auto& o = out.options;
+  if (o.port < 0 || o.port > 65535)
+    throw Error(ErrorCode::config_error, fmt::format("--port {}: must be 0..65535", o.port));
+  if (o.max_workers < 1)
+    throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
+  if (o.max_pool_size < 1)
+    throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
+  if (o.max_expire_time <= 0)
+    throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool level_ok = false;
+  for (auto* l : kLevels) level_ok = level_ok || o.log_level == l;
+  if (!level_ok)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--log-level {}: use trace, debug, info, warn, error or off", o.log_level));
+  return out;
+}
+
+}  // namespace agentd::detail

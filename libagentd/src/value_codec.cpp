@@ -1,0 +1,189 @@
+#include "value_codec.h"
+
+namespace agentd::detail {
+
+void write_value(const Value& v, wire::Value::Builder out) {
+  switch (v.type()) {
+    case Value::value_t::null:
+    case Value::value_t::discarded:
+      out.setNull();
+      break;
+    case Value::value_t::boolean:
+      out.setBool(v.get<bool>());
+      break;
+    case Value::value_t::number_integer:
+      out.setInt(v.get<std::int64_t>());
+      break;
+    case Value::value_t::number_unsigned:
+      out.setUint(v.get<std::uint64_t>());
+      break;
+    case Value::value_t::number_float:
+      out.setFloat(v.get<double>());
+      break;
+    case Value::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      out.setText(capnp::Text::Reader(s.data(), s.size()));
+      break;
+    }
+    case Value::value_t::binary: {
+      const auto& b = v.get_binary();
+      out.setData(capnp::Data::Reader(b.data(), b.size()));
+      break;
+    }
+    case Value::value_t::array: {
+      auto list = out.initList(static_cast<unsigned>(v.size()));
+      unsigned i = 0;
+      for (const auto& e : v) write_value(e, list[i++]);
+      break;
+    }
+    case Value::value_t::object: {
+      auto fields = out.initObject(static_cast<unsigned>(v.size()));
+      unsigned i = 0;
+      for (auto it = v.begin(); it != v.end(); ++it, ++i) {
+        fields[i].setKey(capnp::Text::Reader(it.key().data(), it.key().size()));
+        write_value(it.value(), fields[i].initValue());
+      }
+      break;
+    }
+  }
+}
+
+Value read_value(wire::Value::Reader in) {
+  switch (in.which()) {
+    case wire::Value::NULL_:
+      return nullptr;
+    case wire::Value::BOOL:
+      return in.getBool();
+    case wire::Value::INT:
+      return in.getInt();
+    case wire::Value::UINT:
+      return in.getUint();
+    case wire::Value::FLOAT:
+      return in.getFloat();
+    case wire::Value::TEXT: {
+      auto t = in.getText();
+      return std::string(t.cStr(), t.size());
+    }
+    case wire::Value::DATA: {
+      auto d = in.getData();
+      return Value::binary(std::vector<std::uint8_t>(d.begin(), d.end()));
+    }
+    case wire::Value::LIST: {
+      Value out = Value::array();
+      for (auto e : in.getList()) out.push_back(read_value(e));
+      return out;
+    }
+    case wire::Value::OBJECT: {
+      Value out = Value::object();
+      for (auto f : in.getObject()) out[to_std(f.getKey())] = read_value(f.getValue());
+      return out;
+    }
+  }
+  return nullptr;  // a union tag from a newer peer: treat as null
+}
+
+void write_msg(const Msg& m, wire::Msg::Builder out) {
+  out.setId(to_kj(m.id));
+  out.setName(to_kj(m.name));
+  out.setRole(to_kj(m.role));
+  write_value(m.content, out.initContent());
+  write_value(m.metadata, out.initMetadata());
+  if (!m.url.empty()) {
+    auto urls = out.initUrl(static_cast<unsigned>(m.url.size()));
+    for (unsigned i = 0; i < m.url.size(); ++i) urls.set(i, to_kj(m.url[i]));
+  }
+  out.setTimestamp(to_kj(m.timestamp));
+}
+
+Msg read_msg(wire::Msg::Reader in) {
+  Msg m;
+  m.id = to_std(in.getId());
+  m.name = to_std(in.getName());
+  m.role = to_std(in.getRole());
+  m.content = read_value(in.getContent());
+  m.metadata = read_value(in.getMetadata());
+  for (auto u : in.getUrl()) m.url.push_back(to_std(u));
+  m.timestamp = to_std(in.getTimestamp());
+  return m;
+}
+
+wire::ErrorCode to_wire(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::internal: return wire::ErrorCode::INTERNAL;
+    case ErrorCode::unknown_agent: return wire::ErrorCode::UNKNOWN_AGENT;
+    case ErrorCode::unknown_class: return wire::ErrorCode::UNKNOWN_CLASS;
+    case ErrorCode::bad_args: return wire::ErrorCode::BAD_ARGS;
+    case ErrorCode::agent_failed: return wire::ErrorCode::AGENT_FAILED;
+    case ErrorCode::expired: return wire::ErrorCode::EXPIRED;
+    case ErrorCode::duplicate_call_id: return wire::ErrorCode::DUPLICATE_CALL_ID;
+    case ErrorCode::unknown_method: return wire::ErrorCode::UNKNOWN_METHOD;
+    case ErrorCode::disconnected: return wire::ErrorCode::DISCONNECTED;
+    case ErrorCode::timeout: return wire::ErrorCode::TIMEOUT;
+    case ErrorCode::overloaded: return wire::ErrorCode::OVERLOADED;
+    case ErrorCode::bad_request: return wire::ErrorCode::BAD_REQUEST;
+    case ErrorCode::model_error: return wire::ErrorCode::MODEL_ERROR;
+    case ErrorCode::unauthenticated: return wire::ErrorCode::UNAUTHENTICATED;
+    case ErrorCode::duplicate_agent: return wire::ErrorCode::DUPLICATE_AGENT;
+    case ErrorCode::stopping: return wire::ErrorCode::STOPPING;
+    case ErrorCode::unknown_call: return wire::ErrorCode::UNKNOWN_CALL;
+    case ErrorCode::config_error: return wire::ErrorCode::CONFIG_ERROR;
+    case ErrorCode::plugin_error: return wire::ErrorCode::PLUGIN_ERROR;
+  }
+  return wire::ErrorCode::INTERNAL;
+}
+
+ErrorCode from_wire(wire::ErrorCode code) {
+  switch (code) {
+    case wire::ErrorCode::INTERNAL: return ErrorCode::internal;
+    case wire::ErrorCode::UNKNOWN_AGENT: return ErrorCode::unknown_agent;
+    case wire::ErrorCode::UNKNOWN_CLASS: return ErrorCode::unknown_class;
+    case wire::ErrorCode::BAD_ARGS: return ErrorCode::bad_args;
+    case wire::ErrorCode::AGENT_FAILED: return ErrorCode::agent_failed;
+    case wire::ErrorCode::EXPIRED: return ErrorCode::expired;
+    case wire::ErrorCode::DUPLICATE_CALL_ID: return ErrorCode::duplicate_call_id;
+    case wire::ErrorCode::UNKNOWN_METHOD: return ErrorCode::unknown_method;
+    case wire::ErrorCode::DISCONNECTED: return ErrorCode::disconnected;
+    case wire::ErrorCode::TIMEOUT: return ErrorCode::timeout;
+    case wire::ErrorCode::OVERLOADED: return ErrorCode::overloaded;
+    case wire::ErrorCode::BAD_REQUEST: return ErrorCode::bad_request;
+    case wire::ErrorCode::MODEL_ERROR: return ErrorCode::model_error;
+    case wire::ErrorCode::UNAUTHENTICATED: return ErrorCode::unauthenticated;
+    case wire::ErrorCode::DUPLICATE_AGENT: return ErrorCode::duplicate_agent;
+    case wire::ErrorCode::STOPPING: return ErrorCode::stopping;
+    case wire::ErrorCode::UNKNOWN_CALL: return ErrorCode::unknown_call;
+    case wire::ErrorCode::CONFIG_ERROR: return ErrorCode::config_error;
+    case wire::ErrorCode::PLUGIN_ERROR: return ErrorCode::plugin_error;
+  }
+  return ErrorCode::internal;
+}
+
+void write_error(const Error& e, wire::Error::Builder out) {
+  out.setCode(to_wire(e.code()));
+  out.setMessage(to_kj(e.message()));
+  out.setAgentId(to_kj(e.agent_id()));
+  out.setAgentClass(to_kj(e.agent_class()));
+  out.setRetryable(e.retryable());
+}
+
+Error read_error(wire::Error::Reader in) {
+  return Error(from_wire(in.getCode()), to_std(in.getMessage()), to_std(in.getAgentId()),
+               to_std(in.getAgentClass()), in.getRetryable());
+}
+
+Error error_from_exception(const kj::Exception& e, std::string context) {
+  std::string desc(e.getDescription().cStr());
+  std::string msg = context.empty() ? desc : context + ": " + desc;
+  switch (e.getType()) {
+    case kj::Exception::Type::DISCONNECTED:
+      return Error(ErrorCode::disconnected, msg);
+    case kj::Exception::Type::OVERLOADED:
+      return Error(ErrorCode::overloaded, msg);
+    case kj::Exception::Type::UNIMPLEMENTED:
+      return Error(ErrorCode::bad_request, msg);
+    case kj::Exception::Type::FAILED:
+      break;
+  }
+  return Error(ErrorCode::internal, msg);
+}
+
+}  // namespace agentd::detail

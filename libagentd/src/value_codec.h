@@ -1,0 +1,30 @@
+// Conversions between agentd's C++ types and their Cap'n Proto wire form. Private to libagentd.
+#pragma once
+
+#include <agentd/error.h>
+#include <agentd/msg.h>
+#include <agentd/value.h>
+
+#include "agentd.capnp.h"
+
+namespace agentd::detail {
+
+void write_value(const Value& v, wire::Value::Builder out);
+Value read_value(wire::Value::Reader in);
+
+void write_msg(const Msg& m, wire::Msg::Builder out);
+Msg read_msg(wire::Msg::Reader in);
+
+void write_error(const Error& e, wire::Error::Builder out);
+Error read_error(wire::Error::Reader in);
+
+wire::ErrorCode to_wire(ErrorCode code);
+ErrorCode from_wire(wire::ErrorCode code);
+
+// Maps a Cap'n Proto exception (a fault: disconnect, overload, bug) to agentd::Error.
+Error error_from_exception(const kj::Exception& e, std::string context = {});
+
+inline kj::StringPtr to_kj(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
+inline std::string to_std(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+}  // namespace agentd::detail

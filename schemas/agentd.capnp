@@ -1,0 +1,172 @@
+# The agentd wire contract: main processes, as_server daemons and their peers speak this.
+#
+# Expected failures (unknown agent, unknown class, bad arguments, agent code that threw, an
+# expired result) travel as `Error` values inside results. Cap'n Proto exceptions are reserved
+# for faults: a lost connection, an overloaded server, a bug.
+@0xb3e24192b17dd5f4;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("agentd::wire");
+
+struct Value {
+  # A JSON-like value tree (agentd::Value on the C++ side). Binary stays binary.
+  union {
+    null @0 :Void;
+    bool @1 :Bool;
+    int @2 :Int64;
+    uint @3 :UInt64;
+    float @4 :Float64;
+    text @5 :Text;
+    data @6 :Data;
+    list @7 :List(Value);
+    object @8 :List(Field);
+  }
+  struct Field {
+    key @0 :Text;
+    value @1 :Value;
+  }
+}
+
+struct Msg {
+  id @0 :Text;
+  name @1 :Text;
+  role @2 :Text;
+  content @3 :Value;
+  metadata @4 :Value;
+  url @5 :List(Text);
+  timestamp @6 :Text;
+}
+
+enum ErrorCode {
+  internal @0;
+  unknownAgent @1;
+  unknownClass @2;
+  badArgs @3;
+  agentFailed @4;
+  expired @5;
+  duplicateCallId @6;
+  unknownMethod @7;
+  disconnected @8;
+  timeout @9;
+  overloaded @10;
+  badRequest @11;
+  modelError @12;
+  unauthenticated @13;
+  duplicateAgent @14;
+  stopping @15;
+  unknownCall @16;
+  configError @17;
+  pluginError @18;
+}
+
+struct Error {
+  code @0 :ErrorCode;
+  message @1 :Text;
+  agentId @2 :Text;
+  agentClass @3 :Text;
+  retryable @4 :Bool;
+  callId @5 :Text;
+}
+
+struct Outcome {
+  # What a call produced: its message, or the error that stopped it.
+  union {
+    msg @0 :Msg;
+    error @1 :Error;
+  }
+}
+
+struct ValueOutcome {
+  union {
+    value @0 :Value;
+    error @1 :Error;
+  }
+}
+
+interface Result {
+  # The pending or finished result of one call, held in the producing server's result pool.
+  get @0 () -> (outcome :Outcome);
+}
+
+struct PlaceholderRef {
+  # A placeholder passed as the input of another call.
+  origin @0 :Text;       # the producing server's advertised address, "host:port"
+  serverId @1 :Text;     # the producing server's id
+  callId @2 :Text;
+  result @3 :Result;     # capability to the pending result (pipelined on the producing server)
+}
+
+struct Input {
+  union {
+    none @0 :Void;
+    msg @1 :Msg;
+    placeholder @2 :PlaceholderRef;
+  }
+}
+
+interface Agent {
+  reply @0 (input :Input, callId :Text) -> (result :Result);
+  # Queues a reply behind the agent's earlier calls and returns at once.
+
+  observe @1 (input :Input) -> (error :Error);
+  # Queues an observation; returns once it is queued (error set only if it could not be).
+
+  call @2 (method :Text, args :Value) -> (outcome :ValueOutcome);
+  # A named synchronous method; runs in the agent's order like every other call.
+
+  callAsync @3 (method :Text, args :Value, callId :Text) -> (result :Result);
+  # A named method whose value arrives as a Msg with the value as content.
+
+  memory @4 () -> (msgs :List(Msg), error :Error);
+  info @5 () -> (agent :AgentInfo, error :Error);
+}
+
+struct AgentInfo {
+  id @0 :Text;
+  name @1 :Text;
+  className @2 :Text;
+  queuedCalls @3 :UInt32;
+  completedCalls @4 :UInt64;
+  failedCalls @5 :UInt64;
+}
+
+struct ServerInfo {
+  serverId @0 :Text;
+  version @1 :Text;
+  pid @2 :Int64;
+  uptimeSeconds @3 :Float64;
+  rssBytes @4 :UInt64;
+  cpuSeconds @5 :Float64;
+  agentCount @6 :UInt64;
+  poolSize @7 :UInt64;
+  advertiseAddress @8 :Text;
+  classes @9 :List(Text);
+  workers @10 :UInt32;
+  callsCompleted @11 :UInt64;
+  callsFailed @12 :UInt64;
+  maxPoolSize @13 :UInt64;
+  maxExpireSeconds @14 :Float64;
+  modelConfigs @15 :List(Text);
+  callsQueued @16 :UInt64;
+  bytesClientIn @17 :UInt64;
+  bytesClientOut @18 :UInt64;
+  bytesPeerIn @19 :UInt64;
+  bytesPeerOut @20 :UInt64;
+}
+
+interface AgentServer {
+  createAgent @0 (className :Text, name :Text, args :Value, agentId :Text)
+      -> (agent :Agent, id :Text, error :Error);
+  # agentId may be empty: the server then picks one.
+
+  agent @1 (id :Text) -> (agent :Agent, error :Error);
+  deleteAgent @2 (id :Text) -> (error :Error);
+  deleteAllAgents @3 () -> (count :UInt64);
+  listAgents @4 () -> (agents :List(AgentInfo));
+  info @5 () -> (info :ServerInfo);
+  fetch @6 (callId :Text) -> (outcome :Outcome);
+  # Resolves a result by call id; peers use it to read placeholders produced here.
+  ping @7 () -> ();
+  stop @8 () -> ();
+  setModelConfigs @9 (yaml :Text) -> (error :Error, version :UInt64);
+}
