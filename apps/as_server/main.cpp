@@ -1,6 +1,7 @@
 // as_server: hosts agents loaded from plugins and serves them over Cap'n Proto RPC.
 // main() is the wiring diagram: options -> logging -> signals -> server -> listen -> ready -> run.
 #include "log.h"
+#include "sd_notify.h"
 #include "server.h"
 #include "server_config.h"
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace {
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
 
   try {
     auto io = kj::setupAsyncIo();
+    // systemd's Type=notify protocol (a no-op without $NOTIFY_SOCKET); outlives the server.
+    auto notifier = agentd::detail::SdNotifier::from_environment();
     agentd::detail::Server server(opts, io);
     std::uint16_t port;
     try {
@@ -76,6 +80,9 @@ int main(int argc, char** argv) {
     std::printf("as_server ready: listening on %s:%u server_id=%s pid=%d\n", opts.host.c_str(),
                 static_cast<unsigned>(port), server.id().c_str(), static_cast<int>(::getpid()));
     std::fflush(stdout);
+    notifier.notify(fmt::format("READY=1\nSTATUS=serving on {}:{}: {}", opts.host, port,
+                                server.status_text()));
+    server.attach_notifier(notifier);
     server.run().wait(io.waitScope);
     if (!server.idle()) {
       // Calls still running past the grace period: do not wait for agent code to return.

@@ -1,11 +1,14 @@
 // Example plugin: agents that echo, count, remember and fail on request. The tests use them to
 // check hosting, ordering, memory, methods and error propagation.
 #include <agentd/agent.h>
+#include <agentd/client.h>
 #include <agentd/error.h>
 
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 // Replies with its input's content; args: {"prefix": "..."} is put in front of text content,
 // {"sleep_ms": N} makes every reply block N ms. Remembers what it hears and says.
@@ -67,3 +70,35 @@ class FlakyAgent : public agentd::Agent {
   }
 };
 AGENTD_REGISTER_AGENT(FlakyAgent);
+
+// Nested agents: args {"target": <AgentRef::to_value() of another agent, on any server>}.
+// Each reply asks the target and answers "relayed: <target's answer>".
+class RelayAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    agentd::AgentRef target = agentd::connect_agent(*this, args().at("target"));
+    agentd::Msg answer = target.reply(x).get();
+    return agentd::Msg(name(), "relayed: " + answer.text());
+  }
+};
+AGENTD_REGISTER_AGENT(RelayAgent);
+
+// Large messages without sending them from the client: input content {"make_bytes": N} -> a
+// reply with N bytes of binary content; any other input -> {"size": bytes of its content}.
+class BlobAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    if (x.content.is_object() && x.content.contains("make_bytes")) {
+      std::vector<std::uint8_t> blob(x.content["make_bytes"].get<std::size_t>());
+      for (std::size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<std::uint8_t>(i * 31);
+      return agentd::Msg(name(), agentd::Value::binary(std::move(blob)));
+    }
+    std::size_t size = x.content.is_binary() ? x.content.get_binary().size()
+                       : x.content.is_string() ? x.content.get_ref<const std::string&>().size()
+                                               : x.content.dump().size();
+    return agentd::Msg(name(), agentd::Value{{"size", size}});
+  }
+};
+AGENTD_REGISTER_AGENT(BlobAgent);

@@ -13,6 +13,26 @@ std::shared_ptr<ChatModel> AgentServices::model(const std::string& config_name) 
   return models_.get(config_name);
 }
 
+Client& AgentServices::client_for(const std::string& address) {
+  std::lock_guard lock(mu_);
+  auto it = clients_.find(address);
+  if (it != clients_.end()) return *it->second;
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    throw Error(ErrorCode::bad_args, "agent reference names no server address (\"" + address + "\")");
+  auto port = static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)));
+  auto client = std::make_unique<Client>(Client::connect(address.substr(0, colon), port));
+  return *clients_.emplace(address, std::move(client)).first->second;
+}
+
+void AgentServices::close_clients() {
+  std::map<std::string, std::unique_ptr<Client>> clients;
+  {
+    std::lock_guard lock(mu_);
+    clients.swap(clients_);
+  }
+}
+
 }  // namespace detail
 
 Agent::Agent(AgentInit init) : init_(std::move(init)) {}

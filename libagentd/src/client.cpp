@@ -3,8 +3,10 @@
 // condition variables.
 #include <agentd/client.h>
 
+#include "agent_services.h"
 #include "bridge.h"
 #include "child_process.h"
+#include "counting_stream.h"
 #include "server.h"
 #include "value_codec.h"
 
@@ -84,6 +86,8 @@ struct LoopState {
   wire::AgentServer::Client server = nullptr;
   std::unordered_map<std::string, wire::Agent::Client> agents;
   std::unordered_map<std::string, wire::Result::Client> results;  // pipelined, by call id
+  std::uint64_t bytes_in = 0;   // counted by the CountingStream around the connection
+  std::uint64_t bytes_out = 0;
 
   explicit LoopState(kj::AsyncIoContext& io_in) : io(io_in), bridge(io_in.unixEventPort) {}
 };
@@ -153,10 +157,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     });
     if (bridge_.load() == nullptr)
       throw Error(ErrorCode::disconnected, what + ": the client is closed", "", "", true);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    waits_.fetch_add(1, std::memory_order_relaxed);
     return st->wait(options_.timeout, what);
   }
 
   const ClientOptions& options() const { return options_; }
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> waits_{0};
   const std::string& address() const { return address_; }
   const std::string& server_id() const { return server_id_; }
   std::uint16_t port() const { return port_; }
@@ -191,7 +199,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
           auto addr = timer.timeoutAfter(connect_ms, io.provider->getNetwork().parseAddress(
                                                          to_kj(target.host), target.port))
                           .wait(io.waitScope);
-          loop.stream = timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope);
+          loop.stream = kj::heap<CountingStream>(
+              timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope), loop.bytes_in,
+              loop.bytes_out);
         } catch (const kj::Exception& e) {
           throw Error(ErrorCode::disconnected,
                       fmt::format("cannot connect to as_server at {}: {}; is it running there?",
@@ -296,6 +306,10 @@ Msg Placeholder::get() const { return get(s_->core->options().timeout); }
 
 
 Msg Placeholder::get(std::chrono::milliseconds timeout) const {
+  if (!s_->requested.load()) {
+    s_->core->requests_.fetch_add(1, std::memory_order_relaxed);
+    s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
+  }
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
@@ -353,6 +367,7 @@ void write_input_ref(LoopState& loop, const InputRef& in, wire::Input::Builder o
 
 Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const {
   auto state = new_placeholder(core_, id_);
+  core_->requests_.fetch_add(1, std::memory_order_relaxed);
   std::optional<InputRef> in_ref = input ? std::optional<InputRef>(input_ref(*input->s_)) : std::nullopt;
   std::optional<Msg> in_msg = msg ? std::optional<Msg>(*msg) : std::nullopt;
   core_->post([c = core_.get(), id = id_, call_id = state->call_id, in_ref = std::move(in_ref),
@@ -424,6 +439,7 @@ Value AgentRef::call(const std::string& method, const Value& args) const {
 
 Placeholder AgentRef::call_async(const std::string& method, const Value& args) const {
   auto state = new_placeholder(core_, id_);
+  core_->requests_.fetch_add(1, std::memory_order_relaxed);
   core_->post([c = core_.get(), id = id_, call_id = state->call_id, method, args,
                slot = state->slot]() {
     auto& loop = detail::loop_of(*c);
@@ -472,6 +488,55 @@ AgentInfo AgentRef::info() const {
           else st.set(detail::read_agent_info(r.getAgent()));
         });
       });
+}
+
+namespace {
+constexpr const char* kRefKey = "agentd_agent_ref";
+
+std::string ref_address(const Value& ref) {
+  if (!AgentRef::is_ref(ref))
+    throw Error(ErrorCode::bad_args,
+                "not an agent reference (expected the Value of AgentRef::to_value()): " + ref.dump());
+  return ref[kRefKey].value("address", std::string{});
+}
+}  // namespace
+
+Value AgentRef::to_value() const {
+  return Value{{kRefKey,
+                {{"id", id_},
+                 {"name", name_},
+                 {"class", class_name_},
+                 {"address", core_->address()},
+                 {"server_id", core_->server_id()}}}};
+}
+
+bool AgentRef::is_ref(const Value& v) {
+  return v.is_object() && v.contains(kRefKey) && v[kRefKey].is_object() &&
+         v[kRefKey].contains("id") && v[kRefKey]["id"].is_string();
+}
+
+AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
+  std::string address = ref_address(ref);
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    throw Error(ErrorCode::bad_args,
+                "the agent reference names no reachable server (\"" + address +
+                    "\"); agents in local mode cannot be reached from other processes");
+  auto client = Client::connect(address.substr(0, colon),
+                                static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
+                                options);
+  return client.agent(ref[kRefKey]["id"].get<std::string>());
+}
+
+AgentRef connect_agent(Agent& caller, const Value& ref) {
+  std::string address = ref_address(ref);
+  if (caller.services() == nullptr) return AgentRef::from_value(ref);
+  if (address.find(':') == std::string::npos)
+    throw Error(ErrorCode::bad_args,
+                "the agent reference names no reachable server (\"" + address +
+                    "\"); agents in local mode cannot be reached from other processes",
+                caller.id(), caller.class_name());
+  return caller.services()->client_for(address).agent(ref[kRefKey]["id"].get<std::string>());
 }
 
 // ---- Client ----
@@ -649,6 +714,25 @@ std::uint64_t Client::set_model_configs(const std::string& text) {
           else st.set(r.getVersion());
         });
       });
+}
+
+ClientStats Client::stats() {
+  struct Bytes {
+    std::uint64_t in, out;
+  };
+  // Read on the loop thread (which owns the counters); not a server round trip.
+  auto st = std::make_shared<Sync<Bytes>>();
+  core_->post([c = core_.get(), st]() {
+    auto& loop = detail::loop_of(*c);
+    st->set(Bytes{loop.bytes_in, loop.bytes_out});
+  });
+  Bytes b = st->wait(core_->options().timeout, "client stats");
+  ClientStats s;
+  s.bytes_sent = b.out;
+  s.bytes_received = b.in;
+  s.requests = core_->requests_.load();
+  s.waits = core_->waits_.load();
+  return s;
 }
 
 const std::string& Client::address() const { return core_->address(); }

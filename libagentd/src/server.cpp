@@ -85,6 +85,7 @@ Server::~Server() {
   bridge_.close();
   host_.remove_all();
   workers_.stop();
+  services_.close_clients();
 }
 
 std::uint16_t Server::listen() {
@@ -100,9 +101,12 @@ std::uint16_t Server::listen() {
   try {
     listener_ = addr->listen();
   } catch (const kj::Exception& e) {
+    // kj says "::bind(...): Address already in use; toString() = ..."; keep the OS's reason.
+    std::string why = e.getDescription().cStr();
+    if (auto colon = why.find("): "); colon != std::string::npos) why = why.substr(colon + 3);
+    if (auto semi = why.find(';'); semi != std::string::npos) why = why.substr(0, semi);
     throw Error(ErrorCode::config_error,
-                fmt::format("cannot listen on {}:{}: {}{}", options_.host, options_.port,
-                            e.getDescription().cStr(),
+                fmt::format("cannot listen on {}:{}: {}{}", options_.host, options_.port, why,
                             options_.port != 0 ? " (is another server using this port? pick "
                                                  "another with --port, or --port 0 for a free one)"
                                                : ""));
@@ -162,6 +166,12 @@ void Server::handle_signals() {
 kj::Promise<void> Server::signal_loop(int signo) {
   return io_.unixEventPort.onSignal(signo).then([this, signo](siginfo_t) {
     if (signo == SIGHUP) {
+      if (notifier_)
+        notifier_->notify(fmt::format("RELOADING=1\nMONOTONIC_USEC={}",
+                                      std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count()));
+      KJ_DEFER(if (notifier_) notifier_->notify("READY=1\nSTATUS=" + status_text()));
       try {
         if (options_.model_config_path.empty()) {
           spdlog::info("SIGHUP: no --model-config-path to reload");
@@ -193,6 +203,7 @@ void Server::request_stop() {
 kj::Promise<void> Server::run() {
   return kj::mv(stop_promise_).then([this]() {
     stopping_ = true;
+    if (notifier_) notifier_->notify("STOPPING=1\nSTATUS=stopping: " + status_text());
     listener_ = nullptr;  // stop accepting
     host_.begin_stop();
     auto deadline = io_.provider->getTimer().now() +
@@ -212,6 +223,31 @@ kj::Promise<void> Server::drain(kj::TimePoint deadline) {
     return kj::READY_NOW;
   }
   return timer.afterDelay(10 * kj::MILLISECONDS).then([this, deadline]() { return drain(deadline); });
+}
+
+void Server::attach_notifier(const SdNotifier& notifier) {
+  notifier_ = &notifier;
+  if (!notifier.enabled()) return;
+  // Half the watchdog timeout (sd_watchdog_enabled(3)); STATUS= refreshes at most every 5 s.
+  auto interval = 5 * kj::SECONDS;
+  if (auto wd = notifier.watchdog_timeout(); wd.count() > 0)
+    interval = std::min(interval, wd.count() / 2 * kj::MICROSECONDS);
+  tasks_.add(notify_loop(interval));
+}
+
+kj::Promise<void> Server::notify_loop(kj::Duration interval) {
+  // Runs on this loop: a wedged loop stops the pings, and systemd restarts us.
+  std::string state = std::string("STATUS=") + (stopping_ ? "stopping: " : "serving: ") + status_text();
+  if (notifier_->watchdog_timeout().count() > 0) state = "WATCHDOG=1\n" + state;
+  notifier_->notify(state);
+  return io_.provider->getTimer().afterDelay(interval).then(
+      [this, interval]() { return notify_loop(interval); });
+}
+
+std::string Server::status_text() const {
+  return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s)",
+                     host_.size(), host_.running_calls(), host_.queued_calls(),
+                     host_.calls_completed(), host_.calls_failed());
 }
 
 }  // namespace agentd::detail

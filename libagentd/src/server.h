@@ -12,6 +12,7 @@
 #include "plugin_loader.h"
 #include "result_pool.h"
 #include "rpc_server.h"
+#include "sd_notify.h"
 #include "server_config.h"
 #include "worker_pool.h"
 
@@ -61,12 +62,21 @@ class Server {
   // Re-reads --model-config-path (SIGHUP). Returns the new version; throws Error(config_error).
   std::uint64_t reload_models();
 
+  // Keeps the service manager informed through notifier (borrowed; must outlive this server):
+  // WATCHDOG=1 (at half its watchdog timeout) and STATUS= with agents and calls from this loop,
+  // RELOADING=1 then READY=1 around a SIGHUP reload, STOPPING=1 when a stop begins.
+  // Call once, after listen(); READY=1 itself is the caller's (it knows when it is ready).
+  void attach_notifier(const SdNotifier& notifier);
+  // "N agent(s), N running, N queued, N completed, N failed call(s)": for STATUS= and logs.
+  std::string status_text() const;
+
  private:
   kj::Promise<void> accept_loop();
   kj::Promise<void> sweep_loop();
   kj::Promise<void> drain(kj::TimePoint deadline);
   kj::Promise<void> watch_stdin();
   kj::Promise<void> signal_loop(int signo);
+  kj::Promise<void> notify_loop(kj::Duration interval);
 
   ServerOptions options_;
   kj::AsyncIoContext& io_;
@@ -92,6 +102,7 @@ class Server {
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
+  const SdNotifier* notifier_ = nullptr;
   kj::TaskSet tasks_;
 };
 

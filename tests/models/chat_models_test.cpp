@@ -8,7 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -353,6 +355,27 @@ TEST_CASE("openai_chat: a refused connection is retried, then reported", "[model
   CHECK(e.retryable());
   CHECK_THAT(e.message(), Contains("model 'nowhere'") && Contains("127.0.0.1:" + std::to_string(port)) &&
                               Contains("after 3 attempts"));
+}
+
+TEST_CASE("openai_chat: one model serves many threads at once", "[models][openai][threads]") {
+  auto key = unique_key("threads");
+  auto model = openai(key, "ok");
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        std::string text = "t" + std::to_string(t) + " call " + std::to_string(i);
+        bool streamed = i % 2 == 1;
+        ChatResponse r = streamed ? model->stream(conversation(text), [](std::string_view) {})
+                                  : model->chat(conversation(text));
+        if (r.msg.content == "echo: " + text) right.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(right.load() == 20);
+  CHECK(fake_model_server().requests(key).size() == 20);
 }
 
 // --- ollama_chat ----------------------------------------------------------------------------

@@ -55,7 +55,7 @@ TEST_CASE("replace() swaps all configs at once; models in use keep working", "[m
   CHECK(registry.version() == 2);
   auto held = registry.get("a");
 
-  registry.replace(configs("- {config_name: b, model_type: echo}\n"));
+  CHECK(registry.replace(configs("- {config_name: b, model_type: echo}\n")) == 3);
   CHECK(registry.version() == 3);
   CHECK(registry.names() == std::vector<std::string>{"b", "echo"});
   CHECK_THROWS_AS(registry.get("a"), Error);

@@ -85,6 +85,9 @@ class Agent {
   // Names of the methods register_method() added, sorted.
   std::vector<std::string> method_names() const;
 
+  // The hosting server's services (null for an agent built outside a server). Internal.
+  detail::AgentServices* services() const { return init_.services; }
+
  protected:
   using Method = std::function<Value(const Value& args)>;
   void register_method(std::string name, Method fn);

@@ -132,6 +132,14 @@ class AgentRef {
   std::vector<Msg> memory() const;
   AgentInfo info() const;
 
+  // This reference as a Value ({"agentd_agent_ref": {id, name, class, address, server_id}}), to
+  // hand an agent to another agent inside args or message content (nested agents).
+  Value to_value() const;
+  static bool is_ref(const Value& v);
+  // Opens a connection to the server a to_value() names and returns the agent there.
+  // Inside agent code prefer connect_agent(), which shares connections.
+  static AgentRef from_value(const Value& ref, ClientOptions options = {});
+
  private:
   friend class Client;
   AgentRef(std::shared_ptr<detail::ClientCore> core, std::string id, std::string name,
@@ -140,10 +148,20 @@ class AgentRef {
         class_name_(std::move(class_name)) {}
   Placeholder send_reply(const Placeholder* input, const Msg* msg) const;
 
+  friend AgentRef connect_agent(Agent& caller, const Value& ref);
   std::shared_ptr<detail::ClientCore> core_;
   std::string id_;
   std::string name_;
   std::string class_name_;
+};
+
+// What this client has done over its connection (independent and child mode; zeros in local mode
+// for the byte counts).
+struct ClientStats {
+  std::uint64_t bytes_sent = 0;      // to the server, all RPC traffic
+  std::uint64_t bytes_received = 0;  // from the server
+  std::uint64_t requests = 0;        // RPC requests sent
+  std::uint64_t waits = 0;           // times a calling thread blocked for a server's answer
 };
 
 class Client {
@@ -174,6 +192,8 @@ class Client {
   // Replaces the server's model configs (YAML or JSON text). Returns the new config version.
   std::uint64_t set_model_configs(const std::string& text);
 
+  ClientStats stats();
+
   // "host:port" of the server (its advertised address); "local" in local mode.
   const std::string& address() const;
   const std::string& server_id() const;
@@ -183,5 +203,11 @@ class Client {
   explicit Client(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
   std::shared_ptr<detail::ClientCore> core_;
 };
+
+// Inside agent code: the agent an AgentRef::to_value() names, reached over a connection the
+// hosting server keeps per address (one per peer server, shared by its agents).
+// Throws Error(bad_args) when ref is not an agent reference, Error(disconnected) when its server
+// cannot be reached.
+AgentRef connect_agent(Agent& caller, const Value& ref);
 
 }  // namespace agentd

@@ -19,7 +19,9 @@ struct HttpRequest {
   std::string url;
   std::vector<std::string> headers;   // "Name: value"; Content-Type: application/json is added
   std::string body;                   // POSTed as is
-  std::chrono::milliseconds timeout{120'000};  // whole exchange; when streaming, longest silence
+  // The whole exchange; when streaming, the longest silence (checked about once a second, so a
+  // stalled stream fails up to a second late).
+  std::chrono::milliseconds timeout{120'000};
   bool stream = false;                // the body of a 2xx answer goes to the sink as it arrives
 };
 

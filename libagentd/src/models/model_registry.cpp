@@ -111,7 +111,7 @@ std::shared_ptr<ChatModel> make_chat_model(const ModelConfig& config) {
 
 ModelRegistry::ModelRegistry() { replace({}); }
 
-void ModelRegistry::replace(std::vector<ModelConfig> configs) {
+std::uint64_t ModelRegistry::replace(std::vector<ModelConfig> configs) {
   bool has_echo = std::any_of(configs.begin(), configs.end(), [](const ModelConfig& c) { return c.config_name == "echo"; });
   if (!has_echo) configs.push_back(builtin_echo_config());
 
@@ -149,6 +149,7 @@ void ModelRegistry::replace(std::vector<ModelConfig> configs) {
   counters_.merge(new_counters);
   snapshot_ = std::move(next);
   version_ = next_version;
+  return next_version;
 }
 
 std::shared_ptr<ChatModel> ModelRegistry::get(std::string_view config_name) const {

@@ -69,9 +69,9 @@ class ModelRegistry {
 
   // Replaces all configs at once and bumps version(). The built-in echo stays available unless a
   // config named "echo" overrides it. A config identical to the one it replaces keeps its model
-  // (and its version). Throws Error(config_error) on an unknown model_type or a duplicate
-  // config_name, leaving the registry unchanged.
-  void replace(std::vector<ModelConfig> configs);
+  // (and its version). Returns the new version(). Throws Error(config_error) on an unknown
+  // model_type or a duplicate config_name, leaving the registry unchanged.
+  std::uint64_t replace(std::vector<ModelConfig> configs);
 
   // The model named config_name. Throws Error(config_error) naming the known config names.
   std::shared_ptr<ChatModel> get(std::string_view config_name) const;

@@ -1,0 +1,347 @@
+#include "local_servers.h"
+
+#include "child_process.h"  // ChildProcess::find_server_binary, parse_ready_line
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace agentctl {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// How often startup and shutdown are re-checked. These loops wait on a condition (ready line,
+// process gone) with a deadline; the interval only bounds the latency of noticing it.
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tail_lines(const std::string& text, int n) {
+  std::size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  while (n-- > 0 && pos != std::string::npos && pos > 0) pos = text.rfind('\n', pos - 1);
+  return pos == std::string::npos || pos == 0 ? text : text.substr(pos + 1);
+}
+
+// Running, not a zombie, and still the program we started (guards against pid reuse).
+bool is_alive(const LocalServer& s) {
+  if (s.pid <= 0) return false;
+  if (::kill(s.pid, 0) != 0 && errno == ESRCH) return false;
+  auto stat = read_file(fmt::format("/proc/{}/stat", s.pid));
+  auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  char state = stat[paren + 2];
+  if (state == 'Z' || state == 'X') return false;
+  auto cmdline = read_file(fmt::format("/proc/{}/cmdline", s.pid));
+  return cmdline.substr(0, cmdline.find('\0')) == s.binary;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) {
+    int code = WEXITSTATUS(status);
+    const char* why = code == 2 ? " (bad configuration)" : code == 3 ? " (cannot listen)"
+                    : code == 4 ? " (plugin error)" : "";
+    return fmt::format("exited with status {}{}", code, why);
+  }
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+// The exclusive lock on the state directory, held for its lifetime.
+class StateLock {
+ public:
+  explicit StateLock(const std::string& dir) {
+    auto path = dir + "/lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0)
+      throw LocalError(fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+  }
+  ~StateLock() { ::close(fd_); }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+std::string state_file(const std::string& dir) { return dir + "/servers.json"; }
+
+std::vector<LocalServer> load_state(const std::string& dir) {
+  std::vector<LocalServer> out;
+  auto text = read_file(state_file(dir));
+  if (text.empty()) return out;
+  auto v = agentd::Value::parse(text, nullptr, false);
+  if (v.is_discarded() || !v.contains("servers"))
+    throw LocalError(fmt::format("{} is not an agentctl state file; remove it if no servers "
+                                 "started by `agentctl up` are running", state_file(dir)));
+  for (const auto& s : v["servers"]) out.push_back(LocalServer::from_json(s));
+  return out;
+}
+
+void save_state(const std::string& dir, const std::vector<LocalServer>& servers) {
+  auto path = state_file(dir);
+  if (servers.empty()) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    return;
+  }
+  agentd::Value v = {{"servers", agentd::Value::array()}};
+  for (const auto& s : servers) v["servers"].push_back(s.to_json());
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << v.dump(2) << "\n";
+    if (!out) throw LocalError(fmt::format("cannot write {}", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw LocalError(fmt::format("cannot write {}: {}", path, ec.message()));
+}
+
+// The environment for a detached server: ours without the service-manager variables (a server
+// started from inside a systemd unit must not notify that unit's socket).
+std::vector<std::string> child_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    if (kv.starts_with("NOTIFY_SOCKET=") || kv.starts_with("WATCHDOG_USEC=") ||
+        kv.starts_with("WATCHDOG_PID=") || kv.starts_with("LISTEN_FDS=") ||
+        kv.starts_with("LISTEN_PID="))
+      continue;
+    env.emplace_back(kv);
+  }
+  return env;
+}
+
+struct Starting {
+  LocalServer server;
+  bool ready = false;
+};
+
+pid_t spawn_detached(const std::string& binary, const std::vector<std::string>& args,
+                     const std::string& log_path) {
+  std::vector<std::string> argv_s{binary};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  auto env_s = child_environment();
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  // Its own session: the server outlives this agentctl and ignores the terminal's ^C.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, binary.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    throw LocalError(fmt::format("cannot start as_server '{}': {} (pass --server-path or set "
+                                 "$AGENTD_AS_SERVER)",
+                                 binary, std::strerror(rc)));
+  return pid;
+}
+
+void terminate_and_reap(pid_t pid) {
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+}  // namespace
+
+std::string LocalServer::address() const { return fmt::format("{}:{}", host, port); }
+
+agentd::Value LocalServer::to_json() const {
+  return {{"pid", pid},   {"host", host},         {"port", port},     {"address", address()},
+          {"server_id", server_id}, {"log", log_path}, {"binary", binary},
+          {"started_at", started_at}};
+}
+
+LocalServer LocalServer::from_json(const agentd::Value& v) {
+  LocalServer s;
+  s.pid = v.value("pid", 0);
+  s.host = v.value("host", std::string{});
+  s.port = v.value("port", std::uint16_t{0});
+  s.server_id = v.value("server_id", std::string{});
+  s.log_path = v.value("log", std::string{});
+  s.binary = v.value("binary", std::string{});
+  s.started_at = v.value("started_at", std::int64_t{0});
+  return s;
+}
+
+std::string state_dir() {
+  std::string dir;
+  if (const char* d = std::getenv("AGENTD_STATE_DIR"); d && *d) {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) {
+    dir = std::string(x) + "/agentd";
+  } else {
+    dir = fmt::format("/tmp/agentd-{}", ::getuid());
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw LocalError(fmt::format("cannot create state directory {}: {} (set $AGENTD_STATE_DIR "
+                                 "to a writable directory)",
+                                 dir, std::strerror(errno)));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+    throw LocalError(fmt::format("state directory {} is not a directory owned by you (set "
+                                 "$AGENTD_STATE_DIR to one that is)",
+                                 dir));
+  return dir;
+}
+
+std::vector<LocalServer> up(const UpOptions& opts) {
+  auto dir = state_dir();
+  auto binary = agentd::detail::ChildProcess::find_server_binary(opts.server_path);
+  std::vector<std::string> args{"--host", opts.host, "--port", "0"};
+  for (const auto& p : opts.plugins) args.insert(args.end(), {"--plugin", p});
+  for (const auto& d : opts.plugin_dirs) args.insert(args.end(), {"--plugin-dir", d});
+  if (!opts.model_config_path.empty())
+    args.insert(args.end(), {"--model-config-path", opts.model_config_path});
+  args.insert(args.end(), opts.extra_args.begin(), opts.extra_args.end());
+
+  std::vector<Starting> starting;
+  auto fail = [&](const std::string& why) {
+    for (auto& s : starting)
+      if (s.server.pid > 0) terminate_and_reap(s.server.pid);
+    throw LocalError(why);
+  };
+  // Start them all, then wait for all: they start in parallel.
+  for (int i = 0; i < opts.count; ++i) {
+    auto tmp_log = fmt::format("{}/as_server-starting-{}-{}.log", dir, ::getpid(), i);
+    Starting s;
+    s.server.binary = binary;
+    s.server.host = opts.host;
+    s.server.started_at = static_cast<std::int64_t>(std::time(nullptr));
+    try {
+      s.server.pid = spawn_detached(binary, args, tmp_log);
+    } catch (const LocalError& e) {
+      fail(e.what());
+    }
+    s.server.log_path = fmt::format("{}/as_server-{}.log", dir, s.server.pid);
+    std::error_code ec;
+    fs::rename(tmp_log, s.server.log_path, ec);
+    if (ec) s.server.log_path = tmp_log;
+    starting.push_back(std::move(s));
+  }
+
+  auto deadline = Clock::now() + opts.timeout;
+  for (;;) {
+    bool all_ready = true;
+    for (auto& s : starting) {
+      if (s.ready) continue;
+      auto log = read_file(s.server.log_path);
+      std::istringstream lines(log);
+      std::string line, host;
+      while (std::getline(lines, line)) {
+        if (agentd::detail::parse_ready_line(line, host, s.server.port, s.server.server_id)) {
+          s.ready = true;
+          break;
+        }
+      }
+      if (s.ready) continue;
+      int status = 0;
+      if (::waitpid(s.server.pid, &status, WNOHANG) == s.server.pid) {
+        s.server.pid = -1;
+        fail(fmt::format("as_server {} before it was ready; the end of its log ({}):\n{}",
+                         describe_status(status), s.server.log_path, tail_lines(log, 15)));
+      }
+      all_ready = false;
+    }
+    if (all_ready) break;
+    if (Clock::now() >= deadline)
+      fail(fmt::format("as_server did not report ready within {} ms (raise --timeout; logs are "
+                       "in {})",
+                       opts.timeout.count(), dir));
+    std::this_thread::sleep_for(kPollInterval);
+  }
+
+  std::vector<LocalServer> started;
+  for (auto& s : starting) started.push_back(s.server);
+  StateLock lock(dir);
+  auto all = load_state(dir);
+  std::erase_if(all, [](const LocalServer& s) { return !is_alive(s); });
+  all.insert(all.end(), started.begin(), started.end());
+  save_state(dir, all);
+  return started;
+}
+
+std::vector<LocalServer> recorded() {
+  auto dir = state_dir();
+  StateLock lock(dir);
+  auto all = load_state(dir);
+  auto before = all.size();
+  std::erase_if(all, [](const LocalServer& s) { return !is_alive(s); });
+  if (all.size() != before) save_state(dir, all);
+  return all;
+}
+
+std::vector<LocalServer> down(std::chrono::milliseconds grace) {
+  auto dir = state_dir();
+  StateLock lock(dir);
+  auto all = load_state(dir);
+  std::vector<LocalServer> stopped;
+  for (const auto& s : all) {
+    if (is_alive(s)) {
+      ::kill(s.pid, SIGTERM);
+      stopped.push_back(s);
+    }
+  }
+  auto deadline = Clock::now() + grace;
+  auto any_alive = [&] {
+    for (const auto& s : stopped)
+      if (is_alive(s)) return true;
+    return false;
+  };
+  while (any_alive() && Clock::now() < deadline) std::this_thread::sleep_for(kPollInterval);
+  for (const auto& s : stopped)
+    if (is_alive(s)) ::kill(s.pid, SIGKILL);
+  auto kill_deadline = Clock::now() + std::chrono::seconds(5);
+  while (any_alive() && Clock::now() < kill_deadline) std::this_thread::sleep_for(kPollInterval);
+  for (const auto& s : all) {
+    std::error_code ec;
+    if (!s.log_path.empty()) fs::remove(s.log_path, ec);
+  }
+  save_state(dir, {});
+  return stopped;
+}
+
+}  // namespace agentctl

@@ -1,0 +1,66 @@
+// Local development servers for `agentctl up N` / `agentctl down`: as_server processes started
+// detached (their own session, stdin /dev/null, stdout+stderr to a log file) and recorded in a
+// state file, so a later agentctl can find and stop them.
+//
+// State directory: $AGENTD_STATE_DIR, else $XDG_RUNTIME_DIR/agentd, else /tmp/agentd-$UID (0700).
+// The state file (servers.json) is read and rewritten under an exclusive flock on `lock` there.
+#pragma once
+
+#include <agentd/value.h>
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace agentctl {
+
+struct LocalServer {
+  pid_t pid = 0;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string server_id;
+  std::string log_path;
+  std::string binary;
+  std::int64_t started_at = 0;  // unix seconds
+
+  std::string address() const;
+  agentd::Value to_json() const;
+  static LocalServer from_json(const agentd::Value& v);
+};
+
+struct UpOptions {
+  int count = 1;
+  std::string host = "127.0.0.1";
+  std::string server_path;  // empty: as ChildOptions::server_path
+  std::vector<std::string> plugins;
+  std::vector<std::string> plugin_dirs;
+  std::string model_config_path;
+  std::vector<std::string> extra_args;  // passed to each as_server as given
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Thrown for local failures (cannot start a server, unusable state directory); exit code 1.
+struct LocalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The state directory (created 0700 if missing). Throws LocalError when it is unusable.
+std::string state_dir();
+
+// Starts opts.count servers, waits until each printed its ready line, records them and returns
+// them. When one fails, the ones started by this call are stopped and LocalError says why
+// (with the tail of its log).
+std::vector<LocalServer> up(const UpOptions& opts);
+
+// The recorded servers that are still running (dead entries are dropped from the state file).
+std::vector<LocalServer> recorded();
+
+// SIGTERM to every recorded server, waits up to grace for them to exit, then SIGKILL.
+// Returns the servers it stopped and removes them (and their logs) from the state directory.
+std::vector<LocalServer> down(std::chrono::milliseconds grace);
+
+}  // namespace agentctl

@@ -1,0 +1,183 @@
+// agentd-bench: measures an agentd deployment with the standard workloads and prints each figure
+// beside a baseline measured in the same run. main() is the wiring: options -> servers ->
+// workloads -> report.
+#include "stats.h"
+#include "workloads.h"
+
+#include <agentd/error.h>
+#include <agentd/version.h>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace po = boost::program_options;
+using namespace agentd::bench;
+
+namespace {
+
+constexpr const char* kAbout = R"(agentd-bench: the standard agentd workloads, each beside a baseline measured in the same run
+
+Usage: agentd-bench [options]
+
+Without --server the bench starts its own as_server children (child mode) with the build's
+plugins; with --server host:port (repeatable) it measures running servers, which must have the
+echo_agent and web_agent plugins (W6 needs two servers). On servers it did not start, the bench
+deletes only the agents it created.
+
+Workloads (all by default; choose with --workloads W1,W5):
+  W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
+      beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong
+  W2  throughput: --replies replies in flight to 10 echo agents, then all read (replies/s),
+      beside --replies pipelined bare Cap'n Proto echo calls
+  W3  the tutorial scenario: 5 web agents sleeping --sleep-ms: child-mode init (spawn + create),
+      independent-mode init (connect + create), sequential and distributed (all at once) time
+  W4  create --create-n agents (agents/s, --threads client threads), server RSS per idle agent,
+      then one reply to each (calls/s); on a fresh child each repeat when the bench owns servers
+  W5  a --chain-agent chain with placeholders passed along (one get()) vs the same awaited calls
+  W6  a --message-bytes message from an agent on server 1 to one on server 2: time and bytes
+      through this client, vs fetching the message directly (server byte counters in info())
+  W7  --agents agents whose reply blocks --block-ms, all called at once: total time
+
+Every figure is measured --repeat times; the table shows the median and the spread (half the
+range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
+ratios, not absolute figures, across machines; on a shared machine, repeat.
+
+Examples:
+  agentd-bench                                   # everything, own servers, full sizes
+  agentd-bench --quick                           # small sizes, 1 repeat, a few seconds
+  agentd-bench --workloads W1,W2 --repeat 5 --json > w1w2.json
+  agentd-bench --server 10.0.0.1:12310 --server 10.0.0.2:12310 --workloads W6
+
+Options)";
+
+std::set<std::string> parse_workloads(const std::string& list) {
+  std::set<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (item.size() != 2 || item[0] != 'W' || item[1] < '1' || item[1] > '7')
+      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W7)", item));
+    out.insert(item);
+  }
+  return out;
+}
+
+std::string default_plugin_dir() {
+  std::error_code ec;
+  if (std::filesystem::is_directory(AGENTD_BENCH_PLUGIN_DIR, ec)) return AGENTD_BENCH_PLUGIN_DIR;
+  return AGENTD_BENCH_INSTALLED_PLUGIN_DIR;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  bool json = false;
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7";
+  po::options_description opts(kAbout);
+  // Sizes have a full and a --quick default; an explicit option wins over both.
+  opts.add_options()
+    ("help,h", "print this help and exit")
+    ("version", "print the version and exit")
+    ("server,s", po::value<std::vector<std::string>>(&cfg.servers)->composing()->value_name("HOST:PORT"),
+     "a running as_server to measure (repeatable); default: start own children")
+    ("plugin-dir", po::value<std::string>(&cfg.plugin_dir)->default_value(default_plugin_dir())->value_name("DIR"),
+     "plugins for the children the bench starts")
+    ("as-server", po::value<std::string>(&cfg.as_server)->value_name("PATH"),
+     "as_server binary for children (default: $AGENTD_AS_SERVER, then next to agentd-bench, "
+     "then installed, then $PATH)")
+    ("workloads,w", po::value<std::string>(&workloads)->default_value(workloads)->value_name("LIST"),
+     "comma-separated workloads to run")
+    ("repeat,r", po::value<int>(), "repetitions of each workload (default 3; --quick: 1)")
+    ("quick", po::bool_switch(&cfg.quick), "small sizes for a smoke run (CI)")
+    ("json", po::bool_switch(&json), "print the results as JSON on stdout instead of the table")
+    ("threads", po::value<std::size_t>(&cfg.threads)->default_value(cfg.threads)->value_name("N"),
+     "client threads for bulk agent creation")
+    ("payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
+     "message content size in W1/W2/W4/W5/W7 and the baselines")
+    ("calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")
+    ("replies", po::value<std::size_t>()->value_name("N"), "W2 replies per repeat (default 5000; quick 300)")
+    ("sleep-ms", po::value<int>()->value_name("MS"), "W3 web agent sleep (default 5000; quick 100)")
+    ("create-n", po::value<std::size_t>()->value_name("N"), "W4 agents to create (default 100000; quick 1000)")
+    ("chain", po::value<std::size_t>()->value_name("N"), "W5 chain length (default 100)")
+    ("message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")
+    ("agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")
+    ("block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)");
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+    cfg.workloads = parse_workloads(workloads);
+  } catch (const po::error& e) {
+    fmt::print(stderr, "agentd-bench: {} (see agentd-bench --help)\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    fmt::print("agentd-bench (agentd) {}\n", AGENTD_VERSION_STRING);
+    return 0;
+  }
+  auto size = [&](const char* name, std::size_t full, std::size_t quick) {
+    return vm.count(name) ? vm[name].as<std::size_t>() : (cfg.quick ? quick : full);
+  };
+  auto ms = [&](const char* name, int full, int quick) {
+    return vm.count(name) ? vm[name].as<int>() : (cfg.quick ? quick : full);
+  };
+  cfg.repeat = vm.count("repeat") ? std::max(1, vm["repeat"].as<int>()) : (cfg.quick ? 1 : 3);
+  cfg.calls = size("calls", 2000, 200);
+  cfg.replies = size("replies", 5000, 300);
+  cfg.sleep_ms = ms("sleep-ms", 5000, 100);
+  cfg.create_n = size("create-n", 100000, 1000);
+  cfg.chain = std::max<std::size_t>(2, size("chain", 100, 100));
+  cfg.message_bytes = size("message-bytes", 1 << 20, 1 << 20);
+  cfg.agents = size("agents", 1000, 50);
+  cfg.block_ms = ms("block-ms", 1000, 200);
+
+  Report report;
+  for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
+  int status = 0;
+  try {
+    bool two = cfg.workloads.count("W6") || cfg.workloads.count("W3");
+    Deployment dep(cfg, two ? 2 : 1);
+    report.environment = fmt::format("{}; agentd {}; {} hardware threads", dep.describe(),
+                                     AGENTD_VERSION_STRING, std::thread::hardware_concurrency());
+    fmt::print(stderr, "agentd-bench: {}\n", report.environment);
+    const std::map<std::string, void (*)(const Config&, Deployment&, Report&)> runners{
+        {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},
+        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}};
+    for (const auto& [name, run] : runners) {
+      if (!cfg.workloads.count(name)) continue;
+      try {
+        run(cfg, dep, report);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "agentd-bench: bench error in {}: {}\n", name, e.what());
+        report.skipped.push_back(fmt::format("{}: failed: {}", name, e.what()));
+        status = 1;
+      }
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "agentd-bench: bench error: {}\n", e.what());
+    return 1;
+  }
+  if (json) {
+    std::cout << report.json();
+  } else {
+    fmt::print("agentd-bench: {}\n{}\n\n{}", report.command, report.environment, report.table());
+  }
+  std::cout.flush();
+  return status;
+}

@@ -1,0 +1,481 @@
+#include "workloads.h"
+
+#include "baselines.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+namespace agentd::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+double micros_since(Clock::time_point t0) { return seconds_since(t0) * 1e6; }
+
+void progress(const std::string& what) { fmt::print(stderr, "agentd-bench: {}\n", what); }
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument(fmt::format("--server {}: expected host:port", address));
+  int port = std::stoi(address.substr(colon + 1));
+  if (port <= 0 || port > 65535)
+    throw std::invalid_argument(fmt::format("--server {}: bad port", address));
+  return {address.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+// Runs body(i) for i in [0, n) on `threads` threads; rethrows the first failure.
+void parallel_for(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& body) {
+  threads = std::max<std::size_t>(1, std::min(threads, n));
+  std::exception_ptr failure;
+  std::mutex mu;
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t]() {
+      try {
+        for (std::size_t i = t; i < n; i += threads) {
+          {
+            std::lock_guard lock(mu);
+            if (failure) return;
+          }
+          body(i);
+        }
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// create_agent is synchronous (one round trip each), so bulk creation runs on several threads.
+std::vector<AgentRef> create_many(Client& c, const std::string& cls, const Value& args,
+                                  std::size_t n, std::size_t threads) {
+  std::vector<std::optional<AgentRef>> made(n);
+  parallel_for(n, threads, [&](std::size_t i) { made[i] = c.create_agent(cls, {}, args); });
+  std::vector<AgentRef> out;
+  out.reserve(n);
+  for (auto& m : made) out.push_back(std::move(*m));
+  return out;
+}
+
+// Removes what a workload made: everything on our own children, only our agents elsewhere.
+void cleanup(Deployment& dep, std::size_t server, const std::vector<AgentRef>& agents,
+             std::size_t threads) {
+  Client& c = dep.client(server);
+  if (dep.owned()) {
+    c.delete_all_agents();
+    return;
+  }
+  parallel_for(agents.size(), threads, [&](std::size_t i) { c.delete_agent(agents[i].id()); });
+}
+
+// Issues n calls in windows that fit the server's result pool (results read later must not be
+// evicted first), reading each window's results before the next.
+void run_windowed(std::size_t n, std::size_t window, const std::function<Placeholder(std::size_t)>& issue,
+                  const std::function<void(const Msg&)>& check) {
+  window = std::max<std::size_t>(1, window);
+  std::vector<Placeholder> inflight;
+  inflight.reserve(std::min(n, window));
+  for (std::size_t start = 0; start < n; start += window) {
+    inflight.clear();
+    for (std::size_t i = start; i < std::min(n, start + window); ++i) inflight.push_back(issue(i));
+    for (auto& p : inflight) check(p.get());
+  }
+}
+
+std::size_t pool_window(Deployment& dep, std::size_t server) {
+  return std::max<std::size_t>(1, dep.max_pool_size(server) / 2);
+}
+
+Msg text_msg(std::size_t bytes) { return Msg("bench", std::string(bytes, 'x')); }
+
+void require_class(Deployment& dep, std::size_t server, const std::string& cls) {
+  if (!dep.has_class(server, cls))
+    throw std::runtime_error(fmt::format(
+        "server {} has no agent class {} (start it with the echo_agent and web_agent plugins)",
+        server, cls));
+}
+
+struct ByteCounters {
+  std::uint64_t client = 0;
+  std::uint64_t peer = 0;
+};
+
+ByteCounters snapshot(Deployment& dep, std::size_t a, std::size_t b) {
+  ByteCounters out;
+  for (std::size_t i : {a, b}) {
+    ServerInfo info = dep.client(i).info();
+    out.client += info.bytes_client_in + info.bytes_client_out;
+    out.peer += info.bytes_peer_in + info.bytes_peer_out;
+  }
+  return out;
+}
+
+// A server counts every accepted connection as a client's, including a peer server's fetch
+// connection, which the fetching server counts as peer traffic. Over a set of servers that holds
+// both ends, client bytes less peer bytes is what went through real clients (this process).
+double through_client(const ByteCounters& before, const ByteCounters& after) {
+  return static_cast<double>(after.client - before.client) -
+         static_cast<double>(after.peer - before.peer);
+}
+
+Target at_most_ratio(double b, std::string text) { return {Target::Kind::ratio_at_most, b, std::move(text)}; }
+Target at_least_ratio(double b, std::string text) { return {Target::Kind::ratio_at_least, b, std::move(text)}; }
+Target at_most(double b, std::string text) { return {Target::Kind::value_at_most, b, std::move(text)}; }
+Target at_least(double b, std::string text) { return {Target::Kind::value_at_least, b, std::move(text)}; }
+
+}  // namespace
+
+// ---- Deployment ----
+
+Deployment::Deployment(const Config& cfg, std::size_t children) : cfg_(cfg) {
+  if (cfg.servers.empty()) {
+    owned_ = true;
+    for (std::size_t i = 0; i < children; ++i) clients_.push_back(spawn());
+  } else {
+    for (const auto& s : cfg.servers) {
+      auto [host, port] = split_address(s);
+      clients_.push_back(Client::connect(host, port));
+    }
+  }
+  for (auto& c : clients_) {
+    ServerInfo info = c.info();
+    classes_.push_back(info.classes);
+    pool_sizes_.push_back(info.max_pool_size);
+  }
+}
+
+ChildOptions Deployment::child_options() const {
+  ChildOptions o;
+  o.plugin_dirs = {cfg_.plugin_dir};
+  o.server_path = cfg_.as_server;
+  o.extra_args = {"--log-level", "warn"};
+  return o;
+}
+
+Client Deployment::spawn() const { return Client::spawn_child(child_options()); }
+
+bool Deployment::has_class(std::size_t i, const std::string& cls) const {
+  const auto& v = classes_.at(i);
+  return std::find(v.begin(), v.end(), cls) != v.end();
+}
+
+std::string Deployment::describe() const {
+  std::string out = owned_ ? "as_server children started by the bench:" : "servers:";
+  for (const auto& c : clients_) out += " " + c.address();
+  return out;
+}
+
+// ---- W1: call latency ----
+
+void run_w1(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Client& c = dep.client(0);
+  AgentRef a = c.create_agent("EchoAgent", "bench-w1");
+  Msg msg = text_msg(cfg.payload);
+  CapnpEchoServer echo;
+  Row call50{"W1", "call(\"ping\") p50", "us"}, call99{"W1", "call(\"ping\") p99", "us"};
+  Row reply50{"W1", "reply().get() p50", "us"}, reply99{"W1", "reply().get() p99", "us"};
+  Row vs_tcp{"W1", "reply().get() p50 vs raw TCP", "us"};
+  Row capnp_tcp{"W1", "bare capnp echo p50 vs raw TCP", "us"};
+  // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
+  // all server threads) against the bare echo server thread's CPU per call.
+  Row cpu{"W1", "server CPU per reply()+get()", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 repeat {}/{}", r + 1, cfg.repeat));
+    for (int i = 0; i < 50; ++i) a.call("ping");  // warm-up
+    std::vector<double> calls, replies;
+    for (std::size_t i = 0; i < cfg.calls; ++i) {
+      auto t0 = Clock::now();
+      Value v = a.call("ping");
+      calls.push_back(micros_since(t0));
+      expect(v == "pong", "W1: ping did not answer pong");
+    }
+    for (int i = 0; i < 50; ++i) a.reply(msg).get();
+    double cpu0 = c.info().cpu_seconds;
+    for (std::size_t i = 0; i < cfg.calls; ++i) {
+      auto t0 = Clock::now();
+      Msg m = a.reply(msg).get();
+      replies.push_back(micros_since(t0));
+      expect(m.content == msg.content, "W1: the echo agent answered something else");
+    }
+    // The info() call itself costs a little server CPU; negligible against cfg.calls replies.
+    cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
+    double echo_cpu0 = echo.cpu_seconds();
+    auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+    // The echo latency run includes a warm-up of 50 calls.
+    cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
+    auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
+    call50.agentd.add(percentile(calls, 50));
+    call99.agentd.add(percentile(calls, 99));
+    reply50.agentd.add(percentile(replies, 50));
+    reply99.agentd.add(percentile(replies, 99));
+    vs_tcp.agentd.add(percentile(replies, 50));
+    capnp_tcp.agentd.add(percentile(capnp, 50));
+    for (Row* row : {&call50, &reply50}) row->baseline.add(percentile(capnp, 50));
+    for (Row* row : {&call99, &reply99}) row->baseline.add(percentile(capnp, 99));
+    for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline.add(percentile(tcp, 50));
+  }
+  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu}) row->baseline_name = "capnp echo";
+  for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline_name = "raw TCP";
+  reply50.target = at_most_ratio(1.5, "<= 1.5x");
+  capnp_tcp.note = "informative: the agentd column holds the bare Cap'n Proto echo";
+  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
+    report.rows.push_back(std::move(*row));
+  cleanup(dep, 0, {a}, 1);
+}
+
+// ---- W2: throughput ----
+
+void run_w2(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Client& c = dep.client(0);
+  auto agents = create_many(c, "EchoAgent", Value::object(), cfg.echo_agents, cfg.threads);
+  Msg msg = text_msg(cfg.payload);
+  CapnpEchoServer echo;
+  Row row{"W2", fmt::format("{} replies in flight, {} agents", cfg.replies, cfg.echo_agents),
+          "replies/s"};
+  row.baseline_name = "capnp echo";
+  std::size_t window = pool_window(dep, 0);
+  if (window < cfg.replies)
+    row.note = fmt::format("issued in windows of {} (half the server's --max-pool-size)", window);
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W2 repeat {}/{}", r + 1, cfg.repeat));
+    auto t0 = Clock::now();
+    run_windowed(
+        cfg.replies, window, [&](std::size_t i) { return agents[i % agents.size()].reply(msg); },
+        [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
+    row.agentd.add(cfg.replies / seconds_since(t0));
+    row.baseline.add(capnp_echo_throughput(echo.port(), cfg.replies, cfg.payload));
+  }
+  row.target = at_least_ratio(0.7, ">= 0.7x");
+  report.rows.push_back(std::move(row));
+  cleanup(dep, 0, agents, cfg.threads);
+}
+
+// ---- W3: the tutorial scenario ----
+
+void run_w3(const Config& cfg, Deployment& dep, Report& report) {
+  for (std::size_t s = 0; s < dep.size(); ++s) require_class(dep, s, "WebAgent");
+  Value args{{"sleep_ms", cfg.sleep_ms}};
+  double sleep_s = cfg.sleep_ms / 1000.0;
+  std::size_t n = cfg.web_agents;
+  Row child_init{"W3", fmt::format("child-mode init, {} agents", n), "s"};
+  Row indep_init{"W3", fmt::format("independent-mode init, {} agents", n), "s"};
+  Row sequential{"W3", fmt::format("sequential, {} replies", n), "s"};
+  Row distributed{"W3", fmt::format("distributed, {} replies", n), "s"};
+  sequential.baseline_name = fmt::format("{} x sleep", n);
+  distributed.baseline_name = "sleep";
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W3 repeat {}/{} (sleep {} ms)", r + 1, cfg.repeat, cfg.sleep_ms));
+    {
+      auto t0 = Clock::now();
+      Client child = dep.spawn();
+      std::vector<AgentRef> agents;
+      for (std::size_t i = 0; i < n; ++i)
+        agents.push_back(child.create_agent("WebAgent", fmt::format("W{}", i), args));
+      child_init.agentd.add(seconds_since(t0));
+    }
+    // Independent mode: fresh connections to the running servers, agents spread over them.
+    std::vector<Client> clients;
+    std::vector<AgentRef> agents;
+    auto t0 = Clock::now();
+    for (std::size_t s = 0; s < dep.size(); ++s) {
+      auto [host, port] = split_address(dep.client(s).address());
+      clients.push_back(Client::connect(host, port));
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      agents.push_back(clients[i % clients.size()].create_agent("WebAgent", fmt::format("W{}", i), args));
+    indep_init.agentd.add(seconds_since(t0));
+
+    Msg page("user", Value{{"url", "page"}});
+    t0 = Clock::now();
+    for (auto& a : agents) a.reply(page).get();
+    sequential.agentd.add(seconds_since(t0));
+    sequential.baseline.add(n * sleep_s);
+
+    t0 = Clock::now();
+    std::vector<Placeholder> ps;
+    for (auto& a : agents) ps.push_back(a.reply(page));
+    for (auto& p : ps) expect(p.get().text().rfind("Answer from", 0) == 0, "W3: odd web answer");
+    distributed.agentd.add(seconds_since(t0));
+    distributed.baseline.add(sleep_s);
+    for (std::size_t i = 0; i < agents.size(); ++i) clients[i % clients.size()].delete_agent(agents[i].id());
+  }
+  child_init.target = at_most(0.1, "< 0.1 s");
+  child_init.note = "spawn an as_server child, wait for its ready line, connect, create the agents";
+  distributed.target = at_most_ratio(1.01, "<= 1.01x");
+  for (Row* row : {&child_init, &indep_init, &sequential, &distributed})
+    report.rows.push_back(std::move(*row));
+}
+
+// ---- W4: creation and memory ----
+
+void run_w4(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Row rate{"W4", fmt::format("create {} agents ({} client threads)", cfg.create_n, cfg.threads),
+           "agents/s"};
+  Row rss{"W4", "server RSS per idle agent", "B"};
+  Row calls{"W4", "then one reply to each", "calls/s"};
+  Msg msg = text_msg(cfg.payload);
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W4 repeat {}/{} ({} agents)", r + 1, cfg.repeat, cfg.create_n));
+    // On our own deployment every repeat gets a fresh server, so RSS is not masked by reuse.
+    std::optional<Client> fresh;
+    if (dep.owned()) fresh.emplace(dep.spawn());
+    Client& c = fresh ? *fresh : dep.client(0);
+    ServerInfo before = c.info();
+    auto t0 = Clock::now();
+    auto agents = create_many(c, "EchoAgent", Value::object(), cfg.create_n, cfg.threads);
+    rate.agentd.add(cfg.create_n / seconds_since(t0));
+    ServerInfo after = c.info();
+    rss.agentd.add((static_cast<double>(after.rss_bytes) - static_cast<double>(before.rss_bytes)) /
+                   cfg.create_n);
+    t0 = Clock::now();
+    run_windowed(
+        agents.size(), std::max<std::size_t>(1, before.max_pool_size / 2),
+        [&](std::size_t i) { return agents[i].reply(msg); },
+        [&](const Msg& m) { expect(m.content == msg.content, "W4: wrong echo"); });
+    calls.agentd.add(agents.size() / seconds_since(t0));
+    if (!fresh) cleanup(dep, 0, agents, cfg.threads);
+  }
+  rate.target = at_least(50000, ">= 50000/s");
+  rss.target = at_most(2048, "< 2048 B");
+  rss.note = "(rss after - rss before) / N, from Client::info().rss_bytes";
+  for (Row* row : {&rate, &rss, &calls}) report.rows.push_back(std::move(*row));
+}
+
+// ---- W5: pipelined chain ----
+
+void run_w5(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Client& c = dep.client(0);
+  auto agents = create_many(c, "EchoAgent", Value::object(), cfg.chain, cfg.threads);
+  Msg msg = text_msg(cfg.payload);
+  Row row{"W5", fmt::format("{}-agent pipelined chain", cfg.chain), "ms"};
+  row.baseline_name = "awaited calls";
+  row.ratio_inverted = true;
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W5 repeat {}/{}", r + 1, cfg.repeat));
+    auto t0 = Clock::now();
+    Placeholder x = agents[0].reply(msg);
+    for (std::size_t i = 1; i < agents.size(); ++i) x = agents[i].reply(x);
+    Msg piped = x.get();
+    row.agentd.add(seconds_since(t0) * 1e3);
+    expect(piped.content == msg.content, "W5: the chain changed the message");
+
+    t0 = Clock::now();
+    Msg m = msg;
+    for (auto& a : agents) m = a.reply(m).get();
+    row.baseline.add(seconds_since(t0) * 1e3);
+    expect(m.content == msg.content, "W5: the awaited calls changed the message");
+  }
+  row.target = at_least_ratio(10, "speed-up >= 10x");
+  row.note = "ratio = awaited / pipelined (aim: 20x)";
+  report.rows.push_back(std::move(row));
+  cleanup(dep, 0, agents, cfg.threads);
+}
+
+// ---- W6: cross-server hand-off ----
+
+void run_w6(const Config& cfg, Deployment& dep, Report& report) {
+  if (dep.size() < 2) {
+    report.skipped.push_back("W6: needs two servers (give --server twice)");
+    return;
+  }
+  require_class(dep, 0, "EchoAgent");
+  require_class(dep, 1, "WebAgent");
+  AgentRef producer = dep.client(0).create_agent("EchoAgent", "bench-w6-producer");
+  // A web agent that does not sleep: it must receive the whole input, and answers a few bytes.
+  AgentRef consumer =
+      dep.client(1).create_agent("WebAgent", "bench-w6-consumer", Value{{"sleep_ms", 0}});
+  Msg big = text_msg(cfg.message_bytes);
+  Row time{"W6", fmt::format("{} KiB hand-off server 1 -> 2", cfg.message_bytes / 1024), "ms"};
+  Row bytes{"W6", "bytes through the client", "B"};
+  time.baseline_name = "direct fetch";
+  bytes.baseline_name = "direct fetch";
+  // Produces the big message on server 1 and waits until it is in the pool (call() runs after
+  // the reply, in the agent's order), so neither timing includes production.
+  auto produce = [&]() {
+    Placeholder p = producer.reply(big);
+    producer.call("count");
+    return p;
+  };
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W6 repeat {}/{}", r + 1, cfg.repeat));
+    Placeholder p = produce();
+    auto s0 = snapshot(dep, 0, 1);
+    auto s1 = snapshot(dep, 0, 1);  // two snapshots back to back: what a snapshot costs
+    auto t0 = Clock::now();
+    Msg answer = consumer.reply(p).get();
+    time.agentd.add(seconds_since(t0) * 1e3);
+    auto s2 = snapshot(dep, 0, 1);
+    expect(answer.text().rfind("Answer from", 0) == 0, "W6: odd consumer answer");
+    double overhead = through_client(s0, s1);
+    bytes.agentd.add(through_client(s1, s2) - overhead);
+    expect(s2.peer - s1.peer >= cfg.message_bytes, "W6: the message did not cross the peer link");
+
+    Placeholder q = produce();
+    auto d1 = snapshot(dep, 0, 1);
+    t0 = Clock::now();
+    Msg direct = q.get();
+    time.baseline.add(seconds_since(t0) * 1e3);
+    auto d2 = snapshot(dep, 0, 1);
+    expect(direct.text().size() == cfg.message_bytes, "W6: direct fetch lost bytes");
+    bytes.baseline.add(through_client(d1, d2) - overhead);
+  }
+  time.target = at_most_ratio(1.2, "<= 1.2x");
+  bytes.target = at_most(4096, "< 4096 B");
+  bytes.note = "from both servers' info() byte counters: client bytes - peer bytes (a server counts "
+               "a peer's fetch connection as a client), less the info() calls' own bytes";
+  report.rows.push_back(std::move(time));
+  report.rows.push_back(std::move(bytes));
+  cleanup(dep, 0, {producer}, 1);
+  cleanup(dep, 1, {consumer}, 1);
+}
+
+// ---- W7: blocking concurrency ----
+
+void run_w7(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Client& c = dep.client(0);
+  progress(fmt::format("W7 creating {} agents", cfg.agents));
+  auto agents = create_many(c, "EchoAgent", Value{{"sleep_ms", cfg.block_ms}}, cfg.agents, cfg.threads);
+  Msg msg = text_msg(cfg.payload);
+  double block_s = cfg.block_ms / 1000.0;
+  Row row{"W7", fmt::format("{} agents blocking {} ms, called at once", cfg.agents, cfg.block_ms), "s"};
+  row.baseline_name = "one block";
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W7 repeat {}/{}", r + 1, cfg.repeat));
+    auto t0 = Clock::now();
+    run_windowed(
+        agents.size(), std::max(agents.size(), pool_window(dep, 0)),
+        [&](std::size_t i) { return agents[i].reply(msg); },
+        [&](const Msg& m) { expect(m.content == msg.content, "W7: wrong echo"); });
+    row.agentd.add(seconds_since(t0));
+    row.baseline.add(block_s);
+  }
+  row.target = at_most(1.5 * block_s, fmt::format("< {:.3g} s", 1.5 * block_s));
+  report.rows.push_back(std::move(row));
+  cleanup(dep, 0, agents, cfg.threads);
+}
+
+}  // namespace agentd::bench

@@ -1,0 +1,71 @@
+// The standard workloads of agentd-bench (W1..W7, see issue 6), each run `repeat` times and
+// added to the report as rows beside their baselines.
+#pragma once
+
+#include "stats.h"
+
+#include <agentd/client.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace agentd::bench {
+
+struct Config {
+  std::vector<std::string> servers;  // "host:port"; empty: start our own as_server children
+  std::string plugin_dir;
+  std::string as_server;  // empty: $AGENTD_AS_SERVER, then next to this program, ...
+  std::set<std::string> workloads;
+  int repeat = 3;
+  bool quick = false;
+  std::size_t threads = 8;          // client threads for bulk creation (create_agent is sync)
+  std::size_t payload = 64;         // bytes of content in W1/W2 messages and baselines
+  std::size_t calls = 2000;         // W1 calls per repeat
+  std::size_t replies = 5000;       // W2 replies per repeat
+  std::size_t echo_agents = 10;     // W2 agents
+  int sleep_ms = 5000;              // W3 web agent sleep
+  std::size_t web_agents = 5;       // W3 agents
+  std::size_t create_n = 100000;    // W4 agents created
+  std::size_t chain = 100;          // W5 chain length
+  std::size_t message_bytes = 1 << 20;  // W6 message size
+  std::size_t agents = 1000;        // W7 blocking agents
+  int block_ms = 1000;              // W7 block per reply
+};
+
+// The servers the workloads run on: given with --server, or children this process started.
+class Deployment {
+ public:
+  // Connects to cfg.servers, or starts `children` as_server children. Throws agentd::Error.
+  Deployment(const Config& cfg, std::size_t children);
+
+  bool owned() const { return owned_; }  // children of ours: free to restart and wipe
+  std::size_t size() const { return clients_.size(); }
+  Client& client(std::size_t i) { return clients_.at(i); }
+  // A fresh child with the bench's plugins (W3 child-mode init, W4 on a clean server).
+  Client spawn() const;
+  ChildOptions child_options() const;
+  bool has_class(std::size_t i, const std::string& cls) const;
+  std::size_t max_pool_size(std::size_t i) const { return pool_sizes_.at(i); }
+  std::string describe() const;
+
+ private:
+  const Config& cfg_;
+  bool owned_ = false;
+  std::vector<Client> clients_;
+  std::vector<std::vector<std::string>> classes_;
+  std::vector<std::size_t> pool_sizes_;
+};
+
+void run_w1(const Config& cfg, Deployment& dep, Report& report);
+void run_w2(const Config& cfg, Deployment& dep, Report& report);
+void run_w3(const Config& cfg, Deployment& dep, Report& report);
+void run_w4(const Config& cfg, Deployment& dep, Report& report);
+void run_w5(const Config& cfg, Deployment& dep, Report& report);
+void run_w6(const Config& cfg, Deployment& dep, Report& report);
+void run_w7(const Config& cfg, Deployment& dep, Report& report);
+
+}  // namespace agentd::bench

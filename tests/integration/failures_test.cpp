@@ -1,0 +1,109 @@
+// Faults a client must survive: a refused connection, a server killed mid-call, calls on a
+// dead connection. Each is a retryable agentd::Error, never a hang.
+#include "server_process.h"
+
+#include <agentd/client.h>
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+using namespace agentd::test;
+using agentd::Client;
+using agentd::Error;
+using agentd::ErrorCode;
+using agentd::Msg;
+using agentd::Value;
+using Catch::Matchers::Contains;
+
+namespace {
+template <typename F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("expected an agentd::Error");
+  return Error(ErrorCode::internal, "unreachable");
+}
+}  // namespace
+
+TEST_CASE("connecting where no server listens is a retryable disconnected error",
+          "[failures]") {
+  auto port = unused_port();
+  auto e = error_of([&] { Client::connect("127.0.0.1", port); });
+  CHECK(e.code() == ErrorCode::disconnected);
+  CHECK(e.retryable());
+  CHECK_THAT(e.message(), Contains("127.0.0.1:" + std::to_string(port)));
+}
+
+TEST_CASE("a server killed mid-call fails the pending placeholder, retryable, no hang",
+          "[failures]") {
+  auto s = ServerProcess::start(standard_args());
+  agentd::ClientOptions opts;
+  opts.timeout = std::chrono::seconds(30);  // a hang would surface as a timeout, not a pass
+  auto c = s->connect(opts);
+  auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 1000}});
+  auto before = slow.reply(Msg("user", "asked before"));
+  auto chained = c.create_agent("TrailAgent", "T").reply(before);
+  c.ping();  // the server has the calls
+  s->kill_now();
+
+  auto e = error_of([&] { before.get(); });
+  CHECK(e.code() == ErrorCode::disconnected);
+  CHECK(e.retryable());
+  auto e2 = error_of([&] { chained.get(); });
+  CHECK(e2.code() == ErrorCode::disconnected);
+  CHECK(e2.retryable());
+
+  // Everything else on the dead connection fails the same way.
+  auto e3 = error_of([&] { c.ping(); });
+  CHECK(e3.code() == ErrorCode::disconnected);
+  CHECK(e3.retryable());
+  auto e4 = error_of([&] { slow.reply(Msg("user", "after")).get(); });
+  CHECK(e4.code() == ErrorCode::disconnected);
+  CHECK(error_of([&] { slow.call("ping"); }).retryable());
+  CHECK(error_of([&] { c.create_agent("EchoAgent"); }).retryable());
+}
+
+TEST_CASE("a server killed while a result is being awaited wakes the waiter", "[failures]") {
+  auto s = ServerProcess::start(standard_args());
+  auto c = s->connect();
+  auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 20000}});
+  auto p = slow.reply(Msg("user", "x"));
+  std::optional<Error> seen;
+  std::thread waiter([&] {
+    try {
+      p.get(std::chrono::seconds(60));
+    } catch (const Error& e) {
+      seen = e;
+    }
+  });
+  c.ping();
+  ::kill(s->pid(), SIGKILL);
+  waiter.join();
+  REQUIRE(seen);
+  CHECK(seen->code() == ErrorCode::disconnected);
+  CHECK(seen->retryable());
+}
+
+TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable", "[failures][peer]") {
+  auto s1 = ServerProcess::start(standard_args());
+  auto s2 = ServerProcess::start(standard_args());
+  auto c1 = s1->connect();
+  auto c2 = s2->connect();
+  auto slow = c1.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 20000}});
+  auto consumer = c2.create_agent("TrailAgent", "T");
+  auto q = consumer.reply(slow.reply(Msg("user", "x")));
+  c1.ping();
+  c2.ping();
+  // Once server 2 is fetching from server 1, kill server 1.
+  REQUIRE(wait_until([&] { return c1.info().bytes_peer_in > 0; }, 20s));
+  s1->kill_now();
+  auto e = error_of([&] { q.get(std::chrono::seconds(60)); });
+  CHECK(e.code() == ErrorCode::disconnected);
+  CHECK(e.retryable());
+  // Server 2 is fine.
+  CHECK(consumer.reply(Msg("user", "ok")).get().content == "ok>T");
+}

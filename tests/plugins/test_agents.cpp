@@ -1,0 +1,37 @@
+// Agents only the tests use, next to the example plugin's EchoAgent / TrailAgent / FlakyAgent.
+#include <agentd/agent.h>
+#include <agentd/error.h>
+
+#include <cstddef>
+#include <string>
+
+// Replies with a text of args {"bytes": N} (default 1 MiB) copies of 'b', whatever the input.
+// Cross-server tests use it to make a big message on one server.
+class BigTextAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg&) override {
+    auto n = args().value("bytes", std::size_t{1} << 20);
+    return agentd::Msg(name(), std::string(n, 'b'));
+  }
+};
+AGENTD_REGISTER_AGENT(BigTextAgent);
+
+// Replies with {"size": length of the input's text content, "head": its first 8 characters}.
+class TextSizeAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    std::string t = x.content.is_string() ? x.content.get<std::string>() : x.text();
+    return agentd::Msg(name(), agentd::Value{{"size", t.size()}, {"head", t.substr(0, 8)}});
+  }
+};
+AGENTD_REGISTER_AGENT(TextSizeAgent);
+
+// Throws something that is not a std::exception from reply.
+class WeirdThrowAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg&) override { throw 42; }
+};
+AGENTD_REGISTER_AGENT(WeirdThrowAgent);

@@ -1,0 +1,304 @@
+#include "server_process.h"
+
+#include "child_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace agentd::test {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string temp_path(const std::string& stem) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (stem + "-XXXXXX")).string();
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(fd);
+  return tmpl;
+}
+
+std::vector<char*> make_argv(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+// Spawns as_server with stdin from /dev/null, stderr to err_path, stdout to out_fd (or out_path).
+pid_t spawn_server(const std::vector<std::string>& args, int out_fd, const std::string& out_path,
+                   const std::string& err_path) {
+  std::vector<std::string> all{as_server_path()};
+  all.insert(all.end(), args.begin(), args.end());
+  auto argv = make_argv(all);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (out_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+  else
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, all[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    throw std::runtime_error("cannot start " + all[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+void fill_status(int status, ExitResult& r) {
+  if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.exit_code = -1;
+    r.term_signal = WTERMSIG(status);
+  }
+}
+
+// Reaps pid within timeout; false if it is still running then.
+bool reap(pid_t pid, std::chrono::milliseconds timeout, int& status) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> standard_args(std::vector<std::string> extra) {
+  std::vector<std::string> a{"--port",   "0",
+                             "--plugin", echo_plugin(),
+                             "--plugin", test_agents_plugin(),
+                             "--log-level", "warn"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+std::uint16_t unused_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    throw std::runtime_error("bind failed");
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool can_connect(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  auto close_paren = line.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return false;
+  char state = line[close_paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "agentd-test-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  std::string p = path_ + "/" + name;
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  return p;
+}
+
+ExitResult run_as_server(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
+  std::string out_path = temp_path("as_server-out");
+  std::string err_path = temp_path("as_server-err");
+  pid_t pid = spawn_server(args, -1, out_path, err_path);
+  int status = 0;
+  ExitResult r;
+  bool done = reap(pid, timeout, status);
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  fill_status(status, r);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  if (!done)
+    throw std::runtime_error("as_server did not exit within the deadline; stderr: " + r.err);
+  return r;
+}
+
+std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::string>& args,
+                                                    std::chrono::milliseconds timeout) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  std::unique_ptr<ServerProcess> p(new ServerProcess());
+  p->err_path_ = temp_path("as_server-err");
+  try {
+    p->pid_ = spawn_server(args, pipe_fds[1], "", p->err_path_);
+  } catch (...) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    throw;
+  }
+  ::close(pipe_fds[1]);
+  p->stdout_fd_ = pipe_fds[0];
+
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string buf;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      std::string err = p->stderr_text();
+      p->kill_now();
+      throw std::runtime_error("as_server printed no ready line in time; stderr: " + err);
+    }
+    pollfd pfd{p->stdout_fd_, POLLIN, 0};
+    int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
+    if (n > 0) {
+      char chunk[512];
+      ssize_t got = ::read(p->stdout_fd_, chunk, sizeof chunk);
+      if (got > 0) {
+        buf.append(chunk, static_cast<std::size_t>(got));
+        p->out_seen_.append(chunk, static_cast<std::size_t>(got));
+      }
+      std::size_t nl;
+      while ((nl = buf.find('\n')) != std::string::npos) {
+        std::string line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        if (detail::parse_ready_line(line, p->host_, p->port_, p->server_id_)) {
+          p->ready_line_ = line;
+          return p;
+        }
+      }
+      if (got <= 0) {
+        auto r = p->wait_exit(10s);
+        throw std::runtime_error("as_server exited before it was ready (status " +
+                                 std::to_string(r.exit_code) + "); stderr: " + r.err);
+      }
+    }
+  }
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0 && !exited_) kill_now();
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  if (!err_path_.empty()) std::remove(err_path_.c_str());
+}
+
+Client ServerProcess::connect(ClientOptions options) const {
+  return Client::connect("127.0.0.1", port_, options);
+}
+
+ExitResult ServerProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (exited_) return *exited_;
+  int status = 0;
+  if (!reap(pid_, timeout, status))
+    throw std::runtime_error("as_server (pid " + std::to_string(pid_) +
+                             ") did not exit within the deadline; stderr: " + stderr_text());
+  ExitResult r;
+  fill_status(status, r);
+  // What it printed to stdout after the ready line (the pipe is at EOF now).
+  if (stdout_fd_ >= 0) {
+    char chunk[512];
+    ssize_t got;
+    while ((got = ::read(stdout_fd_, chunk, sizeof chunk)) > 0)
+      out_seen_.append(chunk, static_cast<std::size_t>(got));
+  }
+  r.out = out_seen_;
+  r.err = stderr_text();
+  exited_ = std::make_unique<ExitResult>(r);
+  return r;
+}
+
+ExitResult ServerProcess::signal_and_wait(int sig, std::chrono::milliseconds timeout) {
+  if (!exited_) ::kill(pid_, sig);
+  return wait_exit(timeout);
+}
+
+void ServerProcess::kill_now() {
+  if (exited_ || pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  wait_exit(30s);
+}
+
+bool ServerProcess::running() {
+  if (exited_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    ExitResult r;
+    fill_status(status, r);
+    r.err = stderr_text();
+    exited_ = std::make_unique<ExitResult>(r);
+    return false;
+  }
+  return true;
+}
+
+std::string ServerProcess::stderr_text() const { return read_file(err_path_); }
+
+}  // namespace agentd::test

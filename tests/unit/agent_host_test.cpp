@@ -1,0 +1,199 @@
+// AgentHost in-process (no sockets): per-agent FIFO even behind an unresolved input, upstream
+// errors pass through without running, constructor failures, deletion of queued calls.
+#include "agent_host.h"
+
+#include "agent_services.h"
+#include "bridge.h"
+#include "models/model_registry.h"
+#include "plugin_loader.h"
+#include "result_pool.h"
+#include "worker_pool.h"
+
+#include <catch2/catch.hpp>
+#include <kj/async-io.h>
+
+#include <stdexcept>
+
+using agentd::Error;
+using agentd::ErrorCode;
+using agentd::Msg;
+using agentd::Value;
+using namespace agentd::detail;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Appends its name to the input's text and remembers every input.
+class Appender : public agentd::Agent {
+ public:
+  explicit Appender(agentd::AgentInit init) : Agent(std::move(init)) {
+    if (args().contains("explode")) throw std::runtime_error("constructor exploded");
+  }
+  Msg reply(const Msg& x) override {
+    memory().add(x);
+    if (x.text() == "fail") throw std::runtime_error("cannot take 'fail'");
+    return Msg(name(), x.text() + ">" + name());
+  }
+};
+
+class IgnoreErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&&) override {}
+};
+
+struct Fixture {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  IgnoreErrors ignore;
+  kj::TaskSet tasks{ignore};
+  ClassCatalog catalog;
+  ModelRegistry models;
+  AgentServices services{models};
+  Bridge bridge{io.unixEventPort};
+  WorkerPool workers{2, 64};
+  ResultPool results{ResultPool::Limits{}};
+  AgentHost host{catalog, services, workers, bridge, results};
+
+  Fixture() {
+    catalog.add(agentd::agent_class<Appender>("Appender"), "test");
+    tasks.add(bridge.run());
+  }
+  ~Fixture() {
+    bridge.close();
+    host.remove_all();
+    workers.stop();
+  }
+
+  // Runs the loop until pred holds (or 10 s pass).
+  bool run_until(const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io.provider->getTimer().afterDelay(1 * kj::MILLISECONDS).wait(io.waitScope);
+    }
+    return true;
+  }
+
+  std::string create(const std::string& id, Value args = Value::object()) {
+    bool done = false;
+    auto r = host.create("Appender", id, std::move(args), id, [&](auto) { done = true; });
+    REQUIRE(std::holds_alternative<std::string>(r));
+    REQUIRE(run_until([&] { return done; }));
+    return std::get<std::string>(r);
+  }
+
+  std::shared_ptr<Call> reply_call(const std::string& agent, const std::string& call_id,
+                                   std::optional<std::string> text) {
+    auto c = std::make_shared<Call>();
+    c->kind = Call::Kind::reply;
+    c->call_id = call_id;
+    if (text) c->input = std::make_shared<const Outcome>(Msg("user", *text));
+    REQUIRE(results.add_pending(call_id, agent));
+    return c;
+  }
+
+  OutcomePtr outcome(const std::string& call_id) {
+    run_until([&] { return results.peek(call_id) != nullptr; });
+    return results.peek(call_id);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("unknown classes and taken ids are refused at once", "[agent_host]") {
+  Fixture f;
+  auto r = f.host.create("Nope", "", Value::object(), "x", nullptr);
+  REQUIRE(std::holds_alternative<Error>(r));
+  CHECK(std::get<Error>(r).code() == ErrorCode::unknown_class);
+  CHECK_THAT(std::get<Error>(r).message(), Contains("Appender"));
+  f.create("a");
+  auto dup = f.host.create("Appender", "", Value::object(), "a", nullptr);
+  REQUIRE(std::holds_alternative<Error>(dup));
+  CHECK(std::get<Error>(dup).code() == ErrorCode::duplicate_agent);
+}
+
+TEST_CASE("a call waiting on its input holds back the calls behind it", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  auto first = f.reply_call("a", "c1", std::nullopt);
+  first->input_ready = false;
+  f.host.enqueue("a", first);
+  auto deliver = f.host.input_waiter("a", first);
+  auto second = f.reply_call("a", "c2", "second");
+  f.host.enqueue("a", second);
+  // The second call is ready but must not overtake the first: nothing was started.
+  CHECK(f.host.running_calls() == 0);
+  CHECK(f.host.info("a")->queued == 2);
+  CHECK(f.results.peek("c2") == nullptr);
+  deliver(std::make_shared<const Outcome>(Msg("user", "first")));
+  auto o2 = f.outcome("c2");
+  REQUIRE(o2);
+  CHECK(std::get<Msg>(*f.outcome("c1")).content == "first>a");
+  CHECK(std::get<Msg>(*o2).content == "second>a");
+}
+
+TEST_CASE("an upstream error fails the call without running it", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  auto c = f.reply_call("a", "c1", std::nullopt);
+  c->input = std::make_shared<const Outcome>(
+      Error(ErrorCode::agent_failed, "upstream broke", "up", "UpClass"));
+  f.host.enqueue("a", c);
+  auto o = f.outcome("c1");
+  REQUIRE(o);
+  const auto& e = std::get<Error>(*o);
+  CHECK(e.agent_id() == "up");
+  CHECK(e.agent_class() == "UpClass");
+  // The agent itself never saw it: a later call is its first input.
+  auto next = f.reply_call("a", "c2", "x");
+  f.host.enqueue("a", next);
+  REQUIRE(f.outcome("c2"));
+  CHECK(f.host.info("a")->failed == 1);
+}
+
+TEST_CASE("agent code that throws fails only that call", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  f.host.enqueue("a", f.reply_call("a", "c1", "fail"));
+  f.host.enqueue("a", f.reply_call("a", "c2", "ok"));
+  const auto& e = std::get<Error>(*f.outcome("c1"));
+  CHECK(e.code() == ErrorCode::agent_failed);
+  CHECK(e.agent_id() == "a");
+  CHECK(e.agent_class() == "Appender");
+  CHECK_THAT(e.message(), Contains("cannot take 'fail'"));
+  CHECK(std::get<Msg>(*f.outcome("c2")).content == "ok>a");
+}
+
+TEST_CASE("a constructor that throws fails the calls queued for it with bad_args",
+          "[agent_host]") {
+  Fixture f;
+  std::optional<std::variant<AgentInfoRow, Error>> done;
+  auto r = f.host.create("Appender", "", Value{{"explode", true}}, "boom",
+                         [&](std::variant<AgentInfoRow, Error> v) { done = std::move(v); });
+  REQUIRE(std::holds_alternative<std::string>(r));
+  f.host.enqueue("boom", f.reply_call("boom", "c1", "x"));
+  REQUIRE(f.run_until([&] { return done.has_value(); }));
+  REQUIRE(std::holds_alternative<Error>(*done));
+  CHECK(std::get<Error>(*done).code() == ErrorCode::bad_args);
+  CHECK_THAT(std::get<Error>(*done).message(), Contains("constructor exploded"));
+  const auto& e = std::get<Error>(*f.outcome("c1"));
+  CHECK(e.code() == ErrorCode::bad_args);
+  CHECK_FALSE(f.host.exists("boom"));
+}
+
+TEST_CASE("deleting an agent fails its queued calls with unknown_agent", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  auto blocked = f.reply_call("a", "c1", std::nullopt);
+  blocked->input_ready = false;
+  f.host.enqueue("a", blocked);
+  f.host.enqueue("a", f.reply_call("a", "c2", "x"));
+  CHECK(f.host.info("a")->queued == 2);
+  CHECK(f.host.remove("a"));
+  CHECK_FALSE(f.host.exists("a"));
+  CHECK(std::get<Error>(*f.outcome("c1")).code() == ErrorCode::unknown_agent);
+  CHECK(std::get<Error>(*f.outcome("c2")).code() == ErrorCode::unknown_agent);
+  CHECK_FALSE(f.host.remove("a"));
+  auto late = f.reply_call("a", "c3", "x");
+  f.host.enqueue("a", late);
+  CHECK(std::get<Error>(*f.outcome("c3")).code() == ErrorCode::unknown_agent);
+}
