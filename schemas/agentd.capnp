@@ -73,6 +73,9 @@ struct Outcome {
   union {
     msg @0 :Msg;
     error @1 :Error;
+    tooLarge @2 :UInt64;
+    # The message is bigger than the reader's inlineLimit (about this many bytes): ask again
+    # without a limit when it is really wanted.
   }
 }
 
@@ -85,7 +88,9 @@ struct ValueOutcome {
 
 interface Result {
   # The pending or finished result of one call, held in the producing server's result pool.
-  get @0 () -> (outcome :Outcome);
+  get @0 (inlineLimit :UInt64) -> (outcome :Outcome);
+  # inlineLimit 0: always the whole message. Clients ask eagerly with a limit, so small results
+  # arrive without an extra round trip and large ones never travel unasked.
 }
 
 struct PlaceholderRef {
@@ -152,6 +157,11 @@ struct ServerInfo {
   bytesClientOut @18 :UInt64;
   bytesPeerIn @19 :UInt64;
   bytesPeerOut @20 :UInt64;
+  modelConfigVersion @21 :UInt64;     # bumped by every reload (SIGHUP, setModelConfigs)
+  modelCalls @22 :UInt64;             # model calls of all agents since start, failed ones included
+  modelErrors @23 :UInt64;
+  modelPromptTokens @24 :Int64;
+  modelCompletionTokens @25 :Int64;
 }
 
 interface AgentServer {

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     ("payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
      "message content size in W1/W2/W4/W5/W7 and the baselines")
     ("calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")
-    ("replies", po::value<std::size_t>()->value_name("N"), "W2 replies per repeat (default 5000; quick 300)")
+    ("replies", po::value<std::size_t>()->value_name("N"), "W2 replies per repeat (default 4000; quick 300)")
     ("sleep-ms", po::value<int>()->value_name("MS"), "W3 web agent sleep (default 5000; quick 100)")
     ("create-n", po::value<std::size_t>()->value_name("N"), "W4 agents to create (default 100000; quick 1000)")
     ("chain", po::value<std::size_t>()->value_name("N"), "W5 chain length (default 100)")
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   };
   cfg.repeat = vm.count("repeat") ? std::max(1, vm["repeat"].as<int>()) : (cfg.quick ? 1 : 3);
   cfg.calls = size("calls", 2000, 200);
-  cfg.replies = size("replies", 5000, 300);
+  cfg.replies = size("replies", 4000, 300);
   cfg.sleep_ms = ms("sleep-ms", 5000, 100);
   cfg.create_n = size("create-n", 100000, 1000);
   cfg.chain = std::max<std::size_t>(2, size("chain", 100, 100));

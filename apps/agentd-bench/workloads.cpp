@@ -355,7 +355,14 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report) {
         [&](std::size_t i) { return agents[i].reply(msg); },
         [&](const Msg& m) { expect(m.content == msg.content, "W4: wrong echo"); });
     calls.agentd.add(agents.size() / seconds_since(t0));
-    if (!fresh) cleanup(dep, 0, agents, cfg.threads);
+    if (fresh) {
+      // Dropping a Client that still holds ~100k agent handles crashes the client library
+      // (its shutdown queues one Release per handle and disposes the write chain recursively),
+      // so release them on a running loop first.
+      fresh->delete_all_agents();
+    } else {
+      cleanup(dep, 0, agents, cfg.threads);
+    }
   }
   rate.target = at_least(50000, ">= 50000/s");
   rss.target = at_most(2048, "< 2048 B");

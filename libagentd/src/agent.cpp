@@ -9,8 +9,28 @@ namespace agentd {
 
 namespace detail {
 
-std::shared_ptr<ChatModel> AgentServices::model(const std::string& config_name) {
-  return models_.get(config_name);
+std::shared_ptr<ChatModel> AgentServices::model(const std::string& config_name,
+                                                const std::string& agent_id) {
+  auto model = models_.get(config_name);  // throws naming the known configs
+  std::shared_ptr<UsageCounter> counter;
+  {
+    std::lock_guard lock(usage_mu_);
+    auto& c = usage_[agent_id];
+    if (!c) c = std::make_shared<UsageCounter>();
+    counter = c;
+  }
+  return with_usage_counters(std::move(model), {std::move(counter)});
+}
+
+ModelUsage AgentServices::agent_usage(const std::string& agent_id) const {
+  std::lock_guard lock(usage_mu_);
+  auto it = usage_.find(agent_id);
+  return it == usage_.end() ? ModelUsage{} : it->second->snapshot();
+}
+
+void AgentServices::forget_agent(const std::string& agent_id) {
+  std::lock_guard lock(usage_mu_);
+  usage_.erase(agent_id);
 }
 
 Client& AgentServices::client_for(const std::string& address) {
@@ -57,7 +77,7 @@ std::shared_ptr<ChatModel> Agent::model(const std::string& config_name) {
   if (init_.services == nullptr)
     throw Error(ErrorCode::config_error, "this agent is not hosted by a server; no models", id(),
                 class_name());
-  return init_.services->model(config_name);
+  return init_.services->model(config_name, id());
 }
 
 std::vector<std::string> Agent::method_names() const {

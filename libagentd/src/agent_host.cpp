@@ -51,13 +51,51 @@ std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f)
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
                      Bridge& bridge, ResultPool& results)
-    : catalog_(catalog), services_(services), workers_(workers), bridge_(bridge), results_(results) {}
+    : catalog_(catalog),
+      services_(services),
+      workers_(workers),
+      bridge_(bridge),
+      results_(results),
+      loop_thread_(std::this_thread::get_id()) {}
+
+void AgentHost::on_loop(kj::Function<void()> fn) {
+  if (std::this_thread::get_id() == loop_thread_)
+    fn();
+  else
+    bridge_.post(kj::mv(fn));
+}
+
+bool AgentHost::exists(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  return agents_.count(id) > 0;
+}
+
+std::size_t AgentHost::size() const {
+  std::lock_guard lock(mu_);
+  return agents_.size();
+}
+
+std::size_t AgentHost::running_calls() const {
+  std::lock_guard lock(mu_);
+  return running_;
+}
+
+std::uint64_t AgentHost::calls_completed() const {
+  std::lock_guard lock(mu_);
+  return completed_;
+}
+
+std::uint64_t AgentHost::calls_failed() const {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
 
 AgentHost::~AgentHost() = default;
 
 std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
                                                    const std::string& name, Value args,
                                                    std::string id, CreateDone done) {
+  std::lock_guard lock(mu_);
   if (stopping_) return Error(ErrorCode::stopping, "the server is shutting down");
   const AgentClass* cls = catalog_.find(class_name);
   if (cls == nullptr) {
@@ -87,6 +125,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
     auto err = guarded(*slot, "constructor", [&] { made = factory(std::move(init)); });
     auto holder = std::make_shared<std::unique_ptr<Agent>>(std::move(made));
     bridge_.post([this, slot, holder, err = std::move(err), done_ptr]() mutable {
+      std::lock_guard lock(mu_);
       --running_;
       if (err) {
         Error e(err->code() == ErrorCode::agent_failed ? ErrorCode::bad_args : err->code(),
@@ -115,21 +154,25 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
 }
 
 std::optional<AgentInfoRow> AgentHost::info(const std::string& id) const {
+  std::lock_guard lock(mu_);
   auto it = agents_.find(id);
   if (it == agents_.end()) return std::nullopt;
   return row_of(*it->second);
 }
 
 std::string AgentHost::class_of(const std::string& id) const {
+  std::lock_guard lock(mu_);
   auto it = agents_.find(id);
   return it == agents_.end() ? std::string{} : it->second->class_name;
 }
 
 bool AgentHost::remove(const std::string& id) {
+  std::lock_guard lock(mu_);
   auto it = agents_.find(id);
   if (it == agents_.end()) return false;
   auto slot = it->second;
   agents_.erase(it);
+  services_.forget_agent(id);  // a new agent under this id starts from zero
   slot->removed = true;
   // The running call (if any) stays at the head until its worker reports back.
   std::deque<std::shared_ptr<Call>> queued;
@@ -148,6 +191,7 @@ bool AgentHost::remove(const std::string& id) {
 }
 
 std::size_t AgentHost::remove_all() {
+  std::lock_guard lock(mu_);
   std::vector<std::string> ids;
   for (const auto& [id, _] : agents_) ids.push_back(id);
   for (const auto& id : ids) remove(id);
@@ -155,6 +199,7 @@ std::size_t AgentHost::remove_all() {
 }
 
 std::vector<AgentInfoRow> AgentHost::list() const {
+  std::lock_guard lock(mu_);
   std::vector<AgentInfoRow> out;
   out.reserve(agents_.size());
   for (const auto& [_, s] : agents_) out.push_back(row_of(*s));
@@ -162,12 +207,14 @@ std::vector<AgentInfoRow> AgentHost::list() const {
 }
 
 std::size_t AgentHost::queued_calls() const {
+  std::lock_guard lock(mu_);
   std::size_t n = 0;
   for (const auto& [_, s] : agents_) n += s->mailbox.size();
   return n;
 }
 
 void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
+  std::lock_guard lock(mu_);
   if (stopping_) {
     fail(std::move(call), Error(ErrorCode::stopping, "the server is shutting down", id));
     return;
@@ -184,10 +231,12 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
 
 ResultPool::Waiter AgentHost::input_waiter(const std::string& agent_id,
                                            const std::shared_ptr<Call>& call) {
+  std::lock_guard lock(mu_);
   std::weak_ptr<Call> weak_call = call;
   std::weak_ptr<AgentSlot> weak_slot;
   if (auto it = agents_.find(agent_id); it != agents_.end()) weak_slot = it->second;
   return [this, weak_call, weak_slot](const OutcomePtr& input) {
+    std::lock_guard lock(mu_);
     auto c = weak_call.lock();
     if (!c || c->input_ready) return;
     c->input = input;
@@ -215,44 +264,78 @@ void AgentHost::pump(const std::shared_ptr<AgentSlot>& slot) {
   }
 }
 
+namespace {
+
+// Set while a worker holds the lock to finish a call: the first call that becomes runnable is
+// handed to that worker instead of the pool.
+struct Continuation {
+  std::shared_ptr<AgentSlot> slot;
+  std::shared_ptr<Call> call;
+};
+thread_local Continuation* t_continuation = nullptr;
+
+void execute(AgentSlot& s, Call& c) {
+  Agent& agent = *s.agent;
+  static const Msg kNoInput{};
+  const Msg& input = c.input ? std::get<Msg>(*c.input) : kNoInput;
+  switch (c.kind) {
+    case Call::Kind::reply:
+      c.out_error = guarded(s, "reply", [&] {
+        Msg out = agent.reply(input);
+        if (out.id.empty()) out.id = new_id();
+        if (out.name.empty()) out.name = s.name;
+        c.out_msg = std::move(out);
+      });
+      break;
+    case Call::Kind::observe:
+      c.out_error = guarded(s, "observe", [&] { agent.observe(input); });
+      break;
+    case Call::Kind::method:
+      c.out_error = guarded(s, "method '" + c.method + "'",
+                            [&] { c.out_value = agent.call(c.method, c.args); });
+      break;
+    case Call::Kind::method_async:
+      c.out_error = guarded(s, "method '" + c.method + "'", [&] {
+        Msg out(s.name, agent.call(c.method, c.args));
+        c.out_msg = std::move(out);
+      });
+      break;
+    case Call::Kind::memory:
+      c.out_error = guarded(s, "memory", [&] { c.out_memory = agent.memory().get(); });
+      break;
+  }
+}
+
+}  // namespace
+
 void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
-  workers_.submit([this, slot = std::move(slot), call = std::move(call)]() {
-    AgentSlot& s = *slot;
-    Call& c = *call;
-    Agent& agent = *s.agent;
-    static const Msg kNoInput{};
-    const Msg& input = c.input ? std::get<Msg>(*c.input) : kNoInput;
-    switch (c.kind) {
-      case Call::Kind::reply:
-        c.out_error = guarded(s, "reply", [&] {
-          Msg out = agent.reply(input);
-          if (out.id.empty()) out.id = new_id();
-          if (out.name.empty()) out.name = s.name;
-          c.out_msg = std::move(out);
-        });
-        break;
-      case Call::Kind::observe:
-        c.out_error = guarded(s, "observe", [&] { agent.observe(input); });
-        break;
-      case Call::Kind::method:
-        c.out_error = guarded(s, "method '" + c.method + "'",
-                              [&] { c.out_value = agent.call(c.method, c.args); });
-        break;
-      case Call::Kind::method_async:
-        c.out_error = guarded(s, "method '" + c.method + "'", [&] {
-          Msg out(s.name, agent.call(c.method, c.args));
-          c.out_msg = std::move(out);
-        });
-        break;
-      case Call::Kind::memory:
-        c.out_error = guarded(s, "memory", [&] { c.out_memory = agent.memory().get(); });
-        break;
-    }
-    bridge_.post([this, slot]() { on_worker_done(slot); });
+  if (t_continuation != nullptr && !t_continuation->slot) {
+    t_continuation->slot = std::move(slot);
+    t_continuation->call = std::move(call);
+    return;
+  }
+  workers_.submit([this, slot = std::move(slot), call = std::move(call)]() mutable {
+    worker_run(std::move(slot), std::move(call));
   });
 }
 
-void AgentHost::on_worker_done(const std::shared_ptr<AgentSlot>& slot) {
+void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
+  while (slot) {
+    execute(*slot, *call);  // agent code: no lock held
+    call.reset();
+    Continuation next;
+    {
+      std::lock_guard lock(mu_);
+      t_continuation = &next;
+      finish_call(slot);
+      t_continuation = nullptr;
+    }
+    slot = std::move(next.slot);
+    call = std::move(next.call);
+  }
+}
+
+void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot) {
   --running_;
   auto call = std::move(slot->mailbox.front());
   slot->mailbox.pop_front();
@@ -264,7 +347,7 @@ void AgentHost::on_worker_done(const std::shared_ptr<AgentSlot>& slot) {
     ++slot->completed;
     ++completed_;
   }
-  publish(*call);
+  publish(call);  // may make dependent calls runnable (the first continues on this worker)
   if (slot->removed) {
     destroy_agent(*slot);
     return;
@@ -272,7 +355,8 @@ void AgentHost::on_worker_done(const std::shared_ptr<AgentSlot>& slot) {
   pump(slot);
 }
 
-void AgentHost::publish(Call& c) {
+void AgentHost::publish(const std::shared_ptr<Call>& call) {
+  Call& c = *call;
   switch (c.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async:
@@ -284,13 +368,13 @@ void AgentHost::publish(Call& c) {
     default:
       break;
   }
-  if (c.has_on_done) c.on_done(c);
+  if (c.has_on_done) on_loop([call]() { call->on_done(*call); });
 }
 
 void AgentHost::fail(std::shared_ptr<Call> call, Error error) {
   ++failed_;
   call->out_error = std::move(error);
-  publish(*call);
+  publish(call);
 }
 
 void AgentHost::destroy_agent(AgentSlot& slot) {
@@ -301,6 +385,7 @@ void AgentHost::destroy_agent(AgentSlot& slot) {
 }
 
 void AgentHost::begin_stop() {
+  std::lock_guard lock(mu_);
   stopping_ = true;
   for (auto& [id, slot] : agents_) {
     std::deque<std::shared_ptr<Call>> queued;

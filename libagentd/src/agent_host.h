@@ -4,8 +4,11 @@
 // worker pool; different agents run in parallel. A call whose input is a placeholder waits in
 // the mailbox until that input is there, and the calls behind it wait too (sequential semantics).
 //
-// Loop thread only, except where noted. Agent code (constructors, reply, observe, call,
-// destructors) never runs on the loop thread.
+// Thread-safe: one recursive mutex (lock()) guards the host and the ResultPool it publishes to.
+// The loop thread enqueues calls; workers run agent code without the lock, then take it to
+// publish the result, hand inputs to waiting calls and pick up the next runnable call themselves
+// (a dependent call continues on the same worker: no thread hop between links of a chain).
+// Agent code (constructors, reply, observe, call, destructors) never runs on the loop thread.
 #pragma once
 
 #include <agentd/agent.h>
@@ -19,6 +22,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -59,7 +64,7 @@ struct Call {
   std::vector<Msg> out_memory;
   std::optional<Error> out_error;
 
-  // Loop thread, once the call has run or failed (method, observe, memory). May be empty.
+  // Runs on the loop thread once the call has run or failed (method, observe, memory).
   kj::Function<void(Call&)> on_done;
   bool has_on_done = false;  // kj::Function has no "empty" test
 };
@@ -69,10 +74,17 @@ struct AgentSlot;
 class AgentHost {
  public:
   // All borrowed; they outlive the host.
+  // Construct on the loop thread (the thread on_loop() runs things on).
   AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
             Bridge& bridge, ResultPool& results);
   ~AgentHost();
 
+  // Hold this to touch the ResultPool. Recursive: pool waiters call back into the host.
+  std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock(mu_); }
+
+  // Runs fn on the loop thread: now when called there, else through the bridge.
+  // Result pool waiters that answer RPCs use it (they may run on a worker).
+  void on_loop(kj::Function<void()> fn);
   using CreateDone = std::function<void(std::variant<AgentInfoRow, Error>)>;
 
   // Creates an agent (its constructor runs on a worker). The id is reserved at once, so calls
@@ -82,7 +94,7 @@ class AgentHost {
   std::variant<std::string, Error> create(const std::string& class_name, const std::string& name,
                                           Value args, std::string id, CreateDone done);
 
-  bool exists(const std::string& id) const { return agents_.count(id) > 0; }
+  bool exists(const std::string& id) const;
   std::optional<AgentInfoRow> info(const std::string& id) const;
   std::string class_of(const std::string& id) const;
 
@@ -92,7 +104,7 @@ class AgentHost {
   std::size_t remove_all();
 
   std::vector<AgentInfoRow> list() const;
-  std::size_t size() const { return agents_.size(); }
+  std::size_t size() const;
 
   // Queues call on agent id. An unknown agent fails the call at once (results published).
   // Reply and method_async calls must already be announced in the result pool.
@@ -100,22 +112,25 @@ class AgentHost {
   void enqueue(const std::string& id, std::shared_ptr<Call> call);
 
   // The callback that delivers a queued call's input (a resolved placeholder) and runs what can
-  // run. Safe to call after the agent or the call is gone (it then does nothing).
+  // run. Any thread; takes the lock. Safe after the agent or the call is gone (does nothing).
   ResultPool::Waiter input_waiter(const std::string& agent_id, const std::shared_ptr<Call>& call);
 
   // Refuse new work; fail queued (not running) calls with `stopping`.
   void begin_stop();
-  std::size_t running_calls() const { return running_; }
+  std::size_t running_calls() const;
   std::size_t queued_calls() const;
 
-  std::uint64_t calls_completed() const { return completed_; }
-  std::uint64_t calls_failed() const { return failed_; }
+  std::uint64_t calls_completed() const;
+  std::uint64_t calls_failed() const;
 
  private:
+  // All with the lock held.
   void pump(const std::shared_ptr<AgentSlot>& slot);
   void run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  void on_worker_done(const std::shared_ptr<AgentSlot>& slot);
-  void publish(Call& call);
+  void finish_call(const std::shared_ptr<AgentSlot>& slot);
+  void publish(const std::shared_ptr<Call>& call);
+  // Worker thread, without the lock: runs call (and the calls it hands over to this thread).
+  void worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
   void fail(std::shared_ptr<Call> call, Error error);
   void destroy_agent(AgentSlot& slot);
 
@@ -124,7 +139,9 @@ class AgentHost {
   WorkerPool& workers_;
   Bridge& bridge_;
   ResultPool& results_;
+  const std::thread::id loop_thread_;
 
+  mutable std::recursive_mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<AgentSlot>> agents_;
   std::size_t running_ = 0;
   std::uint64_t completed_ = 0;

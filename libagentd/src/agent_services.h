@@ -12,14 +12,22 @@
 namespace agentd::detail {
 
 class ModelRegistry;
+class UsageCounter;
+struct ModelUsage;
 
 class AgentServices {
  public:
   // models is borrowed and must outlive every agent that uses these services.
   explicit AgentServices(ModelRegistry& models) : models_(models) {}
 
-  // Thread-safe: called from agents on worker threads.
-  std::shared_ptr<ChatModel> model(const std::string& config_name);
+  // Thread-safe: called from agents on worker threads. The model records each call's usage in
+  // the registry's per-config counter and in agent_id's own (see agent_usage()).
+  std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id);
+
+  // Thread-safe: the model usage of agent_id's calls so far (zeros when it made none).
+  ModelUsage agent_usage(const std::string& agent_id) const;
+  // Drops agent_id's usage counter (the host calls it when the agent is deleted).
+  void forget_agent(const std::string& agent_id);
 
   ModelRegistry& models() { return models_; }
 
@@ -34,6 +42,8 @@ class AgentServices {
   ModelRegistry& models_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Client>> clients_;
+  mutable std::mutex usage_mu_;  // guards usage_
+  std::map<std::string, std::shared_ptr<UsageCounter>, std::less<>> usage_;  // by agent id
 };
 
 }  // namespace agentd::detail

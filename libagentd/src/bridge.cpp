@@ -26,8 +26,10 @@ void Bridge::post(kj::Function<void()> fn) {
   bool wake = false;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
+    // After close() the function is kept, never run, and destroyed with the bridge on its own
+    // thread: it may hold objects (fulfillers, call contexts) that must not die elsewhere.
     queue_.push_back(kj::mv(fn));
+    if (closed_) return;
     if (!signaled_) {
       signaled_ = true;
       wake = true;

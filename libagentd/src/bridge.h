@@ -20,8 +20,8 @@ class Bridge {
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
 
-  // Any thread. fn runs on the loop thread while run() is being awaited; posts after close() are
-  // dropped (fn is destroyed on the posting thread).
+  // Any thread. fn runs on the loop thread while run() is being awaited; posts after close()
+  // never run and are destroyed with the bridge (on the loop thread).
   void post(kj::Function<void()> fn);
 
   // Loop thread: drains posted functions until the returned promise is cancelled.

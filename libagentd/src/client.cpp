@@ -229,6 +229,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       announced = true;
       started.set_value();
       quit.promise.wait(io.waitScope);
+      // Release every capability while the loop still runs, and let the releases reach the
+      // server (a ping answered after them proves it): dropping thousands of queued releases
+      // with the connection would unwind one deeply nested promise chain.
+      loop.agents.clear();
+      loop.results.clear();
+      if (loop.rpc) {
+        try {
+          io.provider->getTimer()
+              .timeoutAfter(2 * kj::SECONDS, loop.server.pingRequest().send())
+              .wait(io.waitScope);
+        } catch (const kj::Exception&) {
+          // The server is gone or slow: nothing is left to flush.
+        }
+      }
       // Shut down on this thread: refuse posts, drop capabilities, then the connection.
       bridge_.store(nullptr);
       loop.bridge.close();
@@ -258,13 +272,56 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
 LoopState& loop_of(ClientCore& c) { return *c.loop_; }
 
+// Where a placeholder's result lands. User threads wait on the Sync; the loop-only fields track
+// the eager request and whether the whole message must still be asked for.
+struct ResultSlot : Sync<Msg> {
+  bool wanted = false;          // loop thread: get() was called
+  bool too_large = false;       // loop thread: the eager answer said "too large to inline"
+  bool full_requested = false;  // loop thread
+};
+
+// Results up to this size come back with the eager request; bigger ones only when get() asks.
+constexpr std::uint64_t kInlineLimit = 64 * 1024;
+
+// Loop thread: asks for the result of call id (inline_limit 0: whole message) into slot.
+void request_result(LoopState& loop, wire::Result::Client& result, const std::string& id,
+                    const std::shared_ptr<ResultSlot>& slot, std::uint64_t inline_limit) {
+  auto req = result.getRequest();
+  req.setInlineLimit(inline_limit);
+  auto* loop_ptr = &loop;
+  loop.tasks.add(req.send().then(
+      [slot, loop_ptr, id](capnp::Response<wire::Result::GetResults> r) {
+        auto o = r.getOutcome();
+        switch (o.which()) {
+          case wire::Outcome::MSG:
+            slot->set(read_msg(o.getMsg()));
+            return;
+          case wire::Outcome::ERROR:
+            slot->fail(read_error(o.getError()));
+            return;
+          case wire::Outcome::TOO_LARGE:
+            break;
+        }
+        slot->too_large = true;
+        if (slot->wanted && !slot->full_requested) {
+          auto it = loop_ptr->results.find(id);
+          if (it == loop_ptr->results.end()) return;
+          slot->full_requested = true;
+          request_result(*loop_ptr, it->second, id, slot, 0);
+        }
+      },
+      [slot, id](kj::Exception&& e) {
+        slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
+      }));
+}
+
 // The user side of a placeholder. Loop-thread code never holds one (nor the core): it holds
 // only the ResultSlot, so the last reference to a ClientCore is always dropped on a user thread.
 struct PlaceholderState {
   std::shared_ptr<ClientCore> core;
   std::string call_id;
   std::string agent_id;
-  std::shared_ptr<Sync<Msg>> slot = std::make_shared<Sync<Msg>>();
+  std::shared_ptr<ResultSlot> slot = std::make_shared<ResultSlot>();
   std::atomic<bool> requested{false};
 
   ~PlaceholderState() {
@@ -272,24 +329,17 @@ struct PlaceholderState {
     core->post([c = core.get(), id = call_id]() { loop_of(*c).results.erase(id); });
   }
 
-  // Asks the server for the result, once.
+  // get() wants the result: if the eager answer said it is too large, ask for all of it.
   void fetch() {
     if (requested.exchange(true)) return;
     core->post([c = core.get(), id = call_id, slot = slot]() {
+      slot->wanted = true;
+      if (!slot->too_large || slot->full_requested) return;
       auto& loop = loop_of(*c);
       auto it = loop.results.find(id);
-      if (it == loop.results.end()) return;  // the reply failed to send; slot already failed
-      loop.tasks.add(it->second.getRequest().send().then(
-          [slot](capnp::Response<wire::Result::GetResults> r) {
-            auto o = r.getOutcome();
-            if (o.isMsg())
-              slot->set(read_msg(o.getMsg()));
-            else
-              slot->fail(read_error(o.getError()));
-          },
-          [slot, id](kj::Exception&& e) {
-            slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
-          }));
+      if (it == loop.results.end()) return;
+      slot->full_requested = true;
+      request_result(loop, it->second, id, slot, 0);
     });
   }
 };
@@ -387,7 +437,10 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const
     else
       req.initInput().setNone();
     auto promise = req.send();
-    loop.results.emplace(call_id, promise.getResult());
+    auto result = promise.getResult();
+    // Ask for the result at once (pipelined): small results come back without another trip.
+    detail::request_result(loop, result, call_id, slot, detail::kInlineLimit);
+    loop.results.emplace(call_id, kj::mv(result));
     loop.tasks.add(promise.ignoreResult());
   });
   return Placeholder(std::move(state));
@@ -453,7 +506,10 @@ Placeholder AgentRef::call_async(const std::string& method, const Value& args) c
     detail::write_value(args, req.initArgs());
     req.setCallId(detail::to_kj(call_id));
     auto promise = req.send();
-    loop.results.emplace(call_id, promise.getResult());
+    auto result = promise.getResult();
+    // Ask for the result at once (pipelined): small results come back without another trip.
+    detail::request_result(loop, result, call_id, slot, detail::kInlineLimit);
+    loop.results.emplace(call_id, kj::mv(result));
     loop.tasks.add(promise.ignoreResult());
   });
   return Placeholder(std::move(state));
@@ -685,6 +741,11 @@ ServerInfo Client::info() {
       s.bytes_client_out = i.getBytesClientOut();
       s.bytes_peer_in = i.getBytesPeerIn();
       s.bytes_peer_out = i.getBytesPeerOut();
+      s.model_config_version = i.getModelConfigVersion();
+      s.model_calls = i.getModelCalls();
+      s.model_errors = i.getModelErrors();
+      s.model_prompt_tokens = i.getModelPromptTokens();
+      s.model_completion_tokens = i.getModelCompletionTokens();
       st.set(std::move(s));
     });
   });
@@ -699,8 +760,16 @@ void Client::ping() {
 
 void Client::stop() {
   core_->sync<bool>("stop", [](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
+    // A server that stops may close the connection before its answer is written: that
+    // disconnect is the stop having happened, not a failure.
     return loop.server.stopRequest().send().then(
-        [&st](capnp::Response<wire::AgentServer::StopResults>) { st.set(true); });
+        [&st](capnp::Response<wire::AgentServer::StopResults>) { st.set(true); },
+        [&st](kj::Exception&& e) {
+          if (e.getType() == kj::Exception::Type::DISCONNECTED)
+            st.set(true);
+          else
+            st.fail(detail::error_from_exception(e, "stop"));
+        });
   });
 }
 

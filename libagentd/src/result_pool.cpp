@@ -56,7 +56,9 @@ OutcomePtr ResultPool::peek(const std::string& call_id) const {
   return it == entries_.end() ? nullptr : it->second.outcome;
 }
 
-void ResultPool::evict(const std::string& call_id) {
+void ResultPool::evict(const std::string& id_ref) {
+  // Callers pass finished_order_.front().first, which pop_front() below destroys: copy it first.
+  const std::string call_id = id_ref;
   // Only finished entries are evicted; finished_order_ holds exactly those, oldest first.
   if (!finished_order_.empty() && finished_order_.front().first == call_id) finished_order_.pop_front();
   entries_.erase(call_id);

@@ -21,10 +21,18 @@ namespace agentd::detail {
 
 namespace {
 
-void write_outcome(const Outcome& o, wire::Outcome::Builder out) {
-  if (const Msg* m = std::get_if<Msg>(&o))
+// inline_limit > 0: a bigger message is announced (tooLarge) instead of sent.
+void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0) {
+  if (const Msg* m = std::get_if<Msg>(&o)) {
+    if (inline_limit > 0) {
+      auto size = approx_wire_size(*m);
+      if (size > inline_limit) {
+        out.setTooLarge(size);
+        return;
+      }
+    }
     write_msg(*m, out.initMsg());
-  else
+  } else
     write_error(std::get<Error>(o), out.initError());
 }
 
@@ -51,6 +59,26 @@ double cpu_seconds() {
   return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
+// Answers an RPC with the outcome of call_id once it is there. The pool may run the waiter on a
+// worker (with the host lock held); the answer is written on the loop thread.
+template <typename Context>
+kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id, Context context,
+                                    bool wait_for_unknown, std::uint64_t inline_limit = 0) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  auto lock = ctx.host.lock();
+  ctx.results.when_ready(
+      call_id,
+      [&host = ctx.host, context, f = kj::mv(paf.fulfiller), inline_limit](const OutcomePtr& o) mutable {
+        host.on_loop([context, f = kj::mv(f), o, inline_limit]() mutable {
+          if (!f->isWaiting()) return;  // the caller went away
+          write_outcome(*o, context.getResults().initOutcome(), inline_limit);
+          f->fulfill();
+        });
+      },
+      wait_for_unknown);
+  return kj::mv(paf.promise);
+}
+
 // A result that failed before it reached the pool (e.g. a duplicate call id).
 class FailedResult final : public wire::Result::Server {
  public:
@@ -69,16 +97,8 @@ class ResultImpl final : public wire::Result::Server {
   ResultImpl(RpcContext& ctx, std::string call_id) : ctx_(ctx), call_id_(std::move(call_id)) {}
 
   kj::Promise<void> get(GetContext context) override {
-    auto paf = kj::newPromiseAndFulfiller<void>();
-    ctx_.results.when_ready(
-        call_id_,
-        [context, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
-          if (!f->isWaiting()) return;  // the caller went away
-          write_outcome(*o, context.getResults().initOutcome());
-          f->fulfill();
-        },
-        /*wait_for_unknown=*/false);
-    return kj::mv(paf.promise);
+    return answer_when_ready(ctx_, call_id_, context, /*wait_for_unknown=*/false,
+                             context.getParams().getInlineLimit());
   }
 
  private:
@@ -178,6 +198,7 @@ class AgentImpl final : public wire::Agent::Server {
   wire::Result::Client start_async(std::shared_ptr<Call> call, std::string call_id,
                                    kj::Maybe<wire::Input::Reader> input) {
     if (call_id.empty()) call_id = new_id();
+    auto lock = ctx_.host.lock();
     if (!ctx_.results.add_pending(call_id, id_)) {
       return kj::heap<FailedResult>(Error(
           ErrorCode::duplicate_call_id,
@@ -214,6 +235,7 @@ class AgentImpl final : public wire::Agent::Server {
     std::string server_id = to_std(ref.getServerId());
     if (server_id == ctx_.server_id) {
       // Produced here: the pool hands the result over directly when the producer finishes.
+      auto lock = ctx_.host.lock();
       ctx_.results.when_ready(producer_call, kj::mv(waiter), /*wait_for_unknown=*/true);
     } else {
       // Produced elsewhere: fetch it from the origin server over a peer connection.
@@ -295,7 +317,10 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     out.setRssBytes(rss_bytes());
     out.setCpuSeconds(cpu_seconds());
     out.setAgentCount(ctx_.host.size());
-    out.setPoolSize(ctx_.results.size());
+    {
+      auto lock = ctx_.host.lock();
+      out.setPoolSize(ctx_.results.size());
+    }
     out.setAdvertiseAddress(to_kj(ctx_.advertise_address));
     auto names = ctx_.catalog.names();
     auto classes = out.initClasses(static_cast<unsigned>(names.size()));
@@ -309,6 +334,12 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     auto models = ctx_.models.names();
     auto ml = out.initModelConfigs(static_cast<unsigned>(models.size()));
     for (unsigned i = 0; i < models.size(); ++i) ml.set(i, to_kj(models[i]));
+    out.setModelConfigVersion(ctx_.models.version());
+    const ModelUsage usage = ctx_.models.total_usage();
+    out.setModelCalls(usage.calls);
+    out.setModelErrors(usage.errors);
+    out.setModelPromptTokens(usage.prompt_tokens);
+    out.setModelCompletionTokens(usage.completion_tokens);
     if (ctx_.counters != nullptr) {
       out.setBytesClientIn(ctx_.counters[0]);
       out.setBytesClientOut(ctx_.counters[1]);
@@ -319,16 +350,8 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   }
 
   kj::Promise<void> fetch(FetchContext context) override {
-    auto paf = kj::newPromiseAndFulfiller<void>();
-    ctx_.results.when_ready(
-        to_std(context.getParams().getCallId()),
-        [context, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
-          if (!f->isWaiting()) return;
-          write_outcome(*o, context.getResults().initOutcome());
-          f->fulfill();
-        },
-        /*wait_for_unknown=*/true);
-    return kj::mv(paf.promise);
+    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()), context,
+                             /*wait_for_unknown=*/true);
   }
 
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }

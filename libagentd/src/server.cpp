@@ -53,14 +53,16 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       workers_(min_workers(options_), options_.max_workers),
       results_(pool_limits(options_)),
       host_(catalog_, services_, workers_, bridge_, results_),
-      peers_(io, PeerPool::Options{}, bytes_.data() + 2),
+      peers_(io,
+             PeerPool::Options{seconds_to_ms(options_.peer_connect_timeout),
+                               seconds_to_ms(options_.peer_fetch_timeout)},
+             bytes_.data() + 2),
       rpc_{id_,      advertise_, host_,         results_, peers_, catalog_, models_, workers_,
            std::chrono::steady_clock::now(), [this] { request_stop(); },
            [this](const std::string& yaml) {
-             auto configs = parse_model_configs(yaml, "setModelConfigs");
-             models_.replace(std::move(configs));
-             spdlog::info("model configs replaced over RPC (version {})", models_.version());
-             return models_.version();
+             auto version = models_.replace(parse_model_configs(yaml, "setModelConfigs"));
+             spdlog::info("model configs replaced over RPC (version {})", version);
+             return version;
            },
            bytes_.data()},
       bootstrap_(make_agent_server(rpc_)),
@@ -128,7 +130,9 @@ std::uint16_t Server::listen() {
 }
 
 kj::Promise<void> Server::accept_loop() {
-  return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
+  return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+    // A connection that completed in the same turn as a stop: run() has dropped the listener.
+    if (!listener_) return kj::READY_NOW;
     rpc_server_.accept(kj::heap<CountingStream>(kj::mv(stream), bytes_[0], bytes_[1]));
     return accept_loop();
   });
@@ -136,6 +140,7 @@ kj::Promise<void> Server::accept_loop() {
 
 kj::Promise<void> Server::sweep_loop() {
   return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
+    auto lock = host_.lock();
     results_.sweep();
     return sweep_loop();
   });
@@ -192,8 +197,7 @@ kj::Promise<void> Server::signal_loop(int signo) {
 }
 
 std::uint64_t Server::reload_models() {
-  models_.replace(load_model_configs(options_.model_config_path));
-  return models_.version();
+  return models_.replace(load_model_configs(options_.model_config_path));
 }
 
 void Server::request_stop() {

@@ -50,6 +50,10 @@ po::options_description make_description(ServerOptions& o) {
      "trace, debug, info, warn, error or off")
     ("shutdown-grace", po::value<double>(&o.shutdown_grace)->default_value(o.shutdown_grace)->value_name("SECONDS"),
      "on SIGINT/SIGTERM, how long running calls get to finish")
+    ("peer-connect-timeout", po::value<double>(&o.peer_connect_timeout)->default_value(o.peer_connect_timeout)->value_name("SECONDS"),
+     "how long to try connecting to another server whose placeholder a call consumes")
+    ("peer-fetch-timeout", po::value<double>(&o.peer_fetch_timeout)->default_value(o.peer_fetch_timeout)->value_name("SECONDS"),
+     "how long a call waits for another server's result before failing (retryable)")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on
@@ -137,6 +141,8 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
   if (o.max_pool_size < 1)
     throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
+  if (o.peer_connect_timeout <= 0 || o.peer_fetch_timeout <= 0)
+    throw Error(ErrorCode::config_error, "--peer-connect-timeout and --peer-fetch-timeout must be positive");
   if (o.max_expire_time <= 0)
     throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};

@@ -23,6 +23,8 @@ struct ServerOptions {
   std::string log_level = "info";
   double shutdown_grace = 10;         // seconds running calls get to finish on SIGTERM
   bool stop_on_stdin_eof = false;     // child mode: the parent holds our stdin
+  double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder
+  double peer_fetch_timeout = 7200;   // seconds to wait for another server's result
   std::string config_file;
 };
 

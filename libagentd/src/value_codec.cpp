@@ -82,6 +82,35 @@ Value read_value(wire::Value::Reader in) {
   return nullptr;  // a union tag from a newer peer: treat as null
 }
 
+namespace {
+std::size_t approx_size(const Value& v) {
+  switch (v.type()) {
+    case Value::value_t::string:
+      return v.get_ref<const std::string&>().size() + 8;
+    case Value::value_t::binary:
+      return v.get_binary().size() + 8;
+    case Value::value_t::array: {
+      std::size_t n = 8;
+      for (const auto& e : v) n += approx_size(e);
+      return n;
+    }
+    case Value::value_t::object: {
+      std::size_t n = 8;
+      for (auto it = v.begin(); it != v.end(); ++it) n += it.key().size() + 16 + approx_size(it.value());
+      return n;
+    }
+    default:
+      return 16;
+  }
+}
+}  // namespace
+
+std::size_t approx_wire_size(const Msg& m) {
+  std::size_t n = m.id.size() + m.name.size() + m.role.size() + m.timestamp.size() + 64;
+  for (const auto& u : m.url) n += u.size() + 8;
+  return n + approx_size(m.content) + approx_size(m.metadata);
+}
+
 void write_msg(const Msg& m, wire::Msg::Builder out) {
   out.setId(to_kj(m.id));
   out.setName(to_kj(m.name));

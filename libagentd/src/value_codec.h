@@ -12,6 +12,9 @@ namespace agentd::detail {
 void write_value(const Value& v, wire::Value::Builder out);
 Value read_value(wire::Value::Reader in);
 
+// Roughly how many bytes m takes on the wire (strings and binary dominate).
+std::size_t approx_wire_size(const Msg& m);
+
 void write_msg(const Msg& m, wire::Msg::Builder out);
 Msg read_msg(wire::Msg::Reader in);
 

@@ -21,17 +21,19 @@ struct Step {
   int exit_code;
 };
 
-// status prints load figures that change from run to run: keep the keys, hide the numbers.
+// status prints load figures that change from run to run: keep the keys and the layout of the
+// traffic line, hide the figures (and their units, which follow their size).
 std::string hide_load_figures(const std::string& text) {
   static const std::regex load_line("(pid|uptime|cpu|rss|workers|traffic)( +)(.*)");
-  static const std::regex number("[0-9]+(\\.[0-9]+)?");
+  static const std::regex figure("[0-9]+(\\.[0-9]+)?( (B|KiB|MiB|GiB|TiB))?");
   std::string out;
   std::istringstream lines(text);
   std::string line;
   std::smatch m;
   while (std::getline(lines, line)) {
     if (std::regex_match(line, m, load_line))
-      line = m[1].str() + m[2].str() + std::regex_replace(m[3].str(), number, "N");
+      line = m[1].str() + m[2].str() +
+             (m[1] == "traffic" ? std::regex_replace(m[3].str(), figure, "N") : std::string("N"));
     out += line + "\n";
   }
   return out;

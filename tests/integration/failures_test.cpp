@@ -99,7 +99,7 @@ TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable",
   c1.ping();
   c2.ping();
   // Once server 2 is fetching from server 1, kill server 1.
-  REQUIRE(wait_until([&] { return c1.info().bytes_peer_in > 0; }, 20s));
+  REQUIRE(wait_until([&] { return c2.info().bytes_peer_out > 0; }, 20s));
   s1->kill_now();
   auto e = error_of([&] { q.get(std::chrono::seconds(60)); });
   CHECK(e.code() == ErrorCode::disconnected);

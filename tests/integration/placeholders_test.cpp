@@ -46,9 +46,12 @@ TEST_CASE("a chain of 100 agents on one server gives the right trail", "[placeho
     agents.push_back(c.create_agent("TrailAgent", "T" + std::to_string(i)));
     expect += ">T" + std::to_string(i);
   }
+  auto before = c.stats();
   Placeholder p = agents[0].reply(Msg("user", "x"));
   for (int i = 1; i < 100; ++i) p = agents[i].reply(p);
   CHECK(p.get().content == expect);
+  // The main program blocked once for the whole chain (no per-hop round trip).
+  CHECK(c.stats().waits - before.waits == 1);
   // Every agent saw exactly its part of the trail.
   auto mem = agents[50].memory();
   REQUIRE(mem.size() == 2);
@@ -93,20 +96,24 @@ TEST_CASE("placeholders cross servers, fetched peer to peer", "[placeholders][pe
   SECTION("a 1 MiB message goes from server 1 to server 2 without the main process") {
     auto blob = c1.create_agent("BigTextAgent", "blob", Value{{"bytes", kMiB}});
     auto size = c2.create_agent("TextSizeAgent", "size");
-    auto before1 = c1.info();
     auto before2 = c2.info();
+    auto main1 = c1.stats();
+    auto main2 = c2.stats();
     auto q = size.reply(blob.reply(Msg("user", "go")));
     auto m = q.get();
     CHECK(m.content["size"] == kMiB);
     CHECK(m.content["head"] == "bbbbbbbb");
-    auto after1 = c1.info();
     auto after2 = c2.info();
+    // Server 2 fetched the message from server 1 over its peer connection ...
     CHECK(after2.bytes_peer_in - before2.bytes_peer_in >= kMiB);
-    CHECK(after1.bytes_peer_out - before1.bytes_peer_out >= kMiB);
-    // The main process's connections carried a few KiB, not the message.
-    CHECK(after1.bytes_client_out - before1.bytes_client_out < 64 * 1024);
+    // ... and the main process's connections carried a few KiB, not the message.
     CHECK(after2.bytes_client_in - before2.bytes_client_in < 64 * 1024);
     CHECK(after2.bytes_client_out - before2.bytes_client_out < 64 * 1024);
+    auto end1 = c1.stats();
+    auto end2 = c2.stats();
+    CHECK(end1.bytes_received - main1.bytes_received < 64 * 1024);
+    CHECK(end1.bytes_sent - main1.bytes_sent < 64 * 1024);
+    CHECK(end2.bytes_received - main2.bytes_received < 64 * 1024);
   }
 
   SECTION("one placeholder read on both servers and by the main process") {
@@ -233,11 +240,10 @@ TEST_CASE("results evicted from the pool give an expired error naming the call",
   auto p2 = echo.reply(Msg("user", 2));
   auto p3 = echo.reply(Msg("user", 3));
   CHECK(p3.get().content == 3);  // the agent runs in order: p1 and p2 are done too
-  auto e = error_of([&] { p1.get(std::chrono::seconds(30)); });
-  CHECK(e.code() == ErrorCode::expired);
-  CHECK_THAT(e.message(), Contains(p1.call_id()));
+  // Small results reach the main process eagerly, so its own reads still succeed...
+  CHECK(p1.get().content == 1);
   CHECK(p2.get().content == 2);
-  // A consumer of an expired placeholder fails the same way.
+  // ...but an agent consuming an evicted placeholder gets `expired`, naming the call.
   auto t = c.create_agent("TrailAgent", "T");
   auto e2 = error_of([&] { t.reply(p1).get(std::chrono::seconds(30)); });
   CHECK(e2.code() == ErrorCode::expired);
@@ -257,4 +263,16 @@ TEST_CASE("get(timeout) gives a retryable timeout; the placeholder stays usable"
   CHECK(e.agent_id() == "slow");
   CHECK_THAT(e.message(), Contains(p.call_id()));
   CHECK(p.get(std::chrono::seconds(30)).content == "eventually");
+}
+
+TEST_CASE("a large evicted result is expired for the main process too", "[placeholders]") {
+  auto s = ServerProcess::start(standard_args({"--max-pool-size", "1"}));
+  auto c = s->connect();
+  auto blob = c.create_agent("BlobAgent", "B");
+  auto big = blob.reply(Msg("user", Value{{"make_bytes", 256 * 1024}}));  // above the inline limit
+  auto small = blob.reply(Msg("user", Value{{"make_bytes", 1}}));
+  CHECK(small.get().content.get_binary().size() == 1);  // evicts `big` (pool size 1)
+  auto e = error_of([&] { big.get(std::chrono::seconds(30)); });
+  CHECK(e.code() == ErrorCode::expired);
+  CHECK_THAT(e.message(), Contains(big.call_id()));
 }

@@ -61,10 +61,10 @@ TEST_CASE("a bad option value is refused with exit 2", "[options]") {
 TEST_CASE("a --config that is not valid YAML is refused naming file:line", "[options]") {
   TempDir dir;
   auto port = unused_port();
-  auto path = dir.write("bad.yaml", "port: " + std::to_string(port) + "\nhost: [127.0.0.1\n");
+  auto path = dir.write("bad.yaml", "port: " + std::to_string(port) + "\n  host: 127.0.0.1\n");
   auto r = run_as_server({"--config", path});
   check_failed_start(r, 2, port);
-  CHECK_THAT(r.err, Contains(path + ":"));
+  CHECK_THAT(r.err, Contains(path + ":2:"));
 }
 
 TEST_CASE("an unknown key in --config is refused naming file:line and the key", "[options]") {
@@ -83,7 +83,7 @@ TEST_CASE("an unreadable --config is refused naming the file", "[options]") {
   CHECK_THAT(r.err, Contains("absent.yaml"));
 }
 
-TEST_CASE("--config sets options by their long names", "[options]") {
+TEST_CASE("a --config file sets options by their long names", "[options]") {
   TempDir dir;
   auto path = dir.write("server.yaml",
                         "port: 0\n"

@@ -15,6 +15,8 @@ GET /requests/<key> returns what was received under <key>: [{"path","headers","b
 Scenarios (tokens separated by "-"):
     ok                      a normal answer: "echo: <last message content>" (streamed if asked)
     tools                   a tool call get_weather({"city": "Paris"})
+    react                   (OpenAI, not streamed) a tool call calculator({"a": 6, "b": 7, "op": "*"})
+                            until the last message is a tool result; then "final: <that result>"
     fail-<status>-<n>       the first n requests get <status> with an error body (n=0: all)
     ratelimit-<n>-<s>       the first n requests get 429 with Retry-After: <s> seconds
     ratelimitms-<n>-<ms>    the first n requests get 429 with retry-after-ms: <ms>
@@ -197,8 +199,16 @@ class Handler(BaseHTTPRequestHandler):
                  "total_tokens": prompt_tokens + words(reply)}
         tool_call = {"id": "call_1", "type": "function",
                      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+        last = messages[-1] if messages else {}
+        if name == "react" and last.get("role") == "tool":
+            reply = "final: " + last_content(messages)
         if not body.get("stream"):
-            if name == "tools":
+            if name == "react" and last.get("role") != "tool":
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_calc_%d" % n, "type": "function",
+                     "function": {"name": "calculator", "arguments": "{\"a\": 6, \"b\": 7, \"op\": \"*\"}"}}]}
+                finish = "tool_calls"
+            elif name == "tools":
                 message = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
                 finish = "tool_calls"
             else:

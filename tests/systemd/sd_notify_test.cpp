@@ -219,5 +219,7 @@ TEST_CASE("as_server without NOTIFY_SOCKET runs as before", "[sd_notify][process
   ScopedEnv env{{"NOTIFY_SOCKET", ""}};
   auto server = ServerProcess::start(standard_args());
   CHECK(can_connect(server->port()));
-  CHECK(server->signal_and_wait(SIGTERM).exit_code == 0);
+  auto exit = server->signal_and_wait(SIGTERM);
+  INFO("signal " << exit.term_signal << "; stderr: " << exit.err);
+  CHECK(exit.exit_code == 0);
 }

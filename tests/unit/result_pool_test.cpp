@@ -38,35 +38,40 @@ struct Seen {
   const Error& error(std::size_t i = 0) const { return std::get<Error>(*got.at(i)); }
 };
 
+// Real call ids are 32 hex characters: long enough to live on the heap, unlike "c1".
+std::string id(const std::string& short_name) {
+  return short_name + std::string(32 - short_name.size(), '0');
+}
+
 }  // namespace
 
 TEST_CASE("a pending result reaches every waiter when it completes, in order", "[result_pool]") {
   ResultPool pool(limits(10));
-  REQUIRE(pool.add_pending("c1", "agentA"));
+  REQUIRE(pool.add_pending(id("c1"), "agentA"));
   CHECK(pool.pending() == 1);
-  CHECK(pool.peek("c1") == nullptr);
+  CHECK(pool.peek(id("c1")) == nullptr);
 
   std::vector<int> order;
   Seen a, b;
-  pool.when_ready("c1", [&](const OutcomePtr& o) { order.push_back(1); a.got.push_back(o); }, false);
-  pool.when_ready("c1", [&](const OutcomePtr& o) { order.push_back(2); b.got.push_back(o); }, false);
+  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(1); a.got.push_back(o); }, false);
+  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(2); b.got.push_back(o); }, false);
   CHECK(a.got.empty());
 
-  pool.complete("c1", Msg("agentA", "done"));
+  pool.complete(id("c1"), Msg("agentA", "done"));
   CHECK(order == std::vector<int>{1, 2});
   CHECK(a.msg().content == "done");
   CHECK(b.msg().content == "done");
   CHECK(pool.finished() == 1);
   CHECK(pool.pending() == 0);
-  REQUIRE(pool.peek("c1") != nullptr);
+  REQUIRE(pool.peek(id("c1")) != nullptr);
 }
 
 TEST_CASE("a finished result can be read many times, at once", "[result_pool]") {
   ResultPool pool(limits(10));
-  pool.add_pending("c1", "a");
-  pool.complete("c1", Msg("a", 7));
+  pool.add_pending(id("c1"), "a");
+  pool.complete(id("c1"), Msg("a", 7));
   Seen s;
-  for (int i = 0; i < 3; ++i) pool.when_ready("c1", s.waiter(), false);
+  for (int i = 0; i < 3; ++i) pool.when_ready(id("c1"), s.waiter(), false);
   REQUIRE(s.got.size() == 3);
   CHECK(s.msg(2).content == 7);
   CHECK(s.got[0] == s.got[2]);  // the same stored outcome
@@ -74,78 +79,78 @@ TEST_CASE("a finished result can be read many times, at once", "[result_pool]") 
 
 TEST_CASE("a failed call's error reaches waiters", "[result_pool]") {
   ResultPool pool(limits(10));
-  pool.add_pending("c1", "a");
+  pool.add_pending(id("c1"), "a");
   Seen s;
-  pool.when_ready("c1", s.waiter(), false);
-  pool.complete("c1", Error(ErrorCode::agent_failed, "boom", "a", "Cls"));
+  pool.when_ready(id("c1"), s.waiter(), false);
+  pool.complete(id("c1"), Error(ErrorCode::agent_failed, "boom", "a", "Cls"));
   CHECK(s.error().code() == ErrorCode::agent_failed);
   CHECK(s.error().agent_id() == "a");
   // A second completion of the same call is ignored.
-  pool.complete("c1", Msg("a", "late"));
+  pool.complete(id("c1"), Msg("a", "late"));
   Seen again;
-  pool.when_ready("c1", again.waiter(), false);
+  pool.when_ready(id("c1"), again.waiter(), false);
   CHECK(again.error().code() == ErrorCode::agent_failed);
 }
 
 TEST_CASE("duplicate call ids are refused: pending, finished or evicted", "[result_pool]") {
   ResultPool pool(limits(1));
-  CHECK(pool.add_pending("c1", "a"));
-  CHECK_FALSE(pool.add_pending("c1", "b"));  // pending
-  pool.complete("c1", Msg("a", 1));
-  CHECK_FALSE(pool.add_pending("c1", "b"));  // finished
-  pool.add_pending("c2", "a");
-  pool.complete("c2", Msg("a", 2));          // evicts c1 (size 1)
-  CHECK_FALSE(pool.contains("c1"));
-  CHECK_FALSE(pool.add_pending("c1", "b"));  // evicted, still remembered
+  CHECK(pool.add_pending(id("c1"), "a"));
+  CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // pending
+  pool.complete(id("c1"), Msg("a", 1));
+  CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // finished
+  pool.add_pending(id("c2"), "a");
+  pool.complete(id("c2"), Msg("a", 2));          // evicts c1 (size 1)
+  CHECK_FALSE(pool.contains(id("c1")));
+  CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // evicted, still remembered
 }
 
 TEST_CASE("the oldest finished results are evicted beyond max_size, with an expired error",
           "[result_pool]") {
   ResultPool pool(limits(2));
-  for (const char* id : {"c1", "c2", "c3"}) {
-    pool.add_pending(id, "a");
-    pool.complete(id, Msg("a", id));
+  for (const std::string& cid : {id("c1"), id("c2"), id("c3")}) {
+    pool.add_pending(cid, "a");
+    pool.complete(cid, Msg("a", cid));
   }
   CHECK(pool.finished() == 2);
   CHECK(pool.evictions() == 1);
   Seen s;
-  pool.when_ready("c1", s.waiter(), false);
+  pool.when_ready(id("c1"), s.waiter(), false);
   CHECK(s.error().code() == ErrorCode::expired);
-  CHECK_THAT(s.error().message(), Contains("c1") && Contains("expired"));
+  CHECK_THAT(s.error().message(), Contains(id("c1")) && Contains("expired"));
   // Waiting for an unknown id does not resurrect an evicted one either.
   Seen w;
-  pool.when_ready("c1", w.waiter(), true);
+  pool.when_ready(id("c1"), w.waiter(), true);
   CHECK(w.error().code() == ErrorCode::expired);
   Seen ok;
-  pool.when_ready("c3", ok.waiter(), false);
-  CHECK(ok.msg().content == "c3");
+  pool.when_ready(id("c3"), ok.waiter(), false);
+  CHECK(ok.msg().content == id("c3"));
 }
 
 TEST_CASE("pending results are never evicted by size", "[result_pool]") {
   ResultPool pool(limits(1));
-  pool.add_pending("slow", "a");
-  for (const char* id : {"f1", "f2", "f3"}) {
-    pool.add_pending(id, "a");
-    pool.complete(id, Msg("a", id));
+  pool.add_pending(id("slow"), "a");
+  for (const std::string& cid : {id("f1"), id("f2"), id("f3")}) {
+    pool.add_pending(cid, "a");
+    pool.complete(cid, Msg("a", cid));
   }
   Seen s;
-  pool.when_ready("slow", s.waiter(), false);
+  pool.when_ready(id("slow"), s.waiter(), false);
   CHECK(s.got.empty());
-  pool.complete("slow", Msg("a", "finally"));
+  pool.complete(id("slow"), Msg("a", "finally"));
   CHECK(s.msg().content == "finally");
 }
 
 TEST_CASE("finished results expire by age on sweep", "[result_pool]") {
   ResultPool pool(limits(100, 10s));
-  pool.add_pending("old", "a");
-  pool.complete("old", Msg("a", 1));
+  pool.add_pending(id("old"), "a");
+  pool.complete(id("old"), Msg("a", 1));
   auto t0 = ResultPool::Clock::now();
   pool.sweep(t0 + 1s);
-  CHECK(pool.contains("old"));
+  CHECK(pool.contains(id("old")));
   pool.sweep(t0 + 11s);
-  CHECK_FALSE(pool.contains("old"));
+  CHECK_FALSE(pool.contains(id("old")));
   Seen s;
-  pool.when_ready("old", s.waiter(), false);
+  pool.when_ready(id("old"), s.waiter(), false);
   CHECK(s.error().code() == ErrorCode::expired);
 }
 
@@ -153,20 +158,20 @@ TEST_CASE("an unknown id fails at once unless the caller waits for its producer"
           "[result_pool]") {
   ResultPool pool(limits(10, 3600s, 5s));
   Seen now;
-  pool.when_ready("never", now.waiter(), false);
+  pool.when_ready(id("never"), now.waiter(), false);
   CHECK(now.error().code() == ErrorCode::unknown_call);
 
   // A consumer may arrive before its producer (another connection): it waits.
   Seen early;
-  pool.when_ready("later", early.waiter(), true);
+  pool.when_ready(id("later"), early.waiter(), true);
   CHECK(early.got.empty());
-  CHECK(pool.add_pending("later", "a"));  // the producer is not a duplicate
-  pool.complete("later", Msg("a", "here"));
+  CHECK(pool.add_pending(id("later"), "a"));  // the producer is not a duplicate
+  pool.complete(id("later"), Msg("a", "here"));
   CHECK(early.msg().content == "here");
 
   // No producer within unknown_wait: a retryable unknown_call.
   Seen late;
-  pool.when_ready("ghost", late.waiter(), true);
+  pool.when_ready(id("ghost"), late.waiter(), true);
   auto t0 = ResultPool::Clock::now();
   pool.sweep(t0 + 1s);
   CHECK(late.got.empty());
@@ -174,5 +179,5 @@ TEST_CASE("an unknown id fails at once unless the caller waits for its producer"
   REQUIRE(late.got.size() == 1);
   CHECK(late.error().code() == ErrorCode::unknown_call);
   CHECK(late.error().retryable());
-  CHECK_THAT(late.error().message(), Contains("ghost"));
+  CHECK_THAT(late.error().message(), Contains(id("ghost")));
 }

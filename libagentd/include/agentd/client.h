@@ -84,6 +84,11 @@ struct ServerInfo {
   std::uint64_t bytes_client_out = 0;
   std::uint64_t bytes_peer_in = 0;
   std::uint64_t bytes_peer_out = 0;
+  std::uint64_t model_config_version = 0;  // bumped by every model config reload
+  std::uint64_t model_calls = 0;           // all agents' model calls since start (failed included)
+  std::uint64_t model_errors = 0;
+  std::int64_t model_prompt_tokens = 0;
+  std::int64_t model_completion_tokens = 0;
 };
 
 // The future result of an agent call. Returned at once; pass it to other agents before it is
