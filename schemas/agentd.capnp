@@ -110,8 +110,10 @@ struct Input {
 }
 
 interface Agent {
-  reply @0 (input :Input, callId :Text) -> (result :Result);
-  # Queues a reply behind the agent's earlier calls and returns at once.
+  reply @0 (input :Input, callId :Text, inlineLimit :UInt64) -> (result :Result, outcome :Outcome);
+  # Queues a reply behind the agent's earlier calls. inlineLimit 0: returns at once with the
+  # Result. inlineLimit > 0: returns when the call is done, with the outcome inline (tooLarge
+  # above the limit); the Result can be pipelined on before that, as placeholders do.
 
   observe @1 (input :Input) -> (error :Error);
   # Queues an observation; returns once it is queued (error set only if it could not be).
@@ -119,8 +121,9 @@ interface Agent {
   call @2 (method :Text, args :Value) -> (outcome :ValueOutcome);
   # A named synchronous method; runs in the agent's order like every other call.
 
-  callAsync @3 (method :Text, args :Value, callId :Text) -> (result :Result);
-  # A named method whose value arrives as a Msg with the value as content.
+  callAsync @3 (method :Text, args :Value, callId :Text, inlineLimit :UInt64)
+      -> (result :Result, outcome :Outcome);
+  # A named method whose value arrives as a Msg with the value as content (inlineLimit as reply).
 
   memory @4 () -> (msgs :List(Msg), error :Error);
   info @5 () -> (agent :AgentInfo, error :Error);

@@ -315,6 +315,43 @@ void request_result(LoopState& loop, wire::Result::Client& result, const std::st
       }));
 }
 
+// Loop thread: the answer of a reply/callAsync sent with an inline limit lands in slot.
+template <typename Response>
+void take_outcome(LoopState& loop, capnp::RemotePromise<Response> promise, const std::string& id,
+                  const std::shared_ptr<ResultSlot>& slot) {
+  auto* loop_ptr = &loop;
+  loop.tasks.add(promise.then(
+      [slot, loop_ptr, id](capnp::Response<Response> r) {
+        if (!r.hasOutcome()) {
+          // Refused before it ran (a duplicate call id): the Result says why.
+          auto it = loop_ptr->results.find(id);
+          if (it != loop_ptr->results.end()) request_result(*loop_ptr, it->second, id, slot, 0);
+          return;
+        }
+        auto o = r.getOutcome();
+        switch (o.which()) {
+          case wire::Outcome::MSG:
+            slot->set(read_msg(o.getMsg()));
+            return;
+          case wire::Outcome::ERROR:
+            slot->fail(read_error(o.getError()));
+            return;
+          case wire::Outcome::TOO_LARGE:
+            break;
+        }
+        slot->too_large = true;
+        if (slot->wanted && !slot->full_requested) {
+          auto it = loop_ptr->results.find(id);
+          if (it == loop_ptr->results.end()) return;
+          slot->full_requested = true;
+          request_result(*loop_ptr, it->second, id, slot, 0);
+        }
+      },
+      [slot, id](kj::Exception&& e) {
+        slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
+      }));
+}
+
 // The user side of a placeholder. Loop-thread code never holds one (nor the core): it holds
 // only the ResultSlot, so the last reference to a ClientCore is always dropped on a user thread.
 struct PlaceholderState {
@@ -436,12 +473,12 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const
       detail::write_msg(*in_msg, req.initInput().initMsg());
     else
       req.initInput().setNone();
+    // The answer comes when the call is done, with the result inline when it is small; the
+    // Result capability is there at once (pipelined) for passing the placeholder on.
+    req.setInlineLimit(detail::kInlineLimit);
     auto promise = req.send();
-    auto result = promise.getResult();
-    // Ask for the result at once (pipelined): small results come back without another trip.
-    detail::request_result(loop, result, call_id, slot, detail::kInlineLimit);
-    loop.results.emplace(call_id, kj::mv(result));
-    loop.tasks.add(promise.ignoreResult());
+    loop.results.emplace(call_id, promise.getResult());
+    detail::take_outcome(loop, kj::mv(promise), call_id, slot);
   });
   return Placeholder(std::move(state));
 }
@@ -505,12 +542,12 @@ Placeholder AgentRef::call_async(const std::string& method, const Value& args) c
     req.setMethod(detail::to_kj(method));
     detail::write_value(args, req.initArgs());
     req.setCallId(detail::to_kj(call_id));
+    // The answer comes when the call is done, with the result inline when it is small; the
+    // Result capability is there at once (pipelined) for passing the placeholder on.
+    req.setInlineLimit(detail::kInlineLimit);
     auto promise = req.send();
-    auto result = promise.getResult();
-    // Ask for the result at once (pipelined): small results come back without another trip.
-    detail::request_result(loop, result, call_id, slot, detail::kInlineLimit);
-    loop.results.emplace(call_id, kj::mv(result));
-    loop.tasks.add(promise.ignoreResult());
+    loop.results.emplace(call_id, promise.getResult());
+    detail::take_outcome(loop, kj::mv(promise), call_id, slot);
   });
   return Placeholder(std::move(state));
 }

@@ -114,9 +114,13 @@ class AgentImpl final : public wire::Agent::Server {
     auto params = context.getParams();
     auto call = std::make_shared<Call>();
     call->kind = Call::Kind::reply;
-    context.getResults().setResult(start_async(kj::mv(call), to_std(params.getCallId()),
-                                               params.getInput()));
-    return kj::READY_NOW;
+    auto call_id = to_std(params.getCallId());
+    if (call_id.empty()) call_id = new_id();
+    bool accepted = false;
+    context.getResults().setResult(start_async(kj::mv(call), call_id, params.getInput(), accepted));
+    if (params.getInlineLimit() == 0 || !accepted) return kj::READY_NOW;
+    return answer_when_ready(ctx_, call_id, context, /*wait_for_unknown=*/false,
+                             params.getInlineLimit());
   }
 
   kj::Promise<void> callAsync(CallAsyncContext context) override {
@@ -125,8 +129,13 @@ class AgentImpl final : public wire::Agent::Server {
     call->kind = Call::Kind::method_async;
     call->method = to_std(params.getMethod());
     call->args = read_value(params.getArgs());
-    context.getResults().setResult(start_async(kj::mv(call), to_std(params.getCallId()), nullptr));
-    return kj::READY_NOW;
+    auto call_id = to_std(params.getCallId());
+    if (call_id.empty()) call_id = new_id();
+    bool accepted = false;
+    context.getResults().setResult(start_async(kj::mv(call), call_id, nullptr, accepted));
+    if (params.getInlineLimit() == 0 || !accepted) return kj::READY_NOW;
+    return answer_when_ready(ctx_, call_id, context, /*wait_for_unknown=*/false,
+                             params.getInlineLimit());
   }
 
   kj::Promise<void> observe(ObserveContext context) override {
@@ -195,11 +204,13 @@ class AgentImpl final : public wire::Agent::Server {
   }
 
   // reply / callAsync: announce the call id, queue the call, hand back its Result.
+  // accepted is false when the call id was taken (the Result then only reports that).
   wire::Result::Client start_async(std::shared_ptr<Call> call, std::string call_id,
-                                   kj::Maybe<wire::Input::Reader> input) {
+                                   kj::Maybe<wire::Input::Reader> input, bool& accepted) {
     if (call_id.empty()) call_id = new_id();
     auto lock = ctx_.host.lock();
-    if (!ctx_.results.add_pending(call_id, id_)) {
+    accepted = ctx_.results.add_pending(call_id, id_);
+    if (!accepted) {
       return kj::heap<FailedResult>(Error(
           ErrorCode::duplicate_call_id,
           fmt::format("call id {} was already used on this server; call ids must be unique",
