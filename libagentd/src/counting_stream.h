@@ -12,20 +12,37 @@ class CountingStream final : public kj::AsyncIoStream {
  public:
   // in and out are borrowed and outlive the stream.
   CountingStream(kj::Own<kj::AsyncIoStream> inner, std::uint64_t& in, std::uint64_t& out)
-      : inner_(kj::mv(inner)), in_(in), out_(out) {}
+      : inner_(kj::mv(inner)), in_(&in), out_(&out) {}
+
+  // Counts into other counters from now on, moving what was counted so far over to them
+  // (a server learns only after accepting a connection that a peer server is on the other end).
+  void retarget(std::uint64_t& in, std::uint64_t& out) {
+    if (in_ == &in) return;
+    *in_ -= own_in_;
+    *out_ -= own_out_;
+    in += own_in_;
+    out += own_out_;
+    in_ = &in;
+    out_ = &out;
+  }
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override {
     return inner_->tryRead(buffer, minBytes, maxBytes).then([this](size_t n) {
-      in_ += n;
+      *in_ += n;
+      own_in_ += n;
       return n;
     });
   }
   kj::Promise<void> write(const void* buffer, size_t size) override {
-    out_ += size;
+    *out_ += size;
+    own_out_ += size;
     return inner_->write(buffer, size);
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    for (auto p : pieces) out_ += p.size();
+    for (auto p : pieces) {
+      *out_ += p.size();
+      own_out_ += p.size();
+    }
     return inner_->write(pieces);
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
@@ -42,8 +59,10 @@ class CountingStream final : public kj::AsyncIoStream {
 
  private:
   kj::Own<kj::AsyncIoStream> inner_;
-  std::uint64_t& in_;
-  std::uint64_t& out_;
+  std::uint64_t* in_;
+  std::uint64_t* out_;
+  std::uint64_t own_in_ = 0;  // this connection's bytes
+  std::uint64_t own_out_ = 0;
 };
 
 }  // namespace agentd::detail

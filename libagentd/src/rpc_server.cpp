@@ -260,7 +260,8 @@ class AgentImpl final : public wire::Agent::Server {
 
 class AgentServerImpl final : public wire::AgentServer::Server {
  public:
-  explicit AgentServerImpl(RpcContext& ctx) : ctx_(ctx) {}
+  AgentServerImpl(RpcContext& ctx, std::function<void()> on_fetch)
+      : ctx_(ctx), on_fetch_(std::move(on_fetch)) {}
 
   kj::Promise<void> createAgent(CreateAgentContext context) override {
     auto params = context.getParams();
@@ -361,6 +362,10 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   }
 
   kj::Promise<void> fetch(FetchContext context) override {
+    if (on_fetch_) {
+      on_fetch_();
+      on_fetch_ = nullptr;
+    }
     return answer_when_ready(ctx_, to_std(context.getParams().getCallId()), context,
                              /*wait_for_unknown=*/true);
   }
@@ -385,12 +390,13 @@ class AgentServerImpl final : public wire::AgentServer::Server {
 
  private:
   RpcContext& ctx_;
+  std::function<void()> on_fetch_;
 };
 
 }  // namespace
 
-wire::AgentServer::Client make_agent_server(RpcContext& ctx) {
-  return kj::heap<AgentServerImpl>(ctx);
+wire::AgentServer::Client make_agent_server(RpcContext& ctx, std::function<void()> on_fetch) {
+  return kj::heap<AgentServerImpl>(ctx, std::move(on_fetch));
 }
 
 }  // namespace agentd::detail

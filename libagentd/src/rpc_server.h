@@ -36,7 +36,8 @@ struct RpcContext {
   std::uint64_t* counters = nullptr;  // bytes: client in/out, peer in/out (may be null)
 };
 
-// The bootstrap capability of a server.
-wire::AgentServer::Client make_agent_server(RpcContext& ctx);
+// The bootstrap capability of a server. on_fetch (may be empty) runs on the first fetch call:
+// only peer servers call fetch, so the server then counts that connection as a peer's.
+wire::AgentServer::Client make_agent_server(RpcContext& ctx, std::function<void()> on_fetch = {});
 
 }  // namespace agentd::detail

@@ -66,7 +66,6 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            },
            bytes_.data()},
       bootstrap_(make_agent_server(rpc_)),
-      rpc_server_(bootstrap_),
       stop_promise_(nullptr),
       tasks_(g_task_errors) {
   for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
@@ -133,9 +132,28 @@ kj::Promise<void> Server::accept_loop() {
   return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
     // A connection that completed in the same turn as a stop: run() has dropped the listener.
     if (!listener_) return kj::READY_NOW;
-    rpc_server_.accept(kj::heap<CountingStream>(kj::mv(stream), bytes_[0], bytes_[1]));
+    tasks_.add(serve(kj::mv(stream)));
     return accept_loop();
   });
+}
+
+// Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
+// can move the connection's byte counts from "client" to "peer".
+struct Server::Connection {
+  kj::Own<CountingStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+};
+
+kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
+  auto conn = kj::heap<Connection>();
+  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_[0], bytes_[1]);
+  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
+  CountingStream* stream = conn->stream.get();
+  auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_[2], bytes_[3]); });
+  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(bootstrap)));
+  auto done = conn->network->onDisconnect();
+  return done.attach(kj::mv(conn));
 }
 
 kj::Promise<void> Server::sweep_loop() {

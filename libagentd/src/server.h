@@ -97,7 +97,8 @@ class Server {
   PeerPool peers_;
   RpcContext rpc_;
   wire::AgentServer::Client bootstrap_;
-  capnp::TwoPartyServer rpc_server_;
+  struct Connection;  // one accepted connection with its own RPC system
+  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;

@@ -165,3 +165,18 @@ TEST_CASE("a server that dies mid-chain fails its dependants with a retryable er
     CHECK(e.code() != ErrorCode::timeout);
   }
 }
+
+TEST_CASE("servers count a peer's fetch connection as peer traffic, not client traffic", "[flow]") {
+  auto s1 = ServerProcess::start(standard_args());
+  auto s2 = ServerProcess::start(standard_args());
+  auto c1 = s1->connect();
+  auto c2 = s2->connect();
+  auto producer = c1.create_agent("BlobAgent", "producer");
+  auto consumer = c2.create_agent("BlobAgent", "consumer");
+  auto before = c1.info();
+  CHECK(consumer.reply(producer.reply(Msg("user", Value{{"make_bytes", 1 << 20}}))).get()
+            .content.at("size") == (1 << 20));
+  auto after = c1.info();
+  CHECK(after.bytes_peer_out - before.bytes_peer_out >= (1u << 20));
+  CHECK(after.bytes_client_out - before.bytes_client_out < 16 * 1024);
+}
