@@ -14,7 +14,8 @@ struct AgentSlot {
   std::string name;
   std::string class_name;
   std::unique_ptr<Agent> agent;  // touched by the worker running the head call, else loop thread
-  std::deque<std::shared_ptr<Call>> mailbox;
+  // A list, not a deque: an empty std::deque allocates ~600 bytes, and most agents sit idle.
+  std::list<std::shared_ptr<Call>> mailbox;
   bool busy = true;  // a call (or the constructor) is on a worker
   bool removed = false;
   std::uint64_t completed = 0;
@@ -175,7 +176,7 @@ bool AgentHost::remove(const std::string& id) {
   services_.forget_agent(id);  // a new agent under this id starts from zero
   slot->removed = true;
   // The running call (if any) stays at the head until its worker reports back.
-  std::deque<std::shared_ptr<Call>> queued;
+  std::list<std::shared_ptr<Call>> queued;
   if (slot->busy && !slot->mailbox.empty()) {
     queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
     slot->mailbox.resize(1);
@@ -388,7 +389,7 @@ void AgentHost::begin_stop() {
   std::lock_guard lock(mu_);
   stopping_ = true;
   for (auto& [id, slot] : agents_) {
-    std::deque<std::shared_ptr<Call>> queued;
+    std::list<std::shared_ptr<Call>> queued;
     if (slot->busy && !slot->mailbox.empty()) {
       queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
       slot->mailbox.resize(1);

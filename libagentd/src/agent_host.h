@@ -19,7 +19,7 @@
 #include <kj/async.h>
 
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <functional>
 #include <memory>
 #include <mutex>
