@@ -16,13 +16,23 @@ struct AgentSlot {
   std::unique_ptr<Agent> agent;  // touched by the worker running the head call, else loop thread
   // A list, not a deque: an empty std::deque allocates ~600 bytes, and most agents sit idle.
   std::list<std::shared_ptr<Call>> mailbox;
-  bool busy = true;  // a call (or the constructor) is on a worker
+  bool busy = true;          // a call (or the constructor) is on a worker
+  bool constructing = true;  // the constructor is (busy, with no call at the head)
   bool removed = false;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
 };
 
 namespace {
+
+// Takes the calls that have not started; a running call stays at the head until it reports.
+std::list<std::shared_ptr<Call>> take_waiting(AgentSlot& slot) {
+  std::list<std::shared_ptr<Call>> waiting;
+  auto from = slot.mailbox.begin();
+  if (slot.busy && !slot.constructing && from != slot.mailbox.end()) ++from;
+  waiting.splice(waiting.end(), slot.mailbox, from, slot.mailbox.end());
+  return waiting;
+}
 
 AgentInfoRow row_of(const AgentSlot& s) {
   return AgentInfoRow{s.id, s.name, s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
@@ -140,6 +150,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
       }
       slot->agent = std::move(*holder);
       slot->busy = false;
+      slot->constructing = false;
       if (slot->removed) {
         destroy_agent(*slot);
         if (*done_ptr)
@@ -176,14 +187,7 @@ bool AgentHost::remove(const std::string& id) {
   services_.forget_agent(id);  // a new agent under this id starts from zero
   slot->removed = true;
   // The running call (if any) stays at the head until its worker reports back.
-  std::list<std::shared_ptr<Call>> queued;
-  if (slot->busy && !slot->mailbox.empty()) {
-    queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
-    slot->mailbox.resize(1);
-  } else {
-    queued = std::move(slot->mailbox);
-    slot->mailbox.clear();
-  }
+  auto queued = take_waiting(*slot);
   Error e(ErrorCode::unknown_agent, fmt::format("agent '{}' was deleted before this call ran", id),
           id, slot->class_name);
   for (auto& c : queued) fail(c, e);
@@ -389,14 +393,7 @@ void AgentHost::begin_stop() {
   std::lock_guard lock(mu_);
   stopping_ = true;
   for (auto& [id, slot] : agents_) {
-    std::list<std::shared_ptr<Call>> queued;
-    if (slot->busy && !slot->mailbox.empty()) {
-      queued.assign(std::next(slot->mailbox.begin()), slot->mailbox.end());
-      slot->mailbox.resize(1);
-    } else {
-      queued = std::move(slot->mailbox);
-      slot->mailbox.clear();
-    }
+    auto queued = take_waiting(*slot);
     for (auto& c : queued)
       fail(c, Error(ErrorCode::stopping, "the server is shutting down; this call did not run", id,
                     slot->class_name));

@@ -283,6 +283,32 @@ struct ResultSlot : Sync<Msg> {
 // Results up to this size come back with the eager request; bigger ones only when get() asks.
 constexpr std::uint64_t kInlineLimit = 64 * 1024;
 
+void request_result(LoopState& loop, wire::Result::Client& result, const std::string& id,
+                    const std::shared_ptr<ResultSlot>& slot, std::uint64_t inline_limit);
+
+// Loop thread: an outcome arrived for call id. A "too large" answer is followed up with a
+// request for the whole message once get() wants it.
+void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
+             const std::shared_ptr<ResultSlot>& slot) {
+  switch (o.which()) {
+    case wire::Outcome::MSG:
+      slot->set(read_msg(o.getMsg()));
+      return;
+    case wire::Outcome::ERROR:
+      slot->fail(read_error(o.getError()));
+      return;
+    case wire::Outcome::TOO_LARGE:
+      break;
+  }
+  slot->too_large = true;
+  if (slot->wanted && !slot->full_requested) {
+    auto it = loop.results.find(id);
+    if (it == loop.results.end()) return;
+    slot->full_requested = true;
+    request_result(loop, it->second, id, slot, 0);
+  }
+}
+
 // Loop thread: asks for the result of call id (inline_limit 0: whole message) into slot.
 void request_result(LoopState& loop, wire::Result::Client& result, const std::string& id,
                     const std::shared_ptr<ResultSlot>& slot, std::uint64_t inline_limit) {
@@ -291,24 +317,7 @@ void request_result(LoopState& loop, wire::Result::Client& result, const std::st
   auto* loop_ptr = &loop;
   loop.tasks.add(req.send().then(
       [slot, loop_ptr, id](capnp::Response<wire::Result::GetResults> r) {
-        auto o = r.getOutcome();
-        switch (o.which()) {
-          case wire::Outcome::MSG:
-            slot->set(read_msg(o.getMsg()));
-            return;
-          case wire::Outcome::ERROR:
-            slot->fail(read_error(o.getError()));
-            return;
-          case wire::Outcome::TOO_LARGE:
-            break;
-        }
-        slot->too_large = true;
-        if (slot->wanted && !slot->full_requested) {
-          auto it = loop_ptr->results.find(id);
-          if (it == loop_ptr->results.end()) return;
-          slot->full_requested = true;
-          request_result(*loop_ptr, it->second, id, slot, 0);
-        }
+        deliver(*loop_ptr, r.getOutcome(), id, slot);
       },
       [slot, id](kj::Exception&& e) {
         slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
@@ -328,24 +337,7 @@ void take_outcome(LoopState& loop, capnp::RemotePromise<Response> promise, const
           if (it != loop_ptr->results.end()) request_result(*loop_ptr, it->second, id, slot, 0);
           return;
         }
-        auto o = r.getOutcome();
-        switch (o.which()) {
-          case wire::Outcome::MSG:
-            slot->set(read_msg(o.getMsg()));
-            return;
-          case wire::Outcome::ERROR:
-            slot->fail(read_error(o.getError()));
-            return;
-          case wire::Outcome::TOO_LARGE:
-            break;
-        }
-        slot->too_large = true;
-        if (slot->wanted && !slot->full_requested) {
-          auto it = loop_ptr->results.find(id);
-          if (it == loop_ptr->results.end()) return;
-          slot->full_requested = true;
-          request_result(*loop_ptr, it->second, id, slot, 0);
-        }
+        deliver(*loop_ptr, r.getOutcome(), id, slot);
       },
       [slot, id](kj::Exception&& e) {
         slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));

@@ -7,6 +7,7 @@
 #include <agentd/client.h>
 
 #include <catch2/catch.hpp>
+#include <error_of.h>
 
 #include <sys/wait.h>
 
@@ -26,16 +27,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected an agentd::Error");
-  return Error(ErrorCode::internal, "unreachable");
-}
 
 // One openai_chat config named `config_name` at the fake server's `scenario` under `key`.
 std::string openai_config(const std::string& config_name, const std::string& key, const std::string& scenario) {

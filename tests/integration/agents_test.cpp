@@ -6,6 +6,7 @@
 #include <agentd/client.h>
 
 #include <catch2/catch.hpp>
+#include <error_of.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,17 +22,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Runs f, which must throw agentd::Error; returns it.
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected an agentd::Error");
-  return Error(ErrorCode::internal, "unreachable");
-}
 
 struct Served {
   std::unique_ptr<ServerProcess> server = ServerProcess::start(standard_args());

@@ -5,6 +5,7 @@
 #include <agentd/client.h>
 
 #include <catch2/catch.hpp>
+#include <error_of.h>
 
 #include <signal.h>
 
@@ -17,16 +18,6 @@ using agentd::Value;
 using Catch::Matchers::Contains;
 
 namespace {
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected an agentd::Error");
-  return Error(ErrorCode::internal, "unreachable");
-}
 }  // namespace
 
 TEST_CASE("connecting where no server listens is a retryable disconnected error",

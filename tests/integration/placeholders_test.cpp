@@ -8,6 +8,7 @@
 
 #include <capnp/rpc-twoparty.h>
 #include <catch2/catch.hpp>
+#include <error_of.h>
 #include <kj/async-io.h>
 
 using namespace agentd::test;
@@ -22,16 +23,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected an agentd::Error");
-  return Error(ErrorCode::internal, "unreachable");
-}
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
