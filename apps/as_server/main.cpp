@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   const auto& opts = args.options;
-  agentd::detail::setup_logging(opts.log_level);
+  agentd::detail::setup_logging(opts.log_level, opts.log_format);
 
   // Signals are taken by the event loop; they must be blocked before any thread starts.
   kj::UnixEventPort::captureSignal(SIGINT);

@@ -6,6 +6,7 @@
 #include "worker_pool.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace agentd::detail {
 
@@ -32,6 +33,17 @@ std::list<std::shared_ptr<Call>> take_waiting(AgentSlot& slot) {
   if (slot.busy && !slot.constructing && from != slot.mailbox.end()) ++from;
   waiting.splice(waiting.end(), slot.mailbox, from, slot.mailbox.end());
   return waiting;
+}
+
+const char* kind_name(Call::Kind k) {
+  switch (k) {
+    case Call::Kind::reply: return "reply";
+    case Call::Kind::observe: return "observe";
+    case Call::Kind::method: return "method";
+    case Call::Kind::method_async: return "method_async";
+    case Call::Kind::memory: return "memory";
+  }
+  return "?";
 }
 
 AgentInfoRow row_of(const AgentSlot& s) {
@@ -99,6 +111,11 @@ std::uint64_t AgentHost::calls_completed() const {
 std::uint64_t AgentHost::calls_failed() const {
   std::lock_guard lock(mu_);
   return failed_;
+}
+
+LatencyHistogram AgentHost::call_latency() const {
+  std::lock_guard lock(mu_);
+  return latency_;
 }
 
 AgentHost::~AgentHost() = default;
@@ -326,6 +343,7 @@ void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<C
 
 void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
   while (slot) {
+    call->started = std::chrono::steady_clock::now();
     execute(*slot, *call);  // agent code: no lock held
     call.reset();
     Continuation next;
@@ -351,6 +369,17 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot) {
   } else {
     ++slot->completed;
     ++completed_;
+  }
+  std::chrono::duration<double> run_time = std::chrono::steady_clock::now() - call->started;
+  latency_.observe(run_time.count());
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("call finished: agent={} class={} kind={}{}{} call_id={} outcome={} run_ms={:.3f}",
+                  slot->id, slot->class_name, kind_name(call->kind),
+                  call->method.empty() ? "" : " method=", call->method,
+                  call->call_id.empty() ? "-" : call->call_id,
+                  call->out_error ? fmt::format("error({})", to_string(call->out_error->code()))
+                                  : std::string("ok"),
+                  run_time.count() * 1000);
   }
   publish(call);  // may make dependent calls runnable (the first continues on this worker)
   if (slot->removed) {

@@ -14,10 +14,12 @@
 #include <agentd/agent.h>
 #include <agentd/error.h>
 
+#include "metrics.h"
 #include "result_pool.h"
 
 #include <kj/async.h>
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <functional>
@@ -59,6 +61,7 @@ struct Call {
   OutcomePtr input;  // null: no input (an empty Msg is passed)
 
   // Filled on the worker.
+  std::chrono::steady_clock::time_point started;  // when agent code began to run
   std::optional<Msg> out_msg;
   Value out_value;
   std::vector<Msg> out_memory;
@@ -122,6 +125,8 @@ class AgentHost {
 
   std::uint64_t calls_completed() const;
   std::uint64_t calls_failed() const;
+  // Run times of the calls that ran (failed ones included; not calls failed before running).
+  LatencyHistogram call_latency() const;
 
  private:
   // All with the lock held.
@@ -146,6 +151,7 @@ class AgentHost {
   std::size_t running_ = 0;
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
+  LatencyHistogram latency_;
   bool stopping_ = false;
 };
 

@@ -640,6 +640,10 @@ Client Client::spawn_child(ChildOptions options) {
   for (const auto& d : options.plugin_dirs) args.insert(args.end(), {"--plugin-dir", d});
   if (!options.model_config_path.empty())
     args.insert(args.end(), {"--model-config-path", options.model_config_path});
+  // A child logs warnings and errors only (on this process's stderr) unless told otherwise.
+  bool has_level = false;
+  for (const auto& a : options.extra_args) has_level = has_level || a.rfind("--log-level", 0) == 0;
+  if (!has_level) args.insert(args.end(), {"--log-level", "warn"});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   auto binary = detail::ChildProcess::find_server_binary(options.server_path);
   auto child = detail::ChildProcess::start(binary, args, options.start_timeout);

@@ -37,6 +37,14 @@ ResultPool::Limits pool_limits(const ServerOptions& o) {
   return l;
 }
 
+// kj says "::bind(...): Address already in use; toString() = ..."; keeps the OS's reason.
+std::string bind_failure(const kj::Exception& e) {
+  std::string why = e.getDescription().cStr();
+  if (auto colon = why.find("): "); colon != std::string::npos) why = why.substr(colon + 3);
+  if (auto semi = why.find(';'); semi != std::string::npos) why = why.substr(0, semi);
+  return why;
+}
+
 std::size_t min_workers(const ServerOptions& o) {
   std::size_t n = std::max(2u, std::thread::hardware_concurrency());
   return std::min(n, o.max_workers);
@@ -102,10 +110,7 @@ std::uint16_t Server::listen() {
   try {
     listener_ = addr->listen();
   } catch (const kj::Exception& e) {
-    // kj says "::bind(...): Address already in use; toString() = ..."; keep the OS's reason.
-    std::string why = e.getDescription().cStr();
-    if (auto colon = why.find("): "); colon != std::string::npos) why = why.substr(colon + 3);
-    if (auto semi = why.find(';'); semi != std::string::npos) why = why.substr(0, semi);
+    std::string why = bind_failure(e);
     throw Error(ErrorCode::config_error,
                 fmt::format("cannot listen on {}:{}: {}{}", options_.host, options_.port, why,
                             options_.port != 0 ? " (is another server using this port? pick "
@@ -124,6 +129,24 @@ std::uint16_t Server::listen() {
     advertise_ = options_.advertise_address;
   }
   rpc_.advertise_address = advertise_;
+  if (options_.metrics_port != 0) {
+    try {
+      auto metrics_addr = io_.provider->getNetwork()
+                              .parseAddress(to_kj(options_.host),
+                                            static_cast<uint>(options_.metrics_port))
+                              .wait(io_.waitScope);
+      metrics_ = std::make_unique<MetricsEndpoint>(metrics_addr->listen(),
+                                                   io_.provider->getTimer(),
+                                                   [this] { return render_metrics(metrics()); });
+    } catch (const kj::Exception& e) {
+      listener_ = nullptr;
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--metrics-port: cannot listen on {}:{}: {} (pick another port, "
+                              "or 0 to turn metrics off)",
+                              options_.host, options_.metrics_port, bind_failure(e)));
+    }
+    spdlog::info("metrics at http://{}:{}/metrics", options_.host, metrics_->port());
+  }
   tasks_.add(accept_loop());
   return port;
 }
@@ -270,6 +293,30 @@ std::string Server::status_text() const {
   return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s)",
                      host_.size(), host_.running_calls(), host_.queued_calls(),
                      host_.calls_completed(), host_.calls_failed());
+}
+
+MetricsSnapshot Server::metrics() const {
+  MetricsSnapshot m;
+  {
+    auto lock = host_.lock();  // the result pool is read under the host's lock
+    m.agents = host_.size();
+    m.calls_ok = host_.calls_completed();
+    m.calls_error = host_.calls_failed();
+    m.calls_queued = host_.queued_calls();
+    m.calls_running = host_.running_calls();
+    m.latency = host_.call_latency();
+    m.result_pool_size = results_.size();
+    m.result_pool_evictions = results_.evictions();
+  }
+  m.peer_fetches = peers_.fetches();
+  auto usage = models_.total_usage();
+  m.model_calls = usage.calls;
+  m.model_errors = usage.errors;
+  m.prompt_tokens = usage.prompt_tokens;
+  m.completion_tokens = usage.completion_tokens;
+  m.bytes = bytes_;
+  m.workers = workers_.threads();
+  return m;
 }
 
 }  // namespace agentd::detail

@@ -7,6 +7,7 @@
 #include "agent_host.h"
 #include "agent_services.h"
 #include "bridge.h"
+#include "metrics.h"
 #include "models/model_registry.h"
 #include "peer_pool.h"
 #include "plugin_loader.h"
@@ -21,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,9 +37,11 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds host:port and starts accepting. Returns the bound port. Throws Error(config_error)
-  // when the address cannot be resolved or bound (e.g. the port is busy).
+  // Binds host:port (and host:metrics-port when set) and starts accepting. Returns the bound
+  // port. Throws Error(config_error) when an address cannot be resolved or bound (a busy port).
   std::uint16_t listen();
+  // The bound --metrics-port after listen(); 0 when metrics are off.
+  std::uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
   // Serves until a stop is requested (signal, stop RPC, stdin EOF, request_stop()), then stops
   // accepting, fails queued calls, and lets running calls finish within the grace period.
@@ -69,6 +73,8 @@ class Server {
   void attach_notifier(const SdNotifier& notifier);
   // "N agent(s), N running, N queued, N completed, N failed call(s)": for STATUS= and logs.
   std::string status_text() const;
+  // The counters /metrics reports. Loop thread.
+  MetricsSnapshot metrics() const;
 
  private:
   kj::Promise<void> accept_loop();
@@ -105,6 +111,7 @@ class Server {
   bool stopping_ = false;
   const SdNotifier* notifier_ = nullptr;
   kj::TaskSet tasks_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // first to go: its requests read everything above
 };
 
 }  // namespace agentd::detail

@@ -47,7 +47,11 @@ po::options_description make_description(ServerOptions& o) {
     ("server-id", po::value<std::string>(&o.server_id)->value_name("ID"),
      "this server's id (default: generated at start)")
     ("log-level", po::value<std::string>(&o.log_level)->default_value(o.log_level)->value_name("LEVEL"),
-     "trace, debug, info, warn, error or off")
+     "trace, debug, info, warn, error or off (debug adds one line per finished call)")
+    ("log-format", po::value<std::string>(&o.log_format)->default_value(o.log_format)->value_name("FORMAT"),
+     "text, or json (one JSON object per line: time, level, msg)")
+    ("metrics-port", po::value<int>(&o.metrics_port)->default_value(o.metrics_port)->value_name("PORT"),
+     "serve Prometheus metrics at http://HOST:PORT/metrics (on --host); 0: off")
     ("shutdown-grace", po::value<double>(&o.shutdown_grace)->default_value(o.shutdown_grace)->value_name("SECONDS"),
      "on SIGINT/SIGTERM, how long running calls get to finish")
     ("peer-connect-timeout", po::value<double>(&o.peer_connect_timeout)->default_value(o.peer_connect_timeout)->value_name("SECONDS"),
@@ -137,6 +141,12 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
   auto& o = out.options;
   if (o.port < 0 || o.port > 65535)
     throw Error(ErrorCode::config_error, fmt::format("--port {}: must be 0..65535", o.port));
+  if (o.metrics_port < 0 || o.metrics_port > 65535)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--metrics-port {}: must be 0..65535 (0: off)", o.metrics_port));
+  if (o.log_format != "text" && o.log_format != "json")
+    throw Error(ErrorCode::config_error,
+                fmt::format("--log-format {}: use text or json", o.log_format));
   if (o.max_workers < 1)
     throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
   if (o.max_pool_size < 1)

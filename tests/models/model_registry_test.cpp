@@ -157,6 +157,8 @@ TEST_CASE("get() and replace() from many threads at once", "[models][registry][t
   for (int i = 0; i < 200; ++i) {
     registry.replace(i % 2 == 0 ? configs("- {config_name: x, model_type: echo}\n") : std::vector<ModelConfig>{});
   }
+  // Let every reader finish at least a few rounds before stopping them (no fixed sleep).
+  while (answered.load() < 8) std::this_thread::yield();
   stop = true;
   for (auto& t : readers) t.join();
   CHECK(registry.version() == 201);

@@ -38,7 +38,9 @@ struct ChildOptions {
   // The as_server binary. Empty: $AGENTD_AS_SERVER, then as_server next to this program, then
   // the installed one, then $PATH.
   std::string server_path;
-  std::vector<std::string> extra_args;  // more as_server options, e.g. {"--max-workers", "64"}
+  // More as_server options, e.g. {"--max-workers", "64"}; the child logs at --log-level warn
+  // unless these set it.
+  std::vector<std::string> extra_args;
   std::chrono::milliseconds start_timeout = std::chrono::seconds(30);
   ClientOptions client;
 };
