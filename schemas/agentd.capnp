@@ -167,6 +167,22 @@ struct ServerInfo {
   modelCompletionTokens @25 :Int64;
 }
 
+struct Span {
+  # One finished agent call (AgentServer.traces).
+  callId @0 :Text;             # empty for observe / method / memory calls
+  agentId @1 :Text;
+  agentClass @2 :Text;
+  kind @3 :Text;               # reply, observe, method, method_async, memory
+  method @4 :Text;
+  consumed @5 :List(Text);     # call ids of the placeholders it consumed as input
+  enqueuedUnixNs @6 :Int64;    # wall clock, when the call was queued
+  queueWaitNs @7 :Int64;       # enqueue -> start (includes waiting for placeholder inputs)
+  runNs @8 :Int64;
+  outcome @9 :Text;            # "ok", or the error code (e.g. "agent_failed")
+  errorMessage @10 :Text;
+  seq @11 :UInt64;             # 1, 2, ... in finishing order on this server
+}
+
 interface AgentServer {
   createAgent @0 (className :Text, name :Text, args :Value, agentId :Text)
       -> (agent :Agent, id :Text, error :Error);
@@ -182,4 +198,6 @@ interface AgentServer {
   ping @7 () -> ();
   stop @8 () -> ();
   setModelConfigs @9 (yaml :Text) -> (error :Error, version :UInt64);
+  traces @10 (limit :UInt32) -> (spans :List(Span));
+  # The most recent finished calls (at most limit; 0: all kept), oldest first.
 }

@@ -504,6 +504,60 @@ int cmd_ps(Invocation& inv) {
   return kExitOk;
 }
 
+Value span_json(const agentd::TraceSpan& s) {
+  return {{"seq", s.seq},
+          {"call_id", s.call_id},
+          {"agent_id", s.agent_id},
+          {"agent_class", s.agent_class},
+          {"kind", s.kind},
+          {"method", s.method},
+          {"consumed", s.consumed},
+          {"enqueued_unix_ns", s.enqueued_unix_ns},
+          {"queue_wait_ns", s.queue_wait_ns},
+          {"run_ns", s.run_ns},
+          {"outcome", s.outcome},
+          {"error_message", s.error_message}};
+}
+
+int cmd_trace(Invocation& inv) {
+  std::uint32_t limit = 50;
+  if (auto l = inv.value("--limit")) {
+    std::size_t used = 0;
+    unsigned long n = 0;
+    try {
+      n = std::stoul(*l, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != l->size() || n > 4096 || (*l)[0] == '-')
+      throw inv.usage(fmt::format("--limit must be a number from 0 to 4096 (0: all kept), not '{}'", *l));
+    limit = static_cast<std::uint32_t>(n);
+  }
+  auto c = inv.connect();
+  auto spans = c.traces(limit);
+  if (inv.g.json) {
+    Value out = Value::array();
+    for (const auto& s : spans) out.push_back(span_json(s));
+    print_json(out);
+    return kExitOk;
+  }
+  if (spans.empty()) {
+    std::cout << "no finished calls traced on " << c.address() << " yet\n";
+    return kExitOk;
+  }
+  auto ms = [](std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : spans)
+    rows.push_back({std::to_string(s.seq), s.call_id.empty() ? "-" : s.call_id, s.agent_id,
+                    s.agent_class, s.method.empty() ? s.kind : s.kind + ":" + s.method,
+                    s.consumed.empty() ? "-" : join(s.consumed, ","), ms(s.queue_wait_ns),
+                    ms(s.run_ns), s.outcome});
+  print_table({"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS",
+               "OUTCOME"},
+              rows);
+  return kExitOk;
+}
+
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> specs = {
       {"status", {"info"}, "", "show the server's id, version, load, agents, classes and models",
@@ -535,6 +589,11 @@ const std::vector<CommandSpec>& commands() {
        {{"--wait", "", "wait until it has stopped (at most --timeout)"}}, 0, 0, cmd_stop},
       {"ping", {}, "", "check that the server answers; prints the round trip time", "", {}, 0, 0,
        cmd_ping},
+      {"trace", {}, "", "show the spans of the most recent finished agent calls",
+       "One row per call, oldest first: call id, agent, class, kind, the call ids of the\n"
+       "placeholders it consumed, queue wait and run time (ms), outcome.",
+       {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"}}, 0, 0,
+       cmd_trace},
       {"up", {}, "N [-- AS_SERVER_OPTIONS...]",
        "start N local as_server processes on free ports, in the background",
        "They listen on --host and keep running after agentctl exits; their pids, ports and\n"

@@ -6,6 +6,7 @@
 #include "worker_pool.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 namespace agentd::detail {
@@ -116,6 +117,18 @@ std::uint64_t AgentHost::calls_failed() const {
 LatencyHistogram AgentHost::call_latency() const {
   std::lock_guard lock(mu_);
   return latency_;
+}
+
+std::vector<SpanRecord> AgentHost::recent_spans(std::size_t limit) const {
+  std::lock_guard lock(mu_);
+  std::size_t n = spans_.size();
+  if (limit != 0 && limit < n) n = limit;
+  std::vector<SpanRecord> out;
+  out.reserve(n);
+  // The ring holds seqs span_seq_ - spans_.size() + 1 .. span_seq_ at index (seq - 1) % size.
+  for (std::uint64_t seq = span_seq_ - n + 1; seq <= span_seq_; ++seq)
+    out.push_back(spans_[(seq - 1) % kMaxSpans]);
+  return out;
 }
 
 AgentHost::~AgentHost() = default;
@@ -247,6 +260,8 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
          Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
     return;
   }
+  call->enqueued = std::chrono::steady_clock::now();
+  call->enqueued_wall = std::chrono::system_clock::now();
   it->second->mailbox.push_back(std::move(call));
   pump(it->second);
 }
@@ -347,18 +362,22 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
     execute(*slot, *call);  // agent code: no lock held
     call.reset();
     Continuation next;
+    SpanRecord span;
+    bool sink = false;
     {
       std::lock_guard lock(mu_);
       t_continuation = &next;
-      finish_call(slot);
+      sink = static_cast<bool>(span_sink_);
+      finish_call(slot, sink ? &span : nullptr);
       t_continuation = nullptr;
     }
+    if (sink) span_sink_(span);  // e.g. --trace-file: I/O without the host lock
     slot = std::move(next.slot);
     call = std::move(next.call);
   }
 }
 
-void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot) {
+void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* span_out) {
   --running_;
   auto call = std::move(slot->mailbox.front());
   slot->mailbox.pop_front();
@@ -370,8 +389,37 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot) {
     ++slot->completed;
     ++completed_;
   }
-  std::chrono::duration<double> run_time = std::chrono::steady_clock::now() - call->started;
+  const auto finished = std::chrono::steady_clock::now();
+  std::chrono::duration<double> run_time = finished - call->started;
   latency_.observe(run_time.count());
+  {
+    using std::chrono::duration_cast;
+    using std::chrono::nanoseconds;
+    SpanRecord s;
+    s.seq = ++span_seq_;
+    s.call_id = call->call_id;
+    s.agent_id = slot->id;
+    s.agent_class = slot->class_name;
+    s.kind = kind_name(call->kind);
+    s.method = call->method;
+    s.consumed = call->consumed;
+    s.enqueued_unix_ns =
+        duration_cast<nanoseconds>(call->enqueued_wall.time_since_epoch()).count();
+    s.queue_wait_ns =
+        std::max<std::int64_t>(0, duration_cast<nanoseconds>(call->started - call->enqueued).count());
+    s.run_ns = duration_cast<nanoseconds>(finished - call->started).count();
+    if (call->out_error) {
+      s.outcome = std::string(to_string(call->out_error->code()));
+      s.error_message = call->out_error->message();
+    } else {
+      s.outcome = "ok";
+    }
+    if (span_out != nullptr) *span_out = s;
+    if (spans_.size() < kMaxSpans)
+      spans_.push_back(std::move(s));
+    else
+      spans_[(span_seq_ - 1) % kMaxSpans] = std::move(s);
+  }
   if (spdlog::should_log(spdlog::level::debug)) {
     spdlog::debug("call finished: agent={} class={} kind={}{}{} call_id={} outcome={} run_ms={:.3f}",
                   slot->id, slot->class_name, kind_name(call->kind),

@@ -60,6 +60,12 @@ struct Call {
   bool input_ready = true;
   OutcomePtr input;  // null: no input (an empty Msg is passed)
 
+  // Set by enqueue(): the span's enqueue time (steady for the queue wait, wall for export).
+  std::chrono::steady_clock::time_point enqueued;
+  std::chrono::system_clock::time_point enqueued_wall;
+  // Call ids of the placeholders this call consumes as input (set before enqueue()).
+  std::vector<std::string> consumed;
+
   // Filled on the worker.
   std::chrono::steady_clock::time_point started;  // when agent code began to run
   std::optional<Msg> out_msg;
@@ -73,6 +79,22 @@ struct Call {
 };
 
 struct AgentSlot;
+
+// The trace span of one agent call that ran (AgentServer.traces, --trace-file).
+struct SpanRecord {
+  std::uint64_t seq = 0;  // 1, 2, ... in finishing order
+  std::string call_id;
+  std::string agent_id;
+  std::string agent_class;
+  const char* kind = "";
+  std::string method;
+  std::vector<std::string> consumed;
+  std::int64_t enqueued_unix_ns = 0;
+  std::int64_t queue_wait_ns = 0;  // enqueue -> start
+  std::int64_t run_ns = 0;
+  std::string outcome;  // "ok" or the error code's name
+  std::string error_message;
+};
 
 class AgentHost {
  public:
@@ -128,11 +150,20 @@ class AgentHost {
   // Run times of the calls that ran (failed ones included; not calls failed before running).
   LatencyHistogram call_latency() const;
 
+  // Trace spans of finished calls, kept in a ring of kMaxSpans (oldest dropped first).
+  static constexpr std::size_t kMaxSpans = 4096;
+  // The newest min(limit, kept) spans, oldest first; limit 0: all kept.
+  std::vector<SpanRecord> recent_spans(std::size_t limit) const;
+  // Called on the worker that finished a call, without the host lock, once per span.
+  // Set before any call runs.
+  void set_span_sink(std::function<void(const SpanRecord&)> sink) { span_sink_ = std::move(sink); }
+
  private:
   // All with the lock held.
   void pump(const std::shared_ptr<AgentSlot>& slot);
   void run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  void finish_call(const std::shared_ptr<AgentSlot>& slot);
+  // span: filled when a span sink is set (written after the lock is released).
+  void finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* span);
   void publish(const std::shared_ptr<Call>& call);
   // Worker thread, without the lock: runs call (and the calls it hands over to this thread).
   void worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
@@ -152,6 +183,9 @@ class AgentHost {
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
   LatencyHistogram latency_;
+  std::vector<SpanRecord> spans_;  // ring: spans_[span_seq_ % kMaxSpans] is written next
+  std::uint64_t span_seq_ = 0;     // spans recorded so far
+  std::function<void(const SpanRecord&)> span_sink_;
   bool stopping_ = false;
 };
 

@@ -784,6 +784,34 @@ ServerInfo Client::info() {
   });
 }
 
+std::vector<TraceSpan> Client::traces(std::uint32_t limit) {
+  return core_->sync<std::vector<TraceSpan>>(
+      "traces", [limit](LoopState& loop, Sync<std::vector<TraceSpan>>& st) -> kj::Promise<void> {
+        auto req = loop.server.tracesRequest();
+        req.setLimit(limit);
+        return req.send().then([&st](capnp::Response<wire::AgentServer::TracesResults> r) {
+          std::vector<TraceSpan> out;
+          for (auto s : r.getSpans()) {
+            TraceSpan t;
+            t.seq = s.getSeq();
+            t.call_id = detail::to_std(s.getCallId());
+            t.agent_id = detail::to_std(s.getAgentId());
+            t.agent_class = detail::to_std(s.getAgentClass());
+            t.kind = detail::to_std(s.getKind());
+            t.method = detail::to_std(s.getMethod());
+            for (auto c : s.getConsumed()) t.consumed.push_back(detail::to_std(c));
+            t.enqueued_unix_ns = s.getEnqueuedUnixNs();
+            t.queue_wait_ns = s.getQueueWaitNs();
+            t.run_ns = s.getRunNs();
+            t.outcome = detail::to_std(s.getOutcome());
+            t.error_message = detail::to_std(s.getErrorMessage());
+            out.push_back(std::move(t));
+          }
+          st.set(std::move(out));
+        });
+      });
+}
+
 void Client::ping() {
   core_->sync<bool>("ping", [](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
     return loop.server.pingRequest().send().then(

@@ -239,10 +239,11 @@ class AgentImpl final : public wire::Agent::Server {
         break;
     }
     auto ref = input.getPlaceholder();
+    std::string producer_call = to_std(ref.getCallId());
+    call->consumed.push_back(producer_call);  // for its trace span
     call->input_ready = false;
     ctx_.host.enqueue(id_, call);
     auto waiter = ctx_.host.input_waiter(id_, call);
-    std::string producer_call = to_std(ref.getCallId());
     std::string server_id = to_std(ref.getServerId());
     if (server_id == ctx_.server_id) {
       // Produced here: the pool hands the result over directly when the producer finishes.
@@ -371,6 +372,29 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   }
 
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
+  kj::Promise<void> traces(TracesContext context) override {
+    auto spans = ctx_.host.recent_spans(context.getParams().getLimit());
+    auto list = context.getResults().initSpans(static_cast<unsigned>(spans.size()));
+    for (unsigned i = 0; i < spans.size(); ++i) {
+      const SpanRecord& s = spans[i];
+      auto out = list[i];
+      out.setCallId(to_kj(s.call_id));
+      out.setAgentId(to_kj(s.agent_id));
+      out.setAgentClass(to_kj(s.agent_class));
+      out.setKind(s.kind);
+      out.setMethod(to_kj(s.method));
+      auto consumed = out.initConsumed(static_cast<unsigned>(s.consumed.size()));
+      for (unsigned j = 0; j < s.consumed.size(); ++j) consumed.set(j, to_kj(s.consumed[j]));
+      out.setEnqueuedUnixNs(s.enqueued_unix_ns);
+      out.setQueueWaitNs(s.queue_wait_ns);
+      out.setRunNs(s.run_ns);
+      out.setOutcome(to_kj(s.outcome));
+      out.setErrorMessage(to_kj(s.error_message));
+      out.setSeq(s.seq);
+    }
+    return kj::READY_NOW;
+  }
 
   kj::Promise<void> stop(StopContext) override {
     if (ctx_.request_stop) ctx_.request_stop();

@@ -76,6 +76,10 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       bootstrap_(make_agent_server(rpc_)),
       stop_promise_(nullptr),
       tasks_(g_task_errors) {
+  if (!options_.trace_file.empty()) {
+    trace_file_ = std::make_unique<TraceFile>(options_.trace_file, id_);
+    host_.set_span_sink([file = trace_file_.get()](const SpanRecord& s) { file->write(s); });
+  }
   for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
   for (const auto& dir : options_.plugin_dirs) plugins_.load_dir(dir, catalog_);
   for (const auto& p : options_.plugins) plugins_.load(p, catalog_);

@@ -14,6 +14,7 @@
 #include "result_pool.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
+#include "trace_file.h"
 #include "server_config.h"
 #include "worker_pool.h"
 
@@ -111,6 +112,7 @@ class Server {
   bool stopping_ = false;
   const SdNotifier* notifier_ = nullptr;
   kj::TaskSet tasks_;
+  std::unique_ptr<TraceFile> trace_file_;  // --trace-file; written by workers (stopped first)
   std::unique_ptr<MetricsEndpoint> metrics_;  // first to go: its requests read everything above
 };
 

@@ -52,6 +52,8 @@ po::options_description make_description(ServerOptions& o) {
      "text, or json (one JSON object per line: time, level, msg)")
     ("metrics-port", po::value<int>(&o.metrics_port)->default_value(o.metrics_port)->value_name("PORT"),
      "serve Prometheus metrics at http://HOST:PORT/metrics (on --host); 0: off")
+    ("trace-file", po::value<std::string>(&o.trace_file)->value_name("PATH"),
+     "append one OpenTelemetry JSON line per finished agent call to PATH")
     ("shutdown-grace", po::value<double>(&o.shutdown_grace)->default_value(o.shutdown_grace)->value_name("SECONDS"),
      "on SIGINT/SIGTERM, how long running calls get to finish")
     ("peer-connect-timeout", po::value<double>(&o.peer_connect_timeout)->default_value(o.peer_connect_timeout)->value_name("SECONDS"),

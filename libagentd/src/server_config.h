@@ -23,6 +23,7 @@ struct ServerOptions {
   std::string log_level = "info";
   std::string log_format = "text";    // text, or json: one JSON object per line
   int metrics_port = 0;               // Prometheus /metrics on host:port; 0: off
+  std::string trace_file;             // append one OpenTelemetry JSON line per call; empty: off
   double shutdown_grace = 10;         // seconds running calls get to finish on SIGTERM
   bool stop_on_stdin_eof = false;     // child mode: the parent holds our stdin
   double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder

@@ -93,6 +93,22 @@ struct ServerInfo {
   std::int64_t model_completion_tokens = 0;
 };
 
+// The trace span of one finished agent call (Client::traces, `agentctl trace`).
+struct TraceSpan {
+  std::uint64_t seq = 0;            // 1, 2, ... in the order calls finished on that server
+  std::string call_id;              // empty for observe / method / memory calls
+  std::string agent_id;
+  std::string agent_class;
+  std::string kind;                 // reply, observe, method, method_async, memory
+  std::string method;               // method / method_async
+  std::vector<std::string> consumed;  // call ids of the placeholders it took as input
+  std::int64_t enqueued_unix_ns = 0;  // wall clock when the call was queued
+  std::int64_t queue_wait_ns = 0;     // queued -> started (includes waiting for its input)
+  std::int64_t run_ns = 0;            // agent code's run time
+  std::string outcome;              // "ok", or the error code's name (e.g. "agent_failed")
+  std::string error_message;
+};
+
 // The future result of an agent call. Returned at once; pass it to other agents before it is
 // ready, or get() it. Failures surface from get() as agentd::Error naming the agent that failed.
 class Placeholder {
@@ -198,6 +214,8 @@ class Client {
   void stop();
   // Replaces the server's model configs (YAML or JSON text). Returns the new config version.
   std::uint64_t set_model_configs(const std::string& text);
+  // The server's most recent trace spans (at most limit; 0: all it keeps), oldest first.
+  std::vector<TraceSpan> traces(std::uint32_t limit = 0);
 
   ClientStats stats();
 
