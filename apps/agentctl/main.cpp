@@ -198,6 +198,10 @@ Value server_json(const agentd::ServerInfo& i) {
                     {"max_expire_seconds", i.max_expire_seconds}}},
           {"classes", i.classes},
           {"model_configs", i.model_configs},
+          {"model_usage", {{"config_version", i.model_config_version}, {"calls", i.model_calls},
+                           {"errors", i.model_errors},
+                           {"prompt_tokens", i.model_prompt_tokens},
+                           {"completion_tokens", i.model_completion_tokens}}},
           {"bytes", {{"client_in", i.bytes_client_in}, {"client_out", i.bytes_client_out},
                      {"peer_in", i.bytes_peer_in}, {"peer_out", i.bytes_peer_out}}}};
 }
@@ -236,7 +240,11 @@ int cmd_status(Invocation& inv) {
                            i.max_expire_seconds)},
       {"classes", i.classes.empty() ? "(none: start as_server with --plugin or --plugin-dir)"
                                     : join(i.classes, ", ")},
-      {"models", join(i.model_configs, ", ")},
+      {"models", fmt::format("{} (config version {})", join(i.model_configs, ", "),
+                             i.model_config_version)},
+      {"model use", fmt::format("{} calls, {} failed, {} prompt + {} completion tokens",
+                                i.model_calls, i.model_errors, i.model_prompt_tokens,
+                                i.model_completion_tokens)},
       {"traffic", fmt::format("clients {} in / {} out, peers {} in / {} out",
                               human_bytes(i.bytes_client_in), human_bytes(i.bytes_client_out),
                               human_bytes(i.bytes_peer_in), human_bytes(i.bytes_peer_out))},

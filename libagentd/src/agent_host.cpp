@@ -109,6 +109,11 @@ std::uint64_t AgentHost::calls_completed() const {
   return completed_;
 }
 
+std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> AgentHost::calls_by_class() const {
+  std::lock_guard lock(mu_);
+  return by_class_;
+}
+
 std::uint64_t AgentHost::calls_failed() const {
   std::lock_guard lock(mu_);
   return failed_;
@@ -385,9 +390,11 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
   if (call->out_error) {
     ++slot->failed;
     ++failed_;
+    ++by_class_[slot->class_name].second;
   } else {
     ++slot->completed;
     ++completed_;
+    ++by_class_[slot->class_name].first;
   }
   const auto finished = std::chrono::steady_clock::now();
   std::chrono::duration<double> run_time = finished - call->started;
@@ -455,6 +462,7 @@ void AgentHost::publish(const std::shared_ptr<Call>& call) {
 
 void AgentHost::fail(std::shared_ptr<Call> call, Error error) {
   ++failed_;
+  ++by_class_[error.agent_class().empty() ? "(none)" : error.agent_class()].second;
   call->out_error = std::move(error);
   publish(call);
 }

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -147,6 +148,9 @@ class AgentHost {
 
   std::uint64_t calls_completed() const;
   std::uint64_t calls_failed() const;
+  // Finished calls by agent class: class -> {ok, error}. "(none)" holds calls that failed before
+  // reaching an agent (e.g. an unknown agent id).
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> calls_by_class() const;
   // Run times of the calls that ran (failed ones included; not calls failed before running).
   LatencyHistogram call_latency() const;
 
@@ -182,6 +186,7 @@ class AgentHost {
   std::size_t running_ = 0;
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_class_;
   LatencyHistogram latency_;
   std::vector<SpanRecord> spans_;  // ring: spans_[span_seq_ % kMaxSpans] is written next
   std::uint64_t span_seq_ = 0;     // spans recorded so far

@@ -41,6 +41,14 @@ std::string render_metrics(const MetricsSnapshot& s) {
   metric(o, "agentd_calls_total", "counter", "Agent calls finished, by outcome.");
   sample(o, "agentd_calls_total", "outcome=\"ok\"", s.calls_ok);
   sample(o, "agentd_calls_total", "outcome=\"error\"", s.calls_error);
+  metric(o, "agentd_class_calls_total", "counter", "Agent calls finished, by agent class and outcome.");
+  for (const auto& [cls, counts] : s.calls_by_class) {
+    // Class names are C++ identifiers (or "(none)"): nothing to escape.
+    std::string ok = "class=\"" + cls + "\",outcome=\"ok\"";
+    std::string error = "class=\"" + cls + "\",outcome=\"error\"";
+    sample(o, "agentd_class_calls_total", ok.c_str(), counts.first);
+    sample(o, "agentd_class_calls_total", error.c_str(), counts.second);
+  }
   metric(o, "agentd_calls_queued", "gauge", "Calls waiting in agent mailboxes (running ones included).");
   sample(o, "agentd_calls_queued", "", s.calls_queued);
   metric(o, "agentd_calls_running", "gauge", "Calls (and agent constructors) running on workers.");

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 namespace agentd::detail {
@@ -28,6 +29,7 @@ struct MetricsSnapshot {
   std::uint64_t agents = 0;
   std::uint64_t calls_ok = 0;
   std::uint64_t calls_error = 0;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> calls_by_class;  // {ok, error}
   std::uint64_t calls_queued = 0;
   std::uint64_t calls_running = 0;
   std::uint64_t result_pool_size = 0;

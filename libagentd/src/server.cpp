@@ -306,6 +306,7 @@ MetricsSnapshot Server::metrics() const {
     m.agents = host_.size();
     m.calls_ok = host_.calls_completed();
     m.calls_error = host_.calls_failed();
+    m.calls_by_class = host_.calls_by_class();
     m.calls_queued = host_.queued_calls();
     m.calls_running = host_.running_calls();
     m.latency = host_.call_latency();

@@ -113,6 +113,8 @@ TEST_CASE("the metrics port serves Prometheus text with call counters and latenc
   CHECK(m["agentd_agents"] == 2);
   CHECK(m["agentd_calls_total{outcome=\"ok\"}"] == 5);
   CHECK(m["agentd_calls_total{outcome=\"error\"}"] == 1);
+  CHECK(m["agentd_class_calls_total{class=\"EchoAgent\",outcome=\"ok\"}"] == 5);
+  CHECK(m["agentd_class_calls_total{class=\"FlakyAgent\",outcome=\"error\"}"] == 1);
   CHECK(m["agentd_calls_queued"] == 0);
   CHECK(m["agentd_calls_running"] == 0);
   CHECK(m["agentd_result_pool_size"] == 6);
