@@ -181,6 +181,9 @@ struct Span {
   outcome @9 :Text;            # "ok", or the error code (e.g. "agent_failed")
   errorMessage @10 :Text;
   seq @11 :UInt64;             # 1, 2, ... in finishing order on this server
+  modelCalls @12 :UInt64;      # model calls the agent made during this call
+  promptTokens @13 :Int64;
+  completionTokens @14 :Int64;
 }
 
 interface AgentServer {

@@ -1,6 +1,7 @@
 #include "agent_host.h"
 
 #include "agent_services.h"
+#include "models/model_registry.h"
 #include "bridge.h"
 #include "plugin_loader.h"
 #include "worker_pool.h"
@@ -363,8 +364,13 @@ void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<C
 
 void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
   while (slot) {
+    const ModelUsage before = services_.agent_usage(slot->id);
     call->started = std::chrono::steady_clock::now();
     execute(*slot, *call);  // agent code: no lock held
+    const ModelUsage after = services_.agent_usage(slot->id);
+    call->model_calls = after.calls - before.calls;
+    call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;
+    call->completion_tokens = after.completion_tokens - before.completion_tokens;
     call.reset();
     Continuation next;
     SpanRecord span;
@@ -415,6 +421,9 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
     s.queue_wait_ns =
         std::max<std::int64_t>(0, duration_cast<nanoseconds>(call->started - call->enqueued).count());
     s.run_ns = duration_cast<nanoseconds>(finished - call->started).count();
+    s.model_calls = call->model_calls;
+    s.prompt_tokens = call->prompt_tokens;
+    s.completion_tokens = call->completion_tokens;
     if (call->out_error) {
       s.outcome = std::string(to_string(call->out_error->code()));
       s.error_message = call->out_error->message();

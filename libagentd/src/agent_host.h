@@ -73,6 +73,11 @@ struct Call {
   Value out_value;
   std::vector<Msg> out_memory;
   std::optional<Error> out_error;
+  // The agent's model use during this call (an agent runs one call at a time, so the change in
+  // its usage counter is this call's).
+  std::uint64_t model_calls = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
 
   // Runs on the loop thread once the call has run or failed (method, observe, memory).
   kj::Function<void(Call&)> on_done;
@@ -95,6 +100,9 @@ struct SpanRecord {
   std::int64_t run_ns = 0;
   std::string outcome;  // "ok" or the error code's name
   std::string error_message;
+  std::uint64_t model_calls = 0;  // model calls made while this call ran, with their tokens
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
 };
 
 class AgentHost {

@@ -803,6 +803,9 @@ std::vector<TraceSpan> Client::traces(std::uint32_t limit) {
             t.enqueued_unix_ns = s.getEnqueuedUnixNs();
             t.queue_wait_ns = s.getQueueWaitNs();
             t.run_ns = s.getRunNs();
+            t.model_calls = s.getModelCalls();
+            t.prompt_tokens = s.getPromptTokens();
+            t.completion_tokens = s.getCompletionTokens();
             t.outcome = detail::to_std(s.getOutcome());
             t.error_message = detail::to_std(s.getErrorMessage());
             out.push_back(std::move(t));

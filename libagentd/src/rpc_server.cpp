@@ -389,6 +389,9 @@ class AgentServerImpl final : public wire::AgentServer::Server {
       out.setEnqueuedUnixNs(s.enqueued_unix_ns);
       out.setQueueWaitNs(s.queue_wait_ns);
       out.setRunNs(s.run_ns);
+      out.setModelCalls(s.model_calls);
+      out.setPromptTokens(s.prompt_tokens);
+      out.setCompletionTokens(s.completion_tokens);
       out.setOutcome(to_kj(s.outcome));
       out.setErrorMessage(to_kj(s.error_message));
       out.setSeq(s.seq);

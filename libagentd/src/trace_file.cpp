@@ -57,6 +57,9 @@ std::string span_json_line(const SpanRecord& s, const std::string& server_id) {
                    }()}}}}}},
       int_attr("agentd.queue_wait_ns", s.queue_wait_ns),
       int_attr("agentd.run_ns", s.run_ns),
+      int_attr("agentd.model_calls", static_cast<std::int64_t>(s.model_calls)),
+      int_attr("agentd.model_prompt_tokens", s.prompt_tokens),
+      int_attr("agentd.model_completion_tokens", s.completion_tokens),
       string_attr("agentd.outcome", s.outcome),
       string_attr("agentd.server_id", server_id),
   });

@@ -190,3 +190,29 @@ TEST_CASE("a --trace-file that cannot be opened fails start-up with exit 2", "[t
   CHECK_THAT(r.err, Contains("--trace-file") && Contains("/nonexistent-dir/x/spans.jsonl"));
   CHECK_THAT(r.out, !Contains("ready"));
 }
+
+#ifdef AGENTD_DIALOG_PLUGIN
+TEST_CASE("a span counts the model calls and tokens of its call", "[trace]") {
+  auto server = ServerProcess::start(standard_args({"--plugin", AGENTD_DIALOG_PLUGIN}));
+  auto client = server->connect();
+  auto dialog = client.create_agent("DialogAgent", "d", agentd::Value{{"sys_prompt", "be brief"}});
+  auto echo = client.create_agent("EchoAgent", "e");
+  auto p = dialog.reply(agentd::Msg("user", "one two three", "user"));
+  p.get();
+  echo.reply(agentd::Msg("user", "x")).get();
+  auto spans = client.traces();
+  auto find = [&](const std::string& call_id) {
+    auto it = std::find_if(spans.begin(), spans.end(),
+                           [&](const agentd::TraceSpan& s) { return s.call_id == call_id; });
+    REQUIRE(it != spans.end());
+    return *it;
+  };
+  auto d = find(p.call_id());
+  CHECK(d.model_calls == 1);
+  CHECK(d.completion_tokens == 3);  // the echo model counts words
+  CHECK(d.prompt_tokens > 0);
+  auto last = spans.back();
+  CHECK(last.agent_class == "EchoAgent");
+  CHECK(last.model_calls == 0);
+}
+#endif

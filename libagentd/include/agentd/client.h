@@ -105,6 +105,9 @@ struct TraceSpan {
   std::int64_t enqueued_unix_ns = 0;  // wall clock when the call was queued
   std::int64_t queue_wait_ns = 0;     // queued -> started (includes waiting for its input)
   std::int64_t run_ns = 0;            // agent code's run time
+  std::uint64_t model_calls = 0;      // model calls the agent made during the call
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
   std::string outcome;              // "ok", or the error code's name (e.g. "agent_failed")
   std::string error_message;
 };
