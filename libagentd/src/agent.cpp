@@ -12,14 +12,14 @@ namespace detail {
 std::shared_ptr<ChatModel> AgentServices::model(const std::string& config_name,
                                                 const std::string& agent_id) {
   auto model = models_.get(config_name);  // throws naming the known configs
-  std::shared_ptr<UsageCounter> counter;
-  {
-    std::lock_guard lock(usage_mu_);
-    auto& c = usage_[agent_id];
-    if (!c) c = std::make_shared<UsageCounter>();
-    counter = c;
-  }
-  return with_usage_counters(std::move(model), {std::move(counter)});
+  return with_usage_counters(std::move(model), {usage_counter(agent_id)});
+}
+
+std::shared_ptr<UsageCounter> AgentServices::usage_counter(const std::string& agent_id) {
+  std::lock_guard lock(usage_mu_);
+  auto& c = usage_[agent_id];
+  if (!c) c = std::make_shared<UsageCounter>();
+  return c;
 }
 
 ModelUsage AgentServices::agent_usage(const std::string& agent_id) const {
@@ -33,16 +33,13 @@ void AgentServices::forget_agent(const std::string& agent_id) {
   usage_.erase(agent_id);
 }
 
-Client& AgentServices::client_for(const std::string& address) {
+Client& AgentServices::client_for(const std::string& host, std::uint16_t port) {
+  std::string key = host + ":" + std::to_string(port);
   std::lock_guard lock(mu_);
-  auto it = clients_.find(address);
+  auto it = clients_.find(key);
   if (it != clients_.end()) return *it->second;
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos)
-    throw Error(ErrorCode::bad_args, "agent reference names no server address (\"" + address + "\")");
-  auto port = static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)));
-  auto client = std::make_unique<Client>(Client::connect(address.substr(0, colon), port));
-  return *clients_.emplace(address, std::move(client)).first->second;
+  auto client = std::make_unique<Client>(Client::connect(host, port));
+  return *clients_.emplace(std::move(key), std::move(client)).first->second;
 }
 
 void AgentServices::close_clients() {

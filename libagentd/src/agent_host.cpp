@@ -21,6 +21,7 @@ struct AgentSlot {
   std::list<std::shared_ptr<Call>> mailbox;
   bool busy = true;          // a call (or the constructor) is on a worker
   bool constructing = true;  // the constructor is (busy, with no call at the head)
+  std::shared_ptr<UsageCounter> usage;  // this agent's model use (AgentServices::usage_counter)
   bool removed = false;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
@@ -162,6 +163,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   slot->id = id;
   slot->name = name.empty() ? id : name;
   slot->class_name = class_name;
+  slot->usage = services_.usage_counter(id);
   agents_.emplace(id, slot);
   ++running_;
   AgentInit init{slot->id, slot->name, class_name, std::move(args), &services_};
@@ -364,10 +366,10 @@ void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<C
 
 void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
   while (slot) {
-    const ModelUsage before = services_.agent_usage(slot->id);
+    const ModelUsage before = slot->usage->snapshot();
     call->started = std::chrono::steady_clock::now();
     execute(*slot, *call);  // agent code: no lock held
-    const ModelUsage after = services_.agent_usage(slot->id);
+    const ModelUsage after = slot->usage->snapshot();
     call->model_calls = after.calls - before.calls;
     call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;
     call->completion_tokens = after.completion_tokens - before.completion_tokens;

@@ -24,6 +24,10 @@ class AgentServices {
   // the registry's per-config counter and in agent_id's own (see agent_usage()).
   std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id);
 
+  // Thread-safe: agent_id's own usage counter, created on first use. The host keeps it with the
+  // agent so it can read the usage of each call without a lookup.
+  std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id);
+
   // Thread-safe: the model usage of agent_id's calls so far (zeros when it made none).
   ModelUsage agent_usage(const std::string& agent_id) const;
   // Drops agent_id's usage counter (the host calls it when the agent is deleted).
@@ -31,9 +35,9 @@ class AgentServices {
 
   ModelRegistry& models() { return models_; }
 
-  // Thread-safe: a client connection to the server at address ("host:port"), opened on first use
-  // and shared by every agent here. Throws Error(disconnected) when it cannot connect.
-  Client& client_for(const std::string& address);
+  // Thread-safe: a client connection to the server at host:port, opened on first use and shared
+  // by every agent here. Throws Error(disconnected) when it cannot connect.
+  Client& client_for(const std::string& host, std::uint16_t port);
 
   // Closes the shared connections (before the server goes away).
   void close_clients();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -29,21 +30,26 @@ std::string exit_description(int status) {
 }
 }  // namespace
 
+bool split_host_port(std::string_view address, std::string& host, std::uint16_t& port) {
+  auto colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  auto digits = address.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc{} || end != digits.data() + digits.size() || value == 0 || value > 65535)
+    return false;
+  host = std::string(address.substr(0, colon));
+  port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
 bool parse_ready_line(const std::string& line, std::string& host, std::uint16_t& port,
                       std::string& server_id) {
   auto at = line.find(kReadyPrefix);
   if (at == std::string::npos) return false;
   std::string rest = line.substr(at + std::strlen(kReadyPrefix));
   auto space = rest.find(' ');
-  std::string addr = rest.substr(0, space);
-  auto colon = addr.rfind(':');
-  if (colon == std::string::npos) return false;
-  host = addr.substr(0, colon);
-  try {
-    port = static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1)));
-  } catch (...) {
-    return false;
-  }
+  if (!split_host_port(rest.substr(0, space), host, port)) return false;
   auto sid = rest.find("server_id=");
   if (sid != std::string::npos) {
     auto end = rest.find(' ', sid);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentd::detail {
@@ -46,6 +47,9 @@ class ChildProcess {
   std::string host_;
   std::string server_id_;
 };
+
+// Splits "host:port" (the port a whole number 1..65535). False when address is not that.
+bool split_host_port(std::string_view address, std::string& host, std::uint16_t& port);
 
 // Parses as_server's ready line ("as_server ready: listening on HOST:PORT server_id=ID pid=PID").
 // Returns false when line is not one.

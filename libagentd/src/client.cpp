@@ -578,11 +578,19 @@ AgentInfo AgentRef::info() const {
 namespace {
 constexpr const char* kRefKey = "agentd_agent_ref";
 
-std::string ref_address(const Value& ref) {
+// Where the agent a reference names lives. Throws Error(bad_args) for anything else.
+std::pair<std::string, std::uint16_t> ref_endpoint(const Value& ref) {
   if (!AgentRef::is_ref(ref))
     throw Error(ErrorCode::bad_args,
                 "not an agent reference (expected the Value of AgentRef::to_value()): " + ref.dump());
-  return ref[kRefKey].value("address", std::string{});
+  std::string address = ref[kRefKey].value("address", std::string{});
+  std::string host;
+  std::uint16_t port = 0;
+  if (!detail::split_host_port(address, host, port))
+    throw Error(ErrorCode::bad_args,
+                "the agent reference names no reachable server (\"" + address +
+                    "\"); agents in local mode cannot be reached from other processes");
+  return {host, port};
 }
 }  // namespace
 
@@ -601,27 +609,15 @@ bool AgentRef::is_ref(const Value& v) {
 }
 
 AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
-  std::string address = ref_address(ref);
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos)
-    throw Error(ErrorCode::bad_args,
-                "the agent reference names no reachable server (\"" + address +
-                    "\"); agents in local mode cannot be reached from other processes");
-  auto client = Client::connect(address.substr(0, colon),
-                                static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
-                                options);
+  auto [host, port] = ref_endpoint(ref);
+  auto client = Client::connect(host, port, options);
   return client.agent(ref[kRefKey]["id"].get<std::string>());
 }
 
 AgentRef connect_agent(Agent& caller, const Value& ref) {
-  std::string address = ref_address(ref);
   if (caller.services() == nullptr) return AgentRef::from_value(ref);
-  if (address.find(':') == std::string::npos)
-    throw Error(ErrorCode::bad_args,
-                "the agent reference names no reachable server (\"" + address +
-                    "\"); agents in local mode cannot be reached from other processes",
-                caller.id(), caller.class_name());
-  return caller.services()->client_for(address).agent(ref[kRefKey]["id"].get<std::string>());
+  auto [host, port] = ref_endpoint(ref);
+  return caller.services()->client_for(host, port).agent(ref[kRefKey]["id"].get<std::string>());
 }
 
 // ---- Client ----

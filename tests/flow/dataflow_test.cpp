@@ -180,3 +180,21 @@ TEST_CASE("servers count a peer's fetch connection as peer traffic, not client t
   CHECK(after.bytes_peer_out - before.bytes_peer_out >= (1u << 20));
   CHECK(after.bytes_client_out - before.bytes_client_out < 16 * 1024);
 }
+
+TEST_CASE("an agent reference without a reachable address is refused clearly", "[flow]") {
+  Value not_ref{{"id", "x"}};
+  try {
+    AgentRef::from_value(not_ref);
+    FAIL("should throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::bad_args);
+  }
+  Value local_ref{{"agentd_agent_ref", {{"id", "x"}, {"address", "local"}}}};
+  try {
+    AgentRef::from_value(local_ref);
+    FAIL("should throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::bad_args);
+    CHECK(std::string(e.what()).find("local mode") != std::string::npos);
+  }
+}

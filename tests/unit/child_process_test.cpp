@@ -66,3 +66,15 @@ TEST_CASE("ChildProcess reports a server that exits before it is ready", "[child
     CHECK_THAT(e.message(), Catch::Matchers::Contains("/nonexistent/as_server"));
   }
 }
+
+TEST_CASE("split_host_port takes host:port and refuses anything else", "[child_process]") {
+  std::string host;
+  std::uint16_t port = 0;
+  REQUIRE(agentd::detail::split_host_port("127.0.0.1:12310", host, port));
+  CHECK(host == "127.0.0.1");
+  CHECK(port == 12310);
+  REQUIRE(agentd::detail::split_host_port("agents.example:1", host, port));
+  CHECK(host == "agents.example");
+  for (const char* bad : {"local", "host:", ":80", "host:0", "host:65536", "host:12x", "host:-1"})
+    CHECK_FALSE(agentd::detail::split_host_port(bad, host, port));
+}
