@@ -104,7 +104,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   };
 
   ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child = nullptr)
-      : options_(options), mode_(target.mode), child_(std::move(child)) {
+      : options_(options), child_(std::move(child)) {
     std::promise<void> started;
     auto ready = started.get_future();
     thread_ = std::thread([this, target = std::move(target), started = std::move(started)]() mutable {
@@ -168,7 +168,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const std::string& address() const { return address_; }
   const std::string& server_id() const { return server_id_; }
   std::uint16_t port() const { return port_; }
-  Mode mode() const { return mode_; }
 
  private:
   void thread_main(Target target, std::promise<void> started) {
@@ -255,7 +254,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
   ClientOptions options_;
-  Mode mode_;
   std::unique_ptr<ChildProcess> child_;
   std::thread thread_;
   std::atomic<Bridge*> bridge_{nullptr};
