@@ -186,6 +186,55 @@ struct Span {
   completionTokens @14 :Int64;
 }
 
+enum CallKind {
+  reply @0;
+  observe @1;
+  method @2;        # a named synchronous method: the value comes back in CallDone.value
+  methodAsync @3;   # a named method whose value is a result in the pool (like reply)
+  memory @4;
+  create @5;        # create agent `agentId` (may be empty: the server picks) of `className`
+}
+
+struct CallSpec {
+  # One call in a Session.submit batch. Calls are queued in list order, after everything the
+  # connection sent before, so per-agent order is the order the client issued them in.
+  ticket @0 :UInt64;      # the client's tag for this call, echoed in its CallDone
+  kind @1 :CallKind;
+  agentId @2 :Text;
+  callId @3 :Text;        # reply / methodAsync: the result pool key (client-chosen, unique)
+  input @4 :Input;        # reply / observe
+  method @5 :Text;        # method / methodAsync
+  args @6 :Value;         # method / methodAsync / create
+  inlineLimit @7 :UInt64; # reply / methodAsync: the outcome comes back inline up to this size
+  className @8 :Text;     # create
+  name @9 :Text;          # create
+}
+
+struct CallDone {
+  # A call of a Session finished (or could not be queued).
+  ticket @0 :UInt64;
+  union {
+    outcome @1 :Outcome;     # reply, methodAsync (tooLarge: read it with AgentServer.fetch)
+    value @2 :ValueOutcome;  # method
+    memory @3 :List(Msg);    # memory
+    error @4 :Error;         # memory, observe or create that failed
+    done @5 :Void;           # observe queued
+    created @6 :Text;        # create: the new agent's id
+  }
+}
+
+interface CallSink {
+  # Implemented by the client: the server reports finished calls in batches, in finishing order.
+  done @0 (calls :List(CallDone)) -> ();
+}
+
+interface Session {
+  # The batched call path: many calls per message in, many completions per message out.
+  submit @0 (calls :List(CallSpec)) -> ();
+  read @1 (callId :Text) -> (outcome :Outcome);
+  # The whole result of a call (after a tooLarge outcome), waiting while it is pending.
+}
+
 interface AgentServer {
   createAgent @0 (className :Text, name :Text, args :Value, agentId :Text)
       -> (agent :Agent, id :Text, error :Error);
@@ -203,4 +252,6 @@ interface AgentServer {
   setModelConfigs @9 (yaml :Text) -> (error :Error, version :UInt64);
   traces @10 (limit :UInt32) -> (spans :List(Span));
   # The most recent finished calls (at most limit; 0: all kept), oldest first.
+  session @11 (sink :CallSink) -> (session :Session);
+  # Opens the batched call path; completions of its calls go to sink.
 }

@@ -75,6 +75,45 @@ AgentInfo read_agent_info(wire::AgentInfo::Reader r) {
 
 }  // namespace
 
+// Where a placeholder's result lands. User threads wait on the Sync; the loop-only fields track
+// the eager request and whether the whole message must still be asked for.
+struct ResultSlot : Sync<Msg> {
+  bool wanted = false;          // loop thread: get() was called
+  bool too_large = false;       // loop thread: the eager answer said "too large to inline"
+  bool full_requested = false;  // loop thread
+};
+
+
+// A call sent on the session whose CallDone has not arrived. Loop thread only.
+struct Ticket {
+  std::shared_ptr<ResultSlot> slot;  // reply / methodAsync: where the result lands
+  std::string call_id;
+  std::function<void(wire::CallDone::Reader)> on_done;  // other kinds
+  std::function<void(const Error&)> on_fail;
+};
+
+// A placeholder passed as input, as the loop thread needs it (no reference to its owner).
+struct InputRef {
+  std::string call_id;
+  std::string origin;
+  std::string server_id;
+};
+
+// One call waiting for the next Session.submit.
+struct OutSpec {
+  std::uint64_t ticket = 0;
+  wire::CallKind kind = wire::CallKind::REPLY;
+  std::string agent_id;
+  std::string call_id;
+  std::string method;
+  std::string class_name;
+  std::string name;
+  std::optional<Value> args;
+  std::optional<Msg> msg;
+  std::optional<InputRef> ref;
+  std::uint64_t inline_limit = 0;
+};
+
 // Everything the loop thread owns. Created and destroyed on the loop thread.
 struct LoopState {
   kj::AsyncIoContext& io;
@@ -84,13 +123,115 @@ struct LoopState {
   kj::Own<capnp::TwoPartyClient> rpc;
   kj::Own<Server> local;
   wire::AgentServer::Client server = nullptr;
-  std::unordered_map<std::string, wire::Agent::Client> agents;
-  std::unordered_map<std::string, wire::Result::Client> results;  // pipelined, by call id
+  wire::Session::Client session = nullptr;
+  std::string where;  // the server, for error messages
+  // Calls are gathered here and sent together once per loop turn (or when the batch is big).
+  std::vector<OutSpec> batch;
+  std::size_t batch_bytes = 0;
+  bool flush_scheduled = false;
+  std::uint64_t next_ticket = 0;
+  std::unordered_map<std::uint64_t, Ticket> tickets;
   std::uint64_t bytes_in = 0;   // counted by the CountingStream around the connection
   std::uint64_t bytes_out = 0;
 
   explicit LoopState(kj::AsyncIoContext& io_in) : io(io_in), bridge(io_in.unixEventPort) {}
 };
+
+void flush(LoopState& loop);
+void dispatch_done(LoopState& loop, wire::CallDone::Reader done);
+
+// Fails every call still waiting for its CallDone (the connection is gone).
+void fail_all_tickets(LoopState& loop, const Error& e) {
+  auto tickets = std::move(loop.tickets);
+  loop.tickets.clear();
+  for (auto& [_, t] : tickets) {
+    if (t.slot) t.slot->fail(e);
+    else if (t.on_fail) t.on_fail(e);
+  }
+}
+
+// The client end of the session: the server reports finished calls here.
+class SinkImpl final : public wire::CallSink::Server {
+ public:
+  explicit SinkImpl(LoopState& loop) : loop_(loop) {}
+  kj::Promise<void> done(DoneContext context) override {
+    for (auto d : context.getParams().getCalls()) dispatch_done(loop_, d);
+    return kj::READY_NOW;
+  }
+
+ private:
+  LoopState& loop_;  // outlives the RPC system that calls this
+};
+
+// Loop thread: queues spec for the next submit.
+void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
+  spec.ticket = ++loop.next_ticket;
+  loop.tickets.emplace(spec.ticket, std::move(ticket));
+  loop.batch_bytes += 128 + (spec.msg ? approx_wire_size(*spec.msg) : 0);
+  loop.batch.push_back(std::move(spec));
+  // Bounded batches: big messages are sent without waiting for the rest of the turn.
+  if (loop.batch.size() >= 4096 || loop.batch_bytes >= (8u << 20)) {
+    flush(loop);
+    return;
+  }
+  if (loop.flush_scheduled) return;
+  loop.flush_scheduled = true;
+  loop.tasks.add(kj::evalLater([&loop]() {
+    loop.flush_scheduled = false;
+    flush(loop);
+  }));
+}
+
+void write_input_ref(const InputRef& in, wire::Input::Builder out) {
+  auto ref = out.initPlaceholder();
+  ref.setOrigin(to_kj(in.origin));
+  ref.setServerId(to_kj(in.server_id));
+  ref.setCallId(to_kj(in.call_id));
+}
+
+// Loop thread: sends the gathered calls as one Session.submit. Also called before any other
+// request, so nothing overtakes calls issued earlier.
+void flush(LoopState& loop) {
+  if (loop.batch.empty()) return;
+  auto req = loop.session.submitRequest();
+  auto list = req.initCalls(static_cast<unsigned>(loop.batch.size()));
+  std::vector<std::uint64_t> sent;
+  sent.reserve(loop.batch.size());
+  for (unsigned i = 0; i < loop.batch.size(); ++i) {
+    OutSpec& spec = loop.batch[i];
+    auto out = list[i];
+    out.setTicket(spec.ticket);
+    out.setKind(spec.kind);
+    out.setAgentId(to_kj(spec.agent_id));
+    if (!spec.call_id.empty()) out.setCallId(to_kj(spec.call_id));
+    if (!spec.method.empty()) out.setMethod(to_kj(spec.method));
+    if (!spec.class_name.empty()) out.setClassName(to_kj(spec.class_name));
+    if (!spec.name.empty()) out.setName(to_kj(spec.name));
+    if (spec.args) write_value(*spec.args, out.initArgs());
+    if (spec.ref)
+      write_input_ref(*spec.ref, out.initInput());
+    else if (spec.msg)
+      write_msg(*spec.msg, out.initInput().initMsg());
+    out.setInlineLimit(spec.inline_limit);
+    sent.push_back(spec.ticket);
+  }
+  loop.batch.clear();
+  loop.batch_bytes = 0;
+  auto* loop_ptr = &loop;
+  loop.tasks.add(req.send().then(
+      [](capnp::Response<wire::Session::SubmitResults>) {},
+      [loop_ptr, sent = std::move(sent)](kj::Exception&& e) {
+        Error err = error_from_exception(e, "sending calls to " + loop_ptr->where);
+        for (auto t : sent) {
+          auto it = loop_ptr->tickets.find(t);
+          if (it == loop_ptr->tickets.end()) continue;
+          Ticket ticket = std::move(it->second);
+          loop_ptr->tickets.erase(it);
+          if (ticket.slot) ticket.slot->fail(err);
+          else if (ticket.on_fail) ticket.on_fail(err);
+        }
+      }));
+}
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
@@ -140,6 +281,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     // Captures only the Sync (never the core): see PlaceholderState.
     post([self = this, st, what, body = kj::mv(body)]() mutable {
       LoopState* loop = self->loop_;
+      flush(*loop);  // calls issued before this request go first
       kj::Promise<void> p = nullptr;
       try {
         p = body(*loop, *st);
@@ -154,6 +296,31 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
         st->fail(error_from_exception(e, what));
       }));
+    });
+    if (bridge_.load() == nullptr)
+      throw Error(ErrorCode::disconnected, what + ": the client is closed", "", "", true);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    return st->wait(options_.timeout, what);
+  }
+
+  // Any thread but the loop's: send spec on the session and wait for its CallDone, which
+  // decode turns into the answer (or throws Error).
+  template <typename T>
+  T call_sync(std::string what, OutSpec spec,
+              std::function<T(wire::CallDone::Reader)> decode) {
+    auto st = std::make_shared<Sync<T>>();
+    post([self = this, st, spec = std::move(spec), decode = std::move(decode)]() mutable {
+      Ticket t;
+      t.on_done = [st, decode = std::move(decode)](wire::CallDone::Reader d) {
+        try {
+          st->set(decode(d));
+        } catch (const Error& e) {
+          st->fail(e);
+        }
+      };
+      t.on_fail = [st](const Error& e) { st->fail(e); };
+      send_spec(*self->loop_, std::move(spec), std::move(t));
     });
     if (bridge_.load() == nullptr)
       throw Error(ErrorCode::disconnected, what + ": the client is closed", "", "", true);
@@ -223,6 +390,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         }
         port_ = target.port;
       }
+      loop.where = address_;
+      {
+        auto req = loop.server.sessionRequest();
+        req.setSink(kj::heap<SinkImpl>(loop));
+        loop.session = req.send().getSession();  // pipelined: usable at once
+      }
+      if (loop.rpc) {
+        loop.tasks.add(loop.rpc->onDisconnect().then([&loop]() {
+          fail_all_tickets(loop, Error(ErrorCode::disconnected,
+                                       "lost the connection to as_server at " + loop.where +
+                                           " before the call finished",
+                                       "", "", true));
+        }));
+      }
       loop_ = &loop;
       bridge_.store(&loop.bridge);
       announced = true;
@@ -231,8 +412,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       // Release every capability while the loop still runs, and let the releases reach the
       // server (a ping answered after them proves it): dropping thousands of queued releases
       // with the connection would unwind one deeply nested promise chain.
-      loop.agents.clear();
-      loop.results.clear();
+      flush(loop);
       if (loop.rpc) {
         try {
           io.provider->getTimer()
@@ -245,6 +425,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       // Shut down on this thread: refuse posts, drop capabilities, then the connection.
       bridge_.store(nullptr);
       loop.bridge.close();
+      fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed", "", "", true));
+      loop.session = nullptr;
       loop_ = nullptr;
     } catch (...) {
       bridge_.store(nullptr);
@@ -270,22 +452,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
 LoopState& loop_of(ClientCore& c) { return *c.loop_; }
 
-// Where a placeholder's result lands. User threads wait on the Sync; the loop-only fields track
-// the eager request and whether the whole message must still be asked for.
-struct ResultSlot : Sync<Msg> {
-  bool wanted = false;          // loop thread: get() was called
-  bool too_large = false;       // loop thread: the eager answer said "too large to inline"
-  bool full_requested = false;  // loop thread
-};
-
-// Results up to this size come back with the eager request; bigger ones only when get() asks.
+// Results up to this size come back with the call's CallDone; bigger ones only when get() asks.
 constexpr std::uint64_t kInlineLimit = 64 * 1024;
 
-void request_result(LoopState& loop, wire::Result::Client& result, const std::string& id,
-                    const std::shared_ptr<ResultSlot>& slot, std::uint64_t inline_limit);
+void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot);
 
-// Loop thread: an outcome arrived for call id. A "too large" answer is followed up with a
-// request for the whole message once get() wants it.
+// Loop thread: the outcome of call id arrived. A "too large" answer is followed up with a read
+// of the whole message once get() wants it.
 void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
              const std::shared_ptr<ResultSlot>& slot) {
   switch (o.which()) {
@@ -300,21 +473,19 @@ void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
   }
   slot->too_large = true;
   if (slot->wanted && !slot->full_requested) {
-    auto it = loop.results.find(id);
-    if (it == loop.results.end()) return;
     slot->full_requested = true;
-    request_result(loop, it->second, id, slot, 0);
+    request_result(loop, id, slot);
   }
 }
 
-// Loop thread: asks for the result of call id (inline_limit 0: whole message) into slot.
-void request_result(LoopState& loop, wire::Result::Client& result, const std::string& id,
-                    const std::shared_ptr<ResultSlot>& slot, std::uint64_t inline_limit) {
-  auto req = result.getRequest();
-  req.setInlineLimit(inline_limit);
+// Loop thread: reads the whole result of call id into slot.
+void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot) {
+  flush(loop);
+  auto req = loop.session.readRequest();
+  req.setCallId(to_kj(id));
   auto* loop_ptr = &loop;
   loop.tasks.add(req.send().then(
-      [slot, loop_ptr, id](capnp::Response<wire::Result::GetResults> r) {
+      [slot, loop_ptr, id](capnp::Response<wire::Session::ReadResults> r) {
         deliver(*loop_ptr, r.getOutcome(), id, slot);
       },
       [slot, id](kj::Exception&& e) {
@@ -322,24 +493,21 @@ void request_result(LoopState& loop, wire::Result::Client& result, const std::st
       }));
 }
 
-// Loop thread: the answer of a reply/callAsync sent with an inline limit lands in slot.
-template <typename Response>
-void take_outcome(LoopState& loop, capnp::RemotePromise<Response> promise, const std::string& id,
-                  const std::shared_ptr<ResultSlot>& slot) {
-  auto* loop_ptr = &loop;
-  loop.tasks.add(promise.then(
-      [slot, loop_ptr, id](capnp::Response<Response> r) {
-        if (!r.hasOutcome()) {
-          // Refused before it ran (a duplicate call id): the Result says why.
-          auto it = loop_ptr->results.find(id);
-          if (it != loop_ptr->results.end()) request_result(*loop_ptr, it->second, id, slot, 0);
-          return;
-        }
-        deliver(*loop_ptr, r.getOutcome(), id, slot);
-      },
-      [slot, id](kj::Exception&& e) {
-        slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
-      }));
+void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
+  auto it = loop.tickets.find(done.getTicket());
+  if (it == loop.tickets.end()) return;  // failed already (e.g. its submit was refused)
+  Ticket t = std::move(it->second);
+  loop.tickets.erase(it);
+  if (t.slot) {
+    if (done.isOutcome())
+      deliver(loop, done.getOutcome(), t.call_id, t.slot);
+    else if (done.isError())
+      t.slot->fail(read_error(done.getError()));
+    else
+      t.slot->fail(Error(ErrorCode::internal, "the server answered a call with something odd"));
+    return;
+  }
+  if (t.on_done) t.on_done(done);
 }
 
 // The user side of a placeholder. Loop-thread code never holds one (nor the core): it holds
@@ -351,22 +519,19 @@ struct PlaceholderState {
   std::shared_ptr<ResultSlot> slot = std::make_shared<ResultSlot>();
   std::atomic<bool> requested{false};
 
-  ~PlaceholderState() {
-    // Forget the pipelined capability (the server keeps the result in its pool).
-    core->post([c = core.get(), id = call_id]() { loop_of(*c).results.erase(id); });
-  }
-
   // get() wants the result: if the eager answer said it is too large, ask for all of it.
   void fetch() {
     if (requested.exchange(true)) return;
+    {
+      // Already there (the common case): no need to involve the loop thread.
+      std::lock_guard lock(slot->mu);
+      if (slot->value || slot->error) return;
+    }
     core->post([c = core.get(), id = call_id, slot = slot]() {
       slot->wanted = true;
       if (!slot->too_large || slot->full_requested) return;
-      auto& loop = loop_of(*c);
-      auto it = loop.results.find(id);
-      if (it == loop.results.end()) return;
       slot->full_requested = true;
-      request_result(loop, it->second, id, slot, 0);
+      request_result(loop_of(*c), id, slot);
     });
   }
 };
@@ -420,156 +585,120 @@ std::shared_ptr<detail::PlaceholderState> new_placeholder(const std::shared_ptr<
   return state;
 }
 
-// What a loop-thread lambda needs to pass a placeholder on (no reference to its owner).
-struct InputRef {
-  std::string call_id;
-  std::string origin;
-  std::string server_id;
-};
-
-InputRef input_ref(const detail::PlaceholderState& p) {
-  return InputRef{p.call_id, p.core->address(), p.core->server_id()};
+detail::InputRef input_ref(const detail::PlaceholderState& p) {
+  return detail::InputRef{p.call_id, p.core->address(), p.core->server_id()};
 }
 
-void write_input_ref(LoopState& loop, const InputRef& in, wire::Input::Builder out) {
-  auto ref = out.initPlaceholder();
-  ref.setOrigin(detail::to_kj(in.origin));
-  ref.setServerId(detail::to_kj(in.server_id));
-  ref.setCallId(detail::to_kj(in.call_id));
-  // Same connection: the pipelined capability too, so the server can resolve it locally.
-  if (auto it = loop.results.find(in.call_id); it != loop.results.end()) ref.setResult(it->second);
+// Queues an asynchronous call (reply / methodAsync) whose result lands in state's slot.
+void send_async(ClientCore& core, detail::OutSpec spec, const detail::PlaceholderState& state) {
+  core.requests_.fetch_add(1, std::memory_order_relaxed);
+  spec.call_id = state.call_id;
+  spec.inline_limit = detail::kInlineLimit;
+  core.post([c = &core, spec = std::move(spec), slot = state.slot]() mutable {
+    detail::Ticket t;
+    t.slot = slot;
+    t.call_id = spec.call_id;
+    detail::send_spec(detail::loop_of(*c), std::move(spec), std::move(t));
+  });
+}
+
+detail::OutSpec spec_for(wire::CallKind kind, const std::string& agent_id) {
+  detail::OutSpec spec;
+  spec.kind = kind;
+  spec.agent_id = agent_id;
+  return spec;
+}
+
+// The CallDone of an observe / create / memory: its error, if it carries one.
+void throw_if_error(wire::CallDone::Reader d) {
+  if (d.isError()) throw detail::read_error(d.getError());
 }
 
 }  // namespace
 
 Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const {
   auto state = new_placeholder(core_, id_);
-  core_->requests_.fetch_add(1, std::memory_order_relaxed);
-  std::optional<InputRef> in_ref = input ? std::optional<InputRef>(input_ref(*input->s_)) : std::nullopt;
-  std::optional<Msg> in_msg = msg ? std::optional<Msg>(*msg) : std::nullopt;
-  core_->post([c = core_.get(), id = id_, call_id = state->call_id, in_ref = std::move(in_ref),
-               in_msg = std::move(in_msg), slot = state->slot]() mutable {
-    auto& loop = detail::loop_of(*c);
-    auto it = loop.agents.find(id);
-    if (it == loop.agents.end()) {
-      slot->fail(Error(ErrorCode::unknown_agent, "this client has no handle on agent " + id, id));
-      return;
-    }
-    auto req = it->second.replyRequest();
-    req.setCallId(detail::to_kj(call_id));
-    if (in_ref)
-      write_input_ref(loop, *in_ref, req.initInput());
-    else if (in_msg)
-      detail::write_msg(*in_msg, req.initInput().initMsg());
-    else
-      req.initInput().setNone();
-    // The answer comes when the call is done, with the result inline when it is small; the
-    // Result capability is there at once (pipelined) for passing the placeholder on.
-    req.setInlineLimit(detail::kInlineLimit);
-    auto promise = req.send();
-    loop.results.emplace(call_id, promise.getResult());
-    detail::take_outcome(loop, kj::mv(promise), call_id, slot);
-  });
+  auto spec = spec_for(wire::CallKind::REPLY, id_);
+  if (input) spec.ref = input_ref(*input->s_);
+  else if (msg) spec.msg = *msg;
+  send_async(*core_, std::move(spec), *state);
   return Placeholder(std::move(state));
 }
 
 void AgentRef::observe(const Msg& x) const {
-  core_->sync<bool>("observe " + id_, [id = id_, x](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
-    auto it = loop.agents.find(id);
-    if (it == loop.agents.end()) throw Error(ErrorCode::unknown_agent, "no handle on agent " + id, id);
-    auto req = it->second.observeRequest();
-    detail::write_msg(x, req.initInput().initMsg());
-    return req.send().then([&st](capnp::Response<wire::Agent::ObserveResults> r) {
-      if (r.hasError()) st.fail(detail::read_error(r.getError()));
-      else st.set(true);
-    });
+  auto spec = spec_for(wire::CallKind::OBSERVE, id_);
+  spec.msg = x;
+  core_->call_sync<bool>("observe " + id_, std::move(spec), [](wire::CallDone::Reader d) {
+    throw_if_error(d);
+    return true;
   });
 }
 
 void AgentRef::observe(const Placeholder& x) const {
-  InputRef in = input_ref(*x.s_);
-  core_->sync<bool>("observe " + id_, [id = id_, in](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
-    auto it = loop.agents.find(id);
-    if (it == loop.agents.end()) throw Error(ErrorCode::unknown_agent, "no handle on agent " + id, id);
-    auto req = it->second.observeRequest();
-    write_input_ref(loop, in, req.initInput());
-    return req.send().then([&st](capnp::Response<wire::Agent::ObserveResults> r) {
-      if (r.hasError()) st.fail(detail::read_error(r.getError()));
-      else st.set(true);
-    });
+  auto spec = spec_for(wire::CallKind::OBSERVE, id_);
+  spec.ref = input_ref(*x.s_);
+  core_->call_sync<bool>("observe " + id_, std::move(spec), [](wire::CallDone::Reader d) {
+    throw_if_error(d);
+    return true;
   });
 }
 
 Value AgentRef::call(const std::string& method, const Value& args) const {
-  return core_->sync<Value>(
-      fmt::format("call {}.{}", id_, method),
-      [id = id_, method, args](LoopState& loop, Sync<Value>& st) -> kj::Promise<void> {
-        auto it = loop.agents.find(id);
-        if (it == loop.agents.end()) throw Error(ErrorCode::unknown_agent, "no handle on agent " + id, id);
-        auto req = it->second.callRequest();
-        req.setMethod(detail::to_kj(method));
-        detail::write_value(args, req.initArgs());
-        return req.send().then([&st](capnp::Response<wire::Agent::CallResults> r) {
-          auto o = r.getOutcome();
-          if (o.isValue()) st.set(detail::read_value(o.getValue()));
-          else st.fail(detail::read_error(o.getError()));
-        });
+  auto spec = spec_for(wire::CallKind::METHOD, id_);
+  spec.method = method;
+  spec.args = args;
+  return core_->call_sync<Value>(
+      fmt::format("call {}.{}", id_, method), std::move(spec), [](wire::CallDone::Reader d) {
+        throw_if_error(d);
+        if (!d.isValue()) throw Error(ErrorCode::internal, "the server answered a method call oddly");
+        auto o = d.getValue();
+        if (o.isError()) throw detail::read_error(o.getError());
+        return detail::read_value(o.getValue());
       });
 }
 
 Placeholder AgentRef::call_async(const std::string& method, const Value& args) const {
   auto state = new_placeholder(core_, id_);
-  core_->requests_.fetch_add(1, std::memory_order_relaxed);
-  core_->post([c = core_.get(), id = id_, call_id = state->call_id, method, args,
-               slot = state->slot]() {
-    auto& loop = detail::loop_of(*c);
-    auto it = loop.agents.find(id);
-    if (it == loop.agents.end()) {
-      slot->fail(Error(ErrorCode::unknown_agent, "this client has no handle on agent " + id, id));
-      return;
-    }
-    auto req = it->second.callAsyncRequest();
-    req.setMethod(detail::to_kj(method));
-    detail::write_value(args, req.initArgs());
-    req.setCallId(detail::to_kj(call_id));
-    // The answer comes when the call is done, with the result inline when it is small; the
-    // Result capability is there at once (pipelined) for passing the placeholder on.
-    req.setInlineLimit(detail::kInlineLimit);
-    auto promise = req.send();
-    loop.results.emplace(call_id, promise.getResult());
-    detail::take_outcome(loop, kj::mv(promise), call_id, slot);
-  });
+  auto spec = spec_for(wire::CallKind::METHOD_ASYNC, id_);
+  spec.method = method;
+  spec.args = args;
+  send_async(*core_, std::move(spec), *state);
   return Placeholder(std::move(state));
 }
 
 std::vector<Msg> AgentRef::memory() const {
-  return core_->sync<std::vector<Msg>>(
-      "memory of " + id_,
-      [id = id_](LoopState& loop, Sync<std::vector<Msg>>& st) -> kj::Promise<void> {
-        auto it = loop.agents.find(id);
-        if (it == loop.agents.end()) throw Error(ErrorCode::unknown_agent, "no handle on agent " + id, id);
-        return it->second.memoryRequest().send().then(
-            [&st](capnp::Response<wire::Agent::MemoryResults> r) {
-              if (r.hasError()) {
-                st.fail(detail::read_error(r.getError()));
-                return;
-              }
-              std::vector<Msg> out;
-              for (auto m : r.getMsgs()) out.push_back(detail::read_msg(m));
-              st.set(std::move(out));
-            });
+  return core_->call_sync<std::vector<Msg>>(
+      "memory of " + id_, spec_for(wire::CallKind::MEMORY, id_), [](wire::CallDone::Reader d) {
+        throw_if_error(d);
+        std::vector<Msg> out;
+        if (d.isMemory())
+          for (auto m : d.getMemory()) out.push_back(detail::read_msg(m));
+        return out;
       });
 }
+
+namespace {
+// Loop thread: the info of agent id (two pipelined requests: the agent, then its info).
+kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentInfo>& st) {
+  auto req = loop.server.agentRequest();
+  req.setId(detail::to_kj(id));
+  return req.send().then([&st](capnp::Response<wire::AgentServer::AgentResults> r) {
+    if (r.hasError()) {
+      st.fail(detail::read_error(r.getError()));
+      return kj::Promise<void>(kj::READY_NOW);
+    }
+    return r.getAgent().infoRequest().send().then([&st](capnp::Response<wire::Agent::InfoResults> i) {
+      if (i.hasError()) st.fail(detail::read_error(i.getError()));
+      else st.set(detail::read_agent_info(i.getAgent()));
+    });
+  });
+}
+}  // namespace
 
 AgentInfo AgentRef::info() const {
   return core_->sync<AgentInfo>(
       "info of " + id_, [id = id_](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
-        auto it = loop.agents.find(id);
-        if (it == loop.agents.end()) throw Error(ErrorCode::unknown_agent, "no handle on agent " + id, id);
-        return it->second.infoRequest().send().then([&st](capnp::Response<wire::Agent::InfoResults> r) {
-          if (r.hasError()) st.fail(detail::read_error(r.getError()));
-          else st.set(detail::read_agent_info(r.getAgent()));
-        });
+        return agent_info(loop, id, st);
       });
 }
 
@@ -662,47 +791,23 @@ Client::~Client() = default;
 
 AgentRef Client::create_agent(const std::string& class_name, const std::string& name,
                               const Value& args, const std::string& id) {
-  struct Made {
-    std::string id;
-  };
-  auto made = core_->sync<Made>(
-      fmt::format("create {} agent", class_name),
-      [class_name, name, args, id](LoopState& loop, Sync<Made>& st) -> kj::Promise<void> {
-        auto req = loop.server.createAgentRequest();
-        req.setClassName(detail::to_kj(class_name));
-        req.setName(detail::to_kj(name));
-        detail::write_value(args, req.initArgs());
-        req.setAgentId(detail::to_kj(id));
-        return req.send().then([&loop, &st](capnp::Response<wire::AgentServer::CreateAgentResults> r) {
-          if (r.hasError()) {
-            st.fail(detail::read_error(r.getError()));
-            return;
-          }
-          std::string new_id = detail::to_std(r.getId());
-          loop.agents.insert_or_assign(new_id, r.getAgent());
-          st.set(Made{new_id});
-        });
+  auto spec = spec_for(wire::CallKind::CREATE, id);
+  spec.class_name = class_name;
+  spec.name = name;
+  spec.args = args;
+  std::string made = core_->call_sync<std::string>(
+      fmt::format("create {} agent", class_name), std::move(spec), [](wire::CallDone::Reader d) {
+        throw_if_error(d);
+        if (!d.isCreated()) throw Error(ErrorCode::internal, "the server answered a create oddly");
+        return detail::to_std(d.getCreated());
       });
-  return AgentRef(core_, made.id, name.empty() ? made.id : name, class_name);
+  return AgentRef(core_, made, name.empty() ? made : name, class_name);
 }
 
 AgentRef Client::agent(const std::string& id) {
   auto info = core_->sync<AgentInfo>(
       "look up agent " + id, [id](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
-        auto req = loop.server.agentRequest();
-        req.setId(detail::to_kj(id));
-        return req.send().then([&loop, &st, id](capnp::Response<wire::AgentServer::AgentResults> r) {
-          if (r.hasError()) {
-            st.fail(detail::read_error(r.getError()));
-            return kj::Promise<void>(kj::READY_NOW);
-          }
-          auto cap = r.getAgent();
-          loop.agents.insert_or_assign(id, cap);
-          return cap.infoRequest().send().then([&st](capnp::Response<wire::Agent::InfoResults> i) {
-            if (i.hasError()) st.fail(detail::read_error(i.getError()));
-            else st.set(detail::read_agent_info(i.getAgent()));
-          });
-        });
+        return agent_info(loop, id, st);
       });
   return AgentRef(core_, info.id, info.name, info.class_name);
 }
@@ -723,8 +828,7 @@ void Client::delete_agent(const std::string& id) {
   core_->sync<bool>("delete agent " + id, [id](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
     auto req = loop.server.deleteAgentRequest();
     req.setId(detail::to_kj(id));
-    return req.send().then([&loop, &st, id](capnp::Response<wire::AgentServer::DeleteAgentResults> r) {
-      loop.agents.erase(id);
+    return req.send().then([&st](capnp::Response<wire::AgentServer::DeleteAgentResults> r) {
       if (r.hasError()) st.fail(detail::read_error(r.getError()));
       else st.set(true);
     });
@@ -735,8 +839,7 @@ std::size_t Client::delete_all_agents() {
   return core_->sync<std::size_t>(
       "delete all agents", [](LoopState& loop, Sync<std::size_t>& st) -> kj::Promise<void> {
         return loop.server.deleteAllAgentsRequest().send().then(
-            [&loop, &st](capnp::Response<wire::AgentServer::DeleteAllAgentsResults> r) {
-              loop.agents.clear();
+            [&st](capnp::Response<wire::AgentServer::DeleteAllAgentsResults> r) {
               st.set(r.getCount());
             });
       });

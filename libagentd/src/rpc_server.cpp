@@ -21,6 +21,12 @@ namespace agentd::detail {
 
 namespace {
 
+class DropErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&&) override {}  // a client that went away: nothing to tell
+};
+DropErrors g_drop_errors;  // stateless
+
 // inline_limit > 0: a bigger message is announced (tooLarge) instead of sent.
 void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0) {
   if (const Msg* m = std::get_if<Msg>(&o)) {
@@ -106,6 +112,63 @@ class ResultImpl final : public wire::Result::Server {
   std::string call_id_;
 };
 
+Error unknown_agent_error(const std::string& id) {
+  return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id);
+}
+
+// Queues call on agent_id with its input: a message at once, a placeholder once it resolves
+// (from this server's pool, or fetched from its origin over a peer connection).
+void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::shared_ptr<Call> call,
+                        wire::Input::Reader input) {
+  switch (input.which()) {
+    case wire::Input::NONE:
+      ctx.host.enqueue(agent_id, kj::mv(call));
+      return;
+    case wire::Input::MSG:
+      call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
+      ctx.host.enqueue(agent_id, kj::mv(call));
+      return;
+    case wire::Input::PLACEHOLDER:
+      break;
+  }
+  auto ref = input.getPlaceholder();
+  std::string producer_call = to_std(ref.getCallId());
+  call->consumed.push_back(producer_call);  // for its trace span
+  call->input_ready = false;
+  ctx.host.enqueue(agent_id, call);
+  auto waiter = ctx.host.input_waiter(agent_id, call);
+  std::string server_id = to_std(ref.getServerId());
+  if (server_id == ctx.server_id) {
+    // Produced here: the pool hands the result over directly when the producer finishes.
+    auto lock = ctx.host.lock();
+    ctx.results.when_ready(producer_call, kj::mv(waiter), /*wait_for_unknown=*/true);
+  } else {
+    // Produced elsewhere: fetch it from the origin server over a peer connection.
+    ctx.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call, kj::mv(waiter));
+  }
+}
+
+// reply / callAsync: announces call_id in the pool and queues the call. Returns the error when
+// the id is taken (the call is then not queued).
+std::optional<Error> start_async(RpcContext& ctx, const std::string& agent_id,
+                                 std::shared_ptr<Call> call, const std::string& call_id,
+                                 kj::Maybe<wire::Input::Reader> input) {
+  auto lock = ctx.host.lock();
+  if (!ctx.results.add_pending(call_id, agent_id)) {
+    return Error(ErrorCode::duplicate_call_id,
+                 fmt::format("call id {} was already used on this server; call ids must be unique",
+                             call_id),
+                 agent_id, ctx.host.class_of(agent_id));
+  }
+  call->call_id = call_id;
+  KJ_IF_MAYBE(in, input) {
+    enqueue_with_input(ctx, agent_id, kj::mv(call), *in);
+  } else {
+    ctx.host.enqueue(agent_id, kj::mv(call));
+  }
+  return std::nullopt;
+}
+
 class AgentImpl final : public wire::Agent::Server {
  public:
   AgentImpl(RpcContext& ctx, std::string id) : ctx_(ctx), id_(std::move(id)) {}
@@ -114,13 +177,8 @@ class AgentImpl final : public wire::Agent::Server {
     auto params = context.getParams();
     auto call = std::make_shared<Call>();
     call->kind = Call::Kind::reply;
-    auto call_id = to_std(params.getCallId());
-    if (call_id.empty()) call_id = new_id();
-    bool accepted = false;
-    context.getResults().setResult(start_async(kj::mv(call), call_id, params.getInput(), accepted));
-    if (params.getInlineLimit() == 0 || !accepted) return kj::READY_NOW;
-    return answer_when_ready(ctx_, call_id, context, /*wait_for_unknown=*/false,
-                             params.getInlineLimit());
+    return start(context, kj::mv(call), to_std(params.getCallId()), params.getInput(),
+                 params.getInlineLimit());
   }
 
   kj::Promise<void> callAsync(CallAsyncContext context) override {
@@ -129,23 +187,18 @@ class AgentImpl final : public wire::Agent::Server {
     call->kind = Call::Kind::method_async;
     call->method = to_std(params.getMethod());
     call->args = read_value(params.getArgs());
-    auto call_id = to_std(params.getCallId());
-    if (call_id.empty()) call_id = new_id();
-    bool accepted = false;
-    context.getResults().setResult(start_async(kj::mv(call), call_id, nullptr, accepted));
-    if (params.getInlineLimit() == 0 || !accepted) return kj::READY_NOW;
-    return answer_when_ready(ctx_, call_id, context, /*wait_for_unknown=*/false,
-                             params.getInlineLimit());
+    return start(context, kj::mv(call), to_std(params.getCallId()), nullptr,
+                 params.getInlineLimit());
   }
 
   kj::Promise<void> observe(ObserveContext context) override {
     if (!ctx_.host.exists(id_)) {
-      write_error(unknown_agent(), context.getResults().initError());
+      write_error(unknown_agent_error(id_), context.getResults().initError());
       return kj::READY_NOW;
     }
     auto call = std::make_shared<Call>();
     call->kind = Call::Kind::observe;
-    enqueue_with_input(call, context.getParams().getInput());
+    enqueue_with_input(ctx_, id_, call, context.getParams().getInput());
     return kj::READY_NOW;
   }
 
@@ -194,69 +247,259 @@ class AgentImpl final : public wire::Agent::Server {
     if (auto row = ctx_.host.info(id_))
       write_row(*row, context.getResults().initAgent());
     else
-      write_error(unknown_agent(), context.getResults().initError());
+      write_error(unknown_agent_error(id_), context.getResults().initError());
     return kj::READY_NOW;
   }
 
  private:
-  Error unknown_agent() const {
-    return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id_), id_);
-  }
-
-  // reply / callAsync: announce the call id, queue the call, hand back its Result.
-  // accepted is false when the call id was taken (the Result then only reports that).
-  wire::Result::Client start_async(std::shared_ptr<Call> call, std::string call_id,
-                                   kj::Maybe<wire::Input::Reader> input, bool& accepted) {
+  // reply / callAsync: queue the call and hand back its Result (one that only reports the error
+  // when the call id was taken); answer at once (inline_limit 0) or once the call is done.
+  template <typename Context>
+  kj::Promise<void> start(Context& context, std::shared_ptr<Call> call, std::string call_id,
+                          kj::Maybe<wire::Input::Reader> input, std::uint64_t inline_limit) {
     if (call_id.empty()) call_id = new_id();
-    auto lock = ctx_.host.lock();
-    accepted = ctx_.results.add_pending(call_id, id_);
-    if (!accepted) {
-      return kj::heap<FailedResult>(Error(
-          ErrorCode::duplicate_call_id,
-          fmt::format("call id {} was already used on this server; call ids must be unique",
-                      call_id),
-          id_, ctx_.host.class_of(id_)));
+    auto refused = start_async(ctx_, id_, kj::mv(call), call_id, input);
+    if (refused) {
+      context.getResults().setResult(kj::heap<FailedResult>(std::move(*refused)));
+      return kj::READY_NOW;
     }
-    call->call_id = call_id;
-    KJ_IF_MAYBE(in, input) {
-      enqueue_with_input(kj::mv(call), *in);
-    } else {
-      ctx_.host.enqueue(id_, kj::mv(call));
-    }
-    return kj::heap<ResultImpl>(ctx_, kj::mv(call_id));
-  }
-
-  void enqueue_with_input(std::shared_ptr<Call> call, wire::Input::Reader input) {
-    switch (input.which()) {
-      case wire::Input::NONE:
-        ctx_.host.enqueue(id_, kj::mv(call));
-        return;
-      case wire::Input::MSG:
-        call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
-        ctx_.host.enqueue(id_, kj::mv(call));
-        return;
-      case wire::Input::PLACEHOLDER:
-        break;
-    }
-    auto ref = input.getPlaceholder();
-    std::string producer_call = to_std(ref.getCallId());
-    call->consumed.push_back(producer_call);  // for its trace span
-    call->input_ready = false;
-    ctx_.host.enqueue(id_, call);
-    auto waiter = ctx_.host.input_waiter(id_, call);
-    std::string server_id = to_std(ref.getServerId());
-    if (server_id == ctx_.server_id) {
-      // Produced here: the pool hands the result over directly when the producer finishes.
-      auto lock = ctx_.host.lock();
-      ctx_.results.when_ready(producer_call, kj::mv(waiter), /*wait_for_unknown=*/true);
-    } else {
-      // Produced elsewhere: fetch it from the origin server over a peer connection.
-      ctx_.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call, kj::mv(waiter));
-    }
+    context.getResults().setResult(kj::heap<ResultImpl>(ctx_, call_id));
+    if (inline_limit == 0) return kj::READY_NOW;
+    return answer_when_ready(ctx_, call_id, context, /*wait_for_unknown=*/false, inline_limit);
   }
 
   RpcContext& ctx_;
   std::string id_;
+};
+
+// The batched call path of one client connection. Calls arrive many per submit; their
+// completions are collected on the loop thread and sent to the client's sink together, one
+// CallSink.done per loop turn, so a burst of calls costs a few messages each way.
+class SessionImpl final : public wire::Session::Server {
+ public:
+  SessionImpl(RpcContext& ctx, wire::CallSink::Client sink)
+      : ctx_(ctx), out_(std::make_shared<Outbox>(kj::mv(sink))) {}
+
+  kj::Promise<void> submit(SubmitContext context) override {
+    auto calls = context.getParams().getCalls();
+    auto lock = ctx_.host.lock();  // once for the whole batch (the lock is recursive)
+    for (auto spec : calls) {
+      try {
+        queue(spec);
+      } catch (const Error& e) {
+        out_->add_error(spec.getTicket(), e);
+      }
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> read(ReadContext context) override {
+    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()), context,
+                             /*wait_for_unknown=*/true);
+  }
+
+ private:
+  // Completions waiting for the next CallSink.done. Loop thread only; completions that arrive
+  // after the session is gone (weak_ptr expired) are dropped.
+  struct Outbox : std::enable_shared_from_this<Outbox> {
+    struct Item {
+      std::uint64_t ticket = 0;
+      Call::Kind kind = Call::Kind::reply;
+      OutcomePtr outcome;              // reply / method_async
+      std::uint64_t inline_limit = 0;  // reply / method_async
+      std::shared_ptr<Call> call;      // method / memory (its out_* fields)
+      std::optional<Error> error;      // refused, or a failed create
+      std::string created;             // create
+      bool is_create = false;
+    };
+
+    explicit Outbox(wire::CallSink::Client s) : sink(kj::mv(s)) {}
+
+    void add(Item item) {
+      items.push_back(std::move(item));
+      if (scheduled) return;
+      scheduled = true;
+      // After everything already queued on the loop (a whole bridge batch), send them at once.
+      std::weak_ptr<Outbox> weak = shared_from_this();
+      tasks.add(kj::evalLater([weak]() {
+        if (auto self = weak.lock()) self->flush();
+      }));
+    }
+    void add_error(std::uint64_t ticket, Error e) {
+      Item item;
+      item.ticket = ticket;
+      item.error = std::move(e);
+      add(std::move(item));
+    }
+
+    void flush() {
+      scheduled = false;
+      if (items.empty()) return;
+      auto req = sink.doneRequest();
+      auto list = req.initCalls(static_cast<unsigned>(items.size()));
+      for (unsigned i = 0; i < items.size(); ++i) write(items[i], list[i]);
+      items.clear();
+      tasks.add(req.send().ignoreResult());
+    }
+
+    static void write(Item& item, wire::CallDone::Builder out) {
+      out.setTicket(item.ticket);
+      if (item.is_create) {
+        if (item.error)
+          write_error(*item.error, out.initError());
+        else
+          out.setCreated(to_kj(item.created));
+        return;
+      }
+      if (item.outcome) {
+        write_outcome(*item.outcome, out.initOutcome(), item.inline_limit);
+        return;
+      }
+      if (item.error && !item.call) {
+        write_error(*item.error, out.initError());
+        return;
+      }
+      Call& c = *item.call;
+      switch (item.kind) {
+        case Call::Kind::method: {
+          auto v = out.initValue();
+          if (c.out_error)
+            write_error(*c.out_error, v.initError());
+          else
+            write_value(c.out_value, v.initValue());
+          return;
+        }
+        case Call::Kind::memory: {
+          if (c.out_error) {
+            write_error(*c.out_error, out.initError());
+            return;
+          }
+          auto msgs = out.initMemory(static_cast<unsigned>(c.out_memory.size()));
+          for (unsigned i = 0; i < c.out_memory.size(); ++i) write_msg(c.out_memory[i], msgs[i]);
+          return;
+        }
+        default:
+          out.setDone();
+          return;
+      }
+    }
+
+    wire::CallSink::Client sink;
+    std::vector<Item> items;
+    bool scheduled = false;
+    kj::TaskSet tasks{g_drop_errors};
+  };
+
+  void queue(wire::CallSpec::Reader spec) {
+    const std::uint64_t ticket = spec.getTicket();
+    std::string agent_id = to_std(spec.getAgentId());
+    std::weak_ptr<Outbox> weak = out_;
+    auto call = std::make_shared<Call>();
+    switch (spec.getKind()) {
+      case wire::CallKind::REPLY:
+      case wire::CallKind::METHOD_ASYNC: {
+        if (spec.getKind() == wire::CallKind::REPLY) {
+          call->kind = Call::Kind::reply;
+        } else {
+          call->kind = Call::Kind::method_async;
+          call->method = to_std(spec.getMethod());
+          call->args = read_value(spec.getArgs());
+        }
+        std::string call_id = to_std(spec.getCallId());
+        if (call_id.empty()) throw Error(ErrorCode::bad_request, "a reply without a call id");
+        kj::Maybe<wire::Input::Reader> input = nullptr;
+        if (call->kind == Call::Kind::reply) input = spec.getInput();
+        if (auto refused = start_async(ctx_, agent_id, kj::mv(call), call_id, input)) {
+          out_->add_error(ticket, std::move(*refused));
+          return;
+        }
+        const std::uint64_t limit = spec.getInlineLimit();
+        ctx_.results.when_ready(
+            call_id,
+            [&host = ctx_.host, weak, ticket, limit](const OutcomePtr& o) {
+              host.on_loop([weak, ticket, limit, o]() {
+                auto out = weak.lock();
+                if (!out) return;
+                Outbox::Item item;
+                item.ticket = ticket;
+                item.outcome = o;
+                item.inline_limit = limit;
+                out->add(std::move(item));
+              });
+            },
+            /*wait_for_unknown=*/false);
+        return;
+      }
+      case wire::CallKind::OBSERVE:
+        if (!ctx_.host.exists(agent_id)) throw unknown_agent_error(agent_id);
+        call->kind = Call::Kind::observe;
+        enqueue_with_input(ctx_, agent_id, kj::mv(call), spec.getInput());
+        {
+          Outbox::Item item;
+          item.ticket = ticket;
+          item.kind = Call::Kind::observe;
+          item.call = nullptr;
+          out_->add(std::move(item));
+        }
+        return;
+      case wire::CallKind::METHOD:
+      case wire::CallKind::MEMORY: {
+        if (spec.getKind() == wire::CallKind::METHOD) {
+          call->kind = Call::Kind::method;
+          call->method = to_std(spec.getMethod());
+          call->args = read_value(spec.getArgs());
+        } else {
+          call->kind = Call::Kind::memory;
+        }
+        call->on_done = [weak, ticket](Call& c) {
+          auto out = weak.lock();
+          if (!out) return;
+          Outbox::Item item;
+          item.ticket = ticket;
+          item.kind = c.kind;
+          // The host keeps c alive until this returns; the outbox needs it until the flush.
+          auto keep = std::make_shared<Call>();
+          keep->kind = c.kind;
+          keep->out_value = std::move(c.out_value);
+          keep->out_memory = std::move(c.out_memory);
+          keep->out_error = std::move(c.out_error);
+          item.call = std::move(keep);
+          out->add(std::move(item));
+        };
+        call->has_on_done = true;
+        ctx_.host.enqueue(agent_id, kj::mv(call));
+        return;
+      }
+      case wire::CallKind::CREATE: {
+        auto made = ctx_.host.create(
+            to_std(spec.getClassName()), to_std(spec.getName()), read_value(spec.getArgs()),
+            agent_id, [weak, ticket](std::variant<AgentInfoRow, Error> r) {
+              auto out = weak.lock();
+              if (!out) return;
+              Outbox::Item item;
+              item.ticket = ticket;
+              item.is_create = true;
+              if (auto* row = std::get_if<AgentInfoRow>(&r))
+                item.created = row->id;
+              else
+                item.error = std::get<Error>(std::move(r));
+              out->add(std::move(item));
+            });
+        if (auto* err = std::get_if<Error>(&made)) {
+          Outbox::Item item;
+          item.ticket = ticket;
+          item.is_create = true;
+          item.error = std::move(*err);
+          out_->add(std::move(item));
+        }
+        return;
+      }
+    }
+    throw Error(ErrorCode::bad_request, "a call of an unknown kind (a newer client?)");
+  }
+
+  RpcContext& ctx_;
+  std::shared_ptr<Outbox> out_;
 };
 
 class AgentServerImpl final : public wire::AgentServer::Server {
@@ -372,6 +615,12 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   }
 
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
+  kj::Promise<void> session(SessionContext context) override {
+    context.getResults().setSession(
+        kj::heap<SessionImpl>(ctx_, context.getParams().getSink()));
+    return kj::READY_NOW;
+  }
 
   kj::Promise<void> traces(TracesContext context) override {
     auto spans = ctx_.host.recent_spans(context.getParams().getLimit());
