@@ -329,8 +329,12 @@ void run_w3(const Config& cfg, Deployment& dep, Report& report) {
 
 void run_w4(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
-  Row rate{"W4", fmt::format("create {} agents ({} client threads)", cfg.create_n, cfg.threads),
-           "agents/s"};
+  Row rate{"W4", fmt::format("create {} agents (create_agents)", cfg.create_n), "agents/s"};
+  const std::size_t one_by_one_n = std::min<std::size_t>(cfg.create_n, 10000);
+  Row one_by_one{"W4",
+                 fmt::format("create {} agents (create_agent, {} threads)", one_by_one_n,
+                             cfg.threads),
+                 "agents/s"};
   Row rss{"W4", "server RSS per idle agent", "B"};
   Row calls{"W4", "then one reply to each", "calls/s"};
   Msg msg = text_msg(cfg.payload);
@@ -342,7 +346,7 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report) {
     Client& c = fresh ? *fresh : dep.client(0);
     ServerInfo before = c.info();
     auto t0 = Clock::now();
-    auto agents = create_many(c, "EchoAgent", Value::object(), cfg.create_n, cfg.threads);
+    auto agents = c.create_agents("EchoAgent", cfg.create_n);
     rate.agentd.add(cfg.create_n / seconds_since(t0));
     ServerInfo after = c.info();
     rss.agentd.add((static_cast<double>(after.rss_bytes) - static_cast<double>(before.rss_bytes)) /
@@ -353,19 +357,25 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report) {
         [&](std::size_t i) { return agents[i].reply(msg); },
         [&](const Msg& m) { expect(m.content == msg.content, "W4: wrong echo"); });
     calls.agentd.add(agents.size() / seconds_since(t0));
-    if (fresh) {
-      // Dropping a Client that still holds ~100k agent handles crashes the client library
-      // (its shutdown queues one Release per handle and disposes the write chain recursively),
-      // so release them on a running loop first.
+    if (fresh)
       fresh->delete_all_agents();
-    } else {
+    else
       cleanup(dep, 0, agents, cfg.threads);
-    }
+    // One synchronous create_agent at a time per thread: what a program that does not batch
+    // gets (each waits for its constructor and a round trip).
+    t0 = Clock::now();
+    auto singles = create_many(c, "EchoAgent", Value::object(), one_by_one_n, cfg.threads);
+    one_by_one.agentd.add(one_by_one_n / seconds_since(t0));
+    if (fresh)
+      fresh->delete_all_agents();
+    else
+      cleanup(dep, 0, singles, cfg.threads);
   }
   rate.target = at_least(50000, ">= 50000/s");
   rss.target = at_most(2048, "< 2048 B");
   rss.note = "(rss after - rss before) / N, from Client::info().rss_bytes";
-  for (Row* row : {&rate, &rss, &calls}) report.rows.push_back(std::move(*row));
+  one_by_one.note = "informative: synchronous create_agent calls from several threads";
+  for (Row* row : {&rate, &rss, &calls, &one_by_one}) report.rows.push_back(std::move(*row));
 }
 
 // ---- W5: pipelined chain ----

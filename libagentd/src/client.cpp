@@ -329,6 +329,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     return st->wait(options_.timeout, what);
   }
 
+  // False once the client is closed (posts are then dropped).
+  bool open() const { return bridge_.load() != nullptr; }
   const ClientOptions& options() const { return options_; }
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> waits_{0};
@@ -802,6 +804,112 @@ AgentRef Client::create_agent(const std::string& class_name, const std::string& 
         return detail::to_std(d.getCreated());
       });
   return AgentRef(core_, made, name.empty() ? made : name, class_name);
+}
+
+std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::size_t count,
+                                            const Value& args, const std::string& name_prefix) {
+  struct Batch {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t pending = 0;
+    std::vector<std::string> ids;      // by index; empty where creation failed
+    std::optional<Error> first_error;  // by index order
+    std::size_t first_error_index = 0;
+  };
+  auto b = std::make_shared<Batch>();
+  b->pending = count;
+  b->ids.resize(count);
+  if (count == 0) return {};
+  auto name_of = [&](std::size_t i) {
+    return name_prefix.empty() ? std::string{} : name_prefix + std::to_string(i);
+  };
+  std::vector<detail::OutSpec> specs(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    specs[i] = spec_for(wire::CallKind::CREATE, {});
+    specs[i].class_name = class_name;
+    specs[i].name = name_of(i);
+    specs[i].args = args;
+  }
+  core_->requests_.fetch_add(1, std::memory_order_relaxed);
+  core_->waits_.fetch_add(1, std::memory_order_relaxed);
+  // At most kWindow creations in flight: each answer sends the next, so neither side holds
+  // count pending requests at once (a high-water mark that would stay in the server's RSS).
+  constexpr std::size_t kWindow = 2048;
+  struct Sender {
+    std::vector<detail::OutSpec> specs;
+    std::size_t next = 0;
+  };
+  auto sender = std::make_shared<Sender>();
+  sender->specs = std::move(specs);
+  core_->post([c = core_.get(), b, sender]() mutable {
+    auto finish = [b](std::size_t i, std::optional<std::string> id, std::optional<Error> e) {
+      {
+        std::lock_guard lock(b->mu);
+        if (id) b->ids[i] = std::move(*id);
+        if (e && (!b->first_error || i < b->first_error_index)) {
+          b->first_error = std::move(e);
+          b->first_error_index = i;
+        }
+        if (--b->pending > 0) return;
+      }
+      b->cv.notify_all();
+    };
+    // Loop thread: sends the next spec, whose answer sends the one after it.
+    auto send_next = std::make_shared<std::function<void()>>();
+    *send_next = [c, sender, finish, weak = std::weak_ptr<std::function<void()>>(send_next)]() {
+      if (sender->next >= sender->specs.size()) return;
+      std::size_t i = sender->next++;
+      auto again = weak.lock();
+      detail::Ticket t;
+      t.on_done = [finish, i, again](wire::CallDone::Reader d) {
+        if (d.isCreated()) finish(i, detail::to_std(d.getCreated()), std::nullopt);
+        else if (d.isError()) finish(i, std::nullopt, detail::read_error(d.getError()));
+        else finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
+        (*again)();
+      };
+      t.on_fail = [finish, i, sender](const Error& e) {
+        finish(i, std::nullopt, e);
+        // The connection is gone: what was never sent fails the same way.
+        while (sender->next < sender->specs.size()) finish(sender->next++, std::nullopt, e);
+      };
+      detail::send_spec(detail::loop_of(*c), std::move(sender->specs[i]), std::move(t));
+    };
+    for (std::size_t k = 0; k < kWindow; ++k) (*send_next)();
+  });
+  if (!core_->open())
+    throw Error(ErrorCode::disconnected, "create agents: the client is closed", "", "", true);
+  {
+    std::unique_lock lock(b->mu);
+    if (!b->cv.wait_for(lock, core_->options().timeout, [&] { return b->pending == 0; }))
+      throw Error(ErrorCode::timeout,
+                  fmt::format("create {} {} agents: not all were made within {} ms", count,
+                              class_name, core_->options().timeout.count()),
+                  "", class_name, true);
+  }
+  if (b->first_error) {
+    std::size_t made = 0;
+    for (const auto& id : b->ids) {
+      if (id.empty()) continue;
+      ++made;
+      try {
+        delete_agent(id);
+      } catch (const Error&) {
+        // Best effort: the server may be gone, which the error below says anyway.
+      }
+    }
+    const Error& e = *b->first_error;
+    throw Error(e.code(),
+                fmt::format("{} (creating {} {} agents; {} were made and deleted again)",
+                            e.message(), count, class_name, made),
+                e.agent_id(), e.agent_class(), e.retryable());
+  }
+  std::vector<AgentRef> out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string name = name_of(i);
+    out.push_back(AgentRef(core_, b->ids[i], name.empty() ? b->ids[i] : name, class_name));
+  }
+  return out;
 }
 
 AgentRef Client::agent(const std::string& id) {

@@ -9,6 +9,8 @@ WorkerPool::WorkerPool(std::size_t min_threads, std::size_t max_threads,
       idle_timeout_(idle_timeout) {
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < min_threads_ && i < max_threads_; ++i) spawn_locked();
+  last_progress_ = std::chrono::steady_clock::now();
+  monitor_ = std::thread([this] { monitor_main(); });
 }
 
 WorkerPool::~WorkerPool() { stop(); }
@@ -18,19 +20,50 @@ void WorkerPool::spawn_locked() {
   threads_.emplace(key, std::thread([this, key] { worker_main(key); }));
 }
 
+void WorkerPool::wake_one_locked() {
+  if (idle_ == 0 || wake_pending_) return;
+  wake_pending_ = true;
+  cv_.notify_one();
+}
+
 void WorkerPool::submit(std::function<void()> task) {
   std::vector<std::thread> done;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
+    if (queue_.empty()) last_progress_ = std::chrono::steady_clock::now();
     queue_.push_back(std::move(task));
-    // Grow when more tasks wait than threads are idle: agents block, so a busy pool must not
-    // make a ready agent wait behind a sleeping one.
-    if (queue_.size() > idle_ && threads_.size() < max_threads_) spawn_locked();
+    wake_one_locked();
+    // Every thread busy: the monitor watches for starvation (threads may be blocked).
+    if (idle_ == 0 && !monitor_watching_) monitor_cv_.notify_one();
     join_finished_locked(done);
   }
-  cv_.notify_one();
   for (auto& t : done) t.join();
+}
+
+void WorkerPool::monitor_main() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (queue_.empty() || idle_ > 0) {
+      monitor_watching_ = false;
+      monitor_cv_.wait(lock);
+      continue;
+    }
+    monitor_watching_ = true;
+    monitor_cv_.wait_for(lock, kStarvedAfter);
+    if (stopping_ || queue_.empty()) continue;
+    if (std::chrono::steady_clock::now() - last_progress_ < kStarvedAfter) continue;
+    if (idle_ > 0) {
+      // Idle threads missed their wake-up: wake them all.
+      cv_.notify_all();
+      continue;
+    }
+    // Starved: every thread is stuck in a long call. One new thread per queued task.
+    std::size_t want = queue_.size();
+    while (want-- > 0 && threads_.size() < max_threads_) spawn_locked();
+    last_progress_ = std::chrono::steady_clock::now();
+  }
+  monitor_watching_ = false;
 }
 
 void WorkerPool::join_finished_locked(std::vector<std::thread>& out) {
@@ -44,9 +77,17 @@ void WorkerPool::worker_main(std::size_t key) {
     if (queue_.empty()) {
       if (stopping_) return;
       ++idle_;
-      bool woke = cv_.wait_for(lock, idle_timeout_, [this] { return !queue_.empty() || stopping_; });
+      const auto deadline = std::chrono::steady_clock::now() + idle_timeout_;
+      bool timed_out = false;
+      while (queue_.empty() && !stopping_) {
+        timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+        // Whoever wakes takes over the pending wake-up, even to find the queue drained by a
+        // busy thread: the next submit must be able to wake someone again.
+        wake_pending_ = false;
+        if (timed_out) break;
+      }
       --idle_;
-      if (!woke && threads_.size() > min_threads_) {
+      if (timed_out && queue_.empty() && threads_.size() > min_threads_) {
         // Idle too long and above the floor: leave, and let a later caller join this thread.
         auto it = threads_.find(key);
         finished_.push_back(std::move(it->second));
@@ -57,6 +98,10 @@ void WorkerPool::worker_main(std::size_t key) {
     }
     auto task = std::move(queue_.front());
     queue_.pop_front();
+    last_progress_ = std::chrono::steady_clock::now();
+    // More work than this thread: pass the wake-up on (parallelism ramps up with the queue).
+    if (!queue_.empty()) wake_one_locked();
+    if (idle_ == 0 && !queue_.empty() && !monitor_watching_) monitor_cv_.notify_one();
     lock.unlock();
     task();
     task = nullptr;  // destroy captures outside the lock
@@ -72,6 +117,8 @@ void WorkerPool::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  monitor_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
   // Threads remove themselves only on idle timeout, which cannot happen once stopping_ is set,
   // so joining the set taken under the lock is enough.
   {

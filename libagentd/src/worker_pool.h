@@ -1,6 +1,12 @@
-// WorkerPool: the threads agent code runs on. Elastic: it keeps min_threads alive, grows up to
-// max_threads while every thread is busy (agents may block for seconds), and lets extra threads
-// go after idle_timeout. Thread-safe.
+// WorkerPool: the threads agent code runs on. Thread-safe.
+//
+// Waking: a submit wakes at most one idle thread at a time, and a woken thread that sees more
+// queued work wakes the next (so a burst of short tasks is drained by the threads already
+// awake instead of costing a futex wake and a context switch per task).
+// Growing: agents may block for seconds, so a monitor thread watches for starvation: when
+// queued tasks made no progress for kStarvedAfter while no thread was idle, it adds threads for
+// all of them at once (up to max_threads). Extra threads leave after idle_timeout, down to
+// min_threads.
 #pragma once
 
 #include <chrono>
@@ -23,6 +29,9 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // Queued work that made no progress for this long, with no idle thread, grows the pool.
+  static constexpr std::chrono::microseconds kStarvedAfter{1000};
+
   // Runs task on a worker thread. Tasks must not throw (wrap user code yourself).
   // After stop() the task is dropped.
   void submit(std::function<void()> task);
@@ -36,7 +45,9 @@ class WorkerPool {
 
  private:
   void spawn_locked();
+  void wake_one_locked();
   void worker_main(std::size_t key);
+  void monitor_main();
   void join_finished_locked(std::vector<std::thread>& out);
 
   const std::size_t min_threads_;
@@ -44,12 +55,17 @@ class WorkerPool {
   const std::chrono::milliseconds idle_timeout_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // idle workers wait here
+  std::condition_variable monitor_cv_;  // the monitor waits here for work to watch
   std::deque<std::function<void()>> queue_;
   std::unordered_map<std::size_t, std::thread> threads_;
   std::vector<std::thread> finished_;  // threads that left on idle; joined later
   std::size_t next_key_ = 0;
   std::size_t idle_ = 0;
+  bool wake_pending_ = false;  // a notified worker has not taken over yet
+  bool monitor_watching_ = false;
+  std::chrono::steady_clock::time_point last_progress_;  // when a task was last taken
+  std::thread monitor_;
   bool stopping_ = false;
 };
 

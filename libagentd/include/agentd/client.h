@@ -206,6 +206,13 @@ class Client {
   // Creates an agent of a class the server knows. Empty name: the id. Empty id: generated.
   AgentRef create_agent(const std::string& class_name, const std::string& name = {},
                         const Value& args = Value::object(), const std::string& id = {});
+  // Creates count agents of one class with the same args, in a few messages (much faster than
+  // count create_agent calls). Names are name_prefix + index (0, 1, ...), or the ids when the
+  // prefix is empty. All or nothing: when any fails, those made are deleted again and the first
+  // error is thrown.
+  std::vector<AgentRef> create_agents(const std::string& class_name, std::size_t count,
+                                      const Value& args = Value::object(),
+                                      const std::string& name_prefix = {});
   // An existing agent; throws Error(unknown_agent) when there is none.
   AgentRef agent(const std::string& id);
   std::vector<AgentInfo> list_agents();
