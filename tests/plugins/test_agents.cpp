@@ -2,8 +2,10 @@
 #include <agentd/agent.h>
 #include <agentd/error.h>
 
+#include <chrono>
 #include <cstddef>
 #include <string>
+#include <thread>
 
 // Replies with a text of args {"bytes": N} (default 1 MiB) copies of 'b', whatever the input.
 // Cross-server tests use it to make a big message on one server.
@@ -35,3 +37,17 @@ class WeirdThrowAgent : public agentd::Agent {
   agentd::Msg reply(const agentd::Msg&) override { throw 42; }
 };
 AGENTD_REGISTER_AGENT(WeirdThrowAgent);
+
+// Its constructor refuses the names in args {"refuse": {"<name>": delay_ms, ...}}: after
+// delay_ms it throws bad_args "refusing to be <name>". Other names construct fine and echo.
+// Bulk-creation tests use it to fail some agents of a batch (and to order when they fail).
+class PickyAgent : public agentd::Agent {
+ public:
+  explicit PickyAgent(agentd::AgentInit init) : Agent(std::move(init)) {
+    if (!args().contains("refuse") || !args()["refuse"].contains(name())) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(args()["refuse"][name()].get<int>()));
+    throw agentd::Error(agentd::ErrorCode::bad_args, "refusing to be " + name());
+  }
+  agentd::Msg reply(const agentd::Msg& x) override { return agentd::Msg(name(), x.content); }
+};
+AGENTD_REGISTER_AGENT(PickyAgent);
