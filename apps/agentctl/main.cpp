@@ -281,6 +281,30 @@ int cmd_create(Invocation& inv) {
     args = parse_json_arg(inv, "--args", *a);
     if (!args.is_object()) throw inv.usage("--args must be a JSON object, e.g. '{\"k\": 1}'");
   }
+  if (auto count_text = inv.value("--count")) {
+    std::size_t count = 0;
+    try {
+      std::size_t used = 0;
+      long long n = std::stoll(*count_text, &used);
+      if (used != count_text->size() || n < 1) throw std::invalid_argument("range");
+      count = static_cast<std::size_t>(n);
+    } catch (const std::exception&) {
+      throw inv.usage("--count must be a whole number of at least 1, not '" + *count_text + "'");
+    }
+    if (inv.value("--id")) throw inv.usage("--id names one agent; it cannot go with --count");
+    auto c = inv.connect();
+    auto refs = c.create_agents(inv.args[0], count, args, inv.args[1]);
+    if (inv.g.json) {
+      Value out = Value::array();
+      for (const auto& r : refs)
+        out.push_back({{"id", r.id()}, {"name", r.name()}, {"class", r.class_name()},
+                       {"server", c.address()}});
+      print_json(out);
+    } else {
+      for (const auto& r : refs) std::cout << r.id() << "\n";
+    }
+    return kExitOk;
+  }
   auto c = inv.connect();
   auto ref = c.create_agent(inv.args[0], inv.args[1], args, inv.value("--id").value_or(""));
   if (inv.g.json)
@@ -573,9 +597,12 @@ const std::vector<CommandSpec>& commands() {
       {"list", {"ls"}, "", "list the agents on the server (ID, NAME, CLASS, call counts)", "", {},
        0, 0, cmd_list},
       {"create", {}, "CLASS NAME", "create an agent; prints its id",
-       "CLASS is a class the server offers (see `agentctl status`).",
+       "CLASS is a class the server offers (see `agentctl status`).\n"
+       "With --count N, creates N agents named NAME0 .. NAME<N-1> in bulk and prints their ids,\n"
+       "one per line; all or nothing (on a failure none is left).",
        {{"--args", "JSON", "constructor arguments, a JSON object (default {})"},
-        {"--id", "ID", "the agent id (default: generated)"}},
+        {"--id", "ID", "the agent id (default: generated)"},
+        {"--count", "N", "create N agents of CLASS at once"}},
        2, 2, cmd_create},
       {"call", {"reply"}, "AGENT_ID MESSAGE",
        "send MESSAGE to an agent as a user message and print its reply",

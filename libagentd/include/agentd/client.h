@@ -186,7 +186,7 @@ class AgentRef {
 struct ClientStats {
   std::uint64_t bytes_sent = 0;      // to the server, all RPC traffic
   std::uint64_t bytes_received = 0;  // from the server
-  std::uint64_t requests = 0;        // RPC requests sent
+  std::uint64_t requests = 0;        // calls and requests made (batched calls count one each)
   std::uint64_t waits = 0;           // times a calling thread blocked for a server's answer
 };
 
