@@ -110,6 +110,9 @@ struct Input {
 }
 
 interface Agent {
+  # One agent as a capability, a call per message (AgentServer.createAgent / agent). The C++
+  # client sends its calls through Session instead (many per message); both queue into the
+  # same per-agent mailbox and result pool.
   reply @0 (input :Input, callId :Text, inlineLimit :UInt64) -> (result :Result, outcome :Outcome);
   # Queues a reply behind the agent's earlier calls. inlineLimit 0: returns at once with the
   # Result. inlineLimit > 0: returns when the call is done, with the outcome inline (tooLarge

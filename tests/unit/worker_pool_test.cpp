@@ -5,9 +5,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 using agentd::detail::WorkerPool;
 using agentd::test::wait_until;
@@ -93,4 +96,122 @@ TEST_CASE("stop runs the queued tasks, joins, and drops later submissions", "[wo
   pool.submit([&] { ++ran; });
   pool.stop();  // idempotent
   CHECK(ran == 6);
+}
+
+TEST_CASE("a burst of short tasks runs them all without growing the pool far",
+          "[worker_pool]") {
+  WorkerPool pool(2, 256);
+  constexpr int kTasks = 10000;
+  std::atomic<int> ran{0};
+  std::atomic<std::size_t> most_threads{0};
+  for (int i = 0; i < kTasks; ++i) {
+    pool.submit([&] { ++ran; });
+    if (i % 100 == 0) most_threads = std::max(most_threads.load(), pool.threads());
+  }
+  CHECK(wait_until([&] { return ran.load() == kTasks; }, 30s));
+  most_threads = std::max(most_threads.load(), pool.threads());
+  // Tasks that never block are drained by the threads already there: the starvation monitor
+  // must not take a queue of short tasks for blocked threads (one thread per queued task would
+  // reach max_threads at once).
+  CHECK(most_threads.load() <= 32);
+  pool.stop();
+  CHECK(ran == kTasks);
+}
+
+TEST_CASE("a burst submitted from several threads runs every task exactly once",
+          "[worker_pool]") {
+  WorkerPool pool(2, 64);
+  constexpr int kSubmitters = 4;
+  constexpr int kEach = 2500;
+  std::vector<std::atomic<int>> hits(kSubmitters * kEach);
+  std::vector<std::thread> submitters;
+  for (int s = 0; s < kSubmitters; ++s)
+    submitters.emplace_back([&, s] {
+      for (int i = 0; i < kEach; ++i) pool.submit([&hits, k = s * kEach + i] { ++hits[k]; });
+    });
+  for (auto& t : submitters) t.join();
+  pool.stop();  // runs whatever is still queued
+  int wrong = 0;
+  for (auto& h : hits)
+    if (h.load() != 1) ++wrong;
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("blocking tasks all run at once: the pool grows to max_threads, not beyond",
+          "[worker_pool]") {
+  WorkerPool pool(2, 40);
+  Gate gate;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 40; ++i) pool.submit([&] { gate.pass(); ++done; });
+  // 40 tasks blocked at once need 40 threads: 38 of them added through starvation.
+  CHECK(gate.wait_inside(40));
+  CHECK(pool.threads() == 40);
+  CHECK(pool.busy() == 40);
+  // More work while every thread is blocked waits: max_threads is a hard limit.
+  for (int i = 0; i < 10; ++i) pool.submit([&] { ++done; });
+  // Let the monitor see the starvation a good many times over.
+  std::this_thread::sleep_for(50ms);
+  CHECK(pool.threads() == 40);
+  CHECK(done == 0);
+  gate.release();
+  CHECK(wait_until([&] { return done == 50; }, 10s));
+  pool.stop();
+}
+
+TEST_CASE("a single task queued behind blocked threads gets a thread of its own",
+          "[worker_pool]") {
+  WorkerPool pool(2, 32);
+  Gate gate;
+  // One at a time: each new task finds every thread blocked and only itself queued.
+  for (int i = 1; i <= 12; ++i) {
+    pool.submit([&] { gate.pass(); });
+    REQUIRE(gate.wait_inside(i));
+  }
+  CHECK(pool.threads() >= 12);
+  CHECK(pool.threads() <= 32);
+  gate.release();
+  pool.stop();
+}
+
+TEST_CASE("growth adds about one thread per blocked task, not a multiple", "[worker_pool]") {
+  WorkerPool pool(2, 256);
+  Gate gate;
+  for (int i = 0; i < 8; ++i) pool.submit([&] { gate.pass(); });
+  REQUIRE(gate.wait_inside(8));
+  // Give a monitor that spawns again for tasks already handed a thread the chance to.
+  std::this_thread::sleep_for(50ms);
+  // 8 tasks need 8 threads; the pool may overshoot a little, not by another round per task.
+  CHECK(pool.threads() >= 8);
+  CHECK(pool.threads() <= 12);
+  gate.release();
+  pool.stop();
+}
+
+TEST_CASE("stop runs every queued task, on all threads", "[worker_pool]") {
+  std::atomic<int> ran{0};
+  WorkerPool pool(4, 4);
+  Gate gate;
+  for (int i = 0; i < 4; ++i) pool.submit([&] { gate.pass(); ++ran; });
+  REQUIRE(gate.wait_inside(4));
+  for (int i = 0; i < 1000; ++i) pool.submit([&] { ++ran; });
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(20ms);  // stop() is (most likely) waiting by now
+    gate.release();
+  });
+  pool.stop();
+  releaser.join();
+  CHECK(ran == 1004);
+  CHECK(pool.threads() == 0);
+}
+
+TEST_CASE("a pool with no minimum grows from zero threads", "[worker_pool]") {
+  WorkerPool pool(0, 4, 50ms);
+  CHECK(pool.threads() == 0);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 100; ++i) pool.submit([&] { ++ran; });
+  CHECK(wait_until([&] { return ran.load() == 100; }, 10s));
+  // And shrinks back to none.
+  CHECK(wait_until([&] { return pool.threads() == 0; }, 10s));
+  pool.submit([&] { ++ran; });
+  CHECK(wait_until([&] { return ran.load() == 101; }, 10s));
 }
