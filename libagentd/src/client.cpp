@@ -495,6 +495,14 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
       }));
 }
 
+// Loop thread: deletes agent id, not waiting for (or reporting) the answer.
+void delete_quietly(LoopState& loop, const std::string& id) {
+  flush(loop);
+  auto req = loop.server.deleteAgentRequest();
+  req.setId(to_kj(id));
+  loop.tasks.add(req.send().ignoreResult());
+}
+
 void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
   auto it = loop.tickets.find(done.getTicket());
   if (it == loop.tickets.end()) return;  // failed already (e.g. its submit was refused)
@@ -815,6 +823,7 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     std::vector<std::string> ids;      // by index; empty where creation failed
     std::optional<Error> first_error;  // by index order
     std::size_t first_error_index = 0;
+    bool abandoned = false;  // the caller timed out: stop, and delete what gets made
   };
   auto b = std::make_shared<Batch>();
   b->pending = count;
@@ -842,17 +851,20 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
   auto sender = std::make_shared<Sender>();
   sender->specs = std::move(specs);
   core_->post([c = core_.get(), b, sender]() mutable {
+    // Records one answer. Returns true when the caller has given up (the agent must go).
     auto finish = [b](std::size_t i, std::optional<std::string> id, std::optional<Error> e) {
       {
         std::lock_guard lock(b->mu);
+        if (b->abandoned) return true;
         if (id) b->ids[i] = std::move(*id);
         if (e && (!b->first_error || i < b->first_error_index)) {
           b->first_error = std::move(e);
           b->first_error_index = i;
         }
-        if (--b->pending > 0) return;
+        if (--b->pending > 0) return false;
       }
       b->cv.notify_all();
+      return false;
     };
     // Loop thread: sends the next spec, whose answer sends the one after it.
     auto send_next = std::make_shared<std::function<void()>>();
@@ -861,11 +873,18 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
       std::size_t i = sender->next++;
       auto again = weak.lock();
       detail::Ticket t;
-      t.on_done = [finish, i, again](wire::CallDone::Reader d) {
-        if (d.isCreated()) finish(i, detail::to_std(d.getCreated()), std::nullopt);
-        else if (d.isError()) finish(i, std::nullopt, detail::read_error(d.getError()));
-        else finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
-        (*again)();
+      t.on_done = [c, finish, i, again](wire::CallDone::Reader d) {
+        bool abandoned = false;
+        if (d.isCreated()) {
+          std::string id = detail::to_std(d.getCreated());
+          abandoned = finish(i, id, std::nullopt);
+          if (abandoned) detail::delete_quietly(detail::loop_of(*c), id);
+        } else if (d.isError()) {
+          abandoned = finish(i, std::nullopt, detail::read_error(d.getError()));
+        } else {
+          abandoned = finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
+        }
+        if (!abandoned) (*again)();
       };
       t.on_fail = [finish, i, sender](const Error& e) {
         finish(i, std::nullopt, e);
@@ -880,11 +899,22 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     throw Error(ErrorCode::disconnected, "create agents: the client is closed", "", "", true);
   {
     std::unique_lock lock(b->mu);
-    if (!b->cv.wait_for(lock, core_->options().timeout, [&] { return b->pending == 0; }))
+    if (!b->cv.wait_for(lock, core_->options().timeout, [&] { return b->pending == 0; })) {
+      // Give up: no more are sent, and every agent made (now or later) is deleted again.
+      b->abandoned = true;
+      std::vector<std::string> made;
+      for (auto& id : b->ids)
+        if (!id.empty()) made.push_back(std::move(id));
+      lock.unlock();
+      core_->post([c = core_.get(), made = std::move(made)]() {
+        for (const auto& id : made) detail::delete_quietly(detail::loop_of(*c), id);
+      });
       throw Error(ErrorCode::timeout,
-                  fmt::format("create {} {} agents: not all were made within {} ms", count,
-                              class_name, core_->options().timeout.count()),
+                  fmt::format("create {} {} agents: not all were made within {} ms; the ones "
+                              "made are being deleted again",
+                              count, class_name, core_->options().timeout.count()),
                   "", class_name, true);
+    }
   }
   if (b->first_error) {
     std::size_t made = 0;

@@ -16,6 +16,7 @@ WorkerPool::WorkerPool(std::size_t min_threads, std::size_t max_threads,
 WorkerPool::~WorkerPool() { stop(); }
 
 void WorkerPool::spawn_locked() {
+  ++starting_;
   std::size_t key = next_key_++;
   threads_.emplace(key, std::thread([this, key] { worker_main(key); }));
 }
@@ -58,8 +59,9 @@ void WorkerPool::monitor_main() {
       cv_.notify_all();
       continue;
     }
-    // Starved: every thread is stuck in a long call. One new thread per queued task.
-    std::size_t want = queue_.size();
+    // Starved: every thread is stuck in a long call. One new thread per queued task, less the
+    // threads started for earlier ones that have not reached the queue yet.
+    std::size_t want = queue_.size() > starting_ ? queue_.size() - starting_ : 0;
     while (want-- > 0 && threads_.size() < max_threads_) spawn_locked();
     last_progress_ = std::chrono::steady_clock::now();
   }
@@ -73,6 +75,7 @@ void WorkerPool::join_finished_locked(std::vector<std::thread>& out) {
 
 void WorkerPool::worker_main(std::size_t key) {
   std::unique_lock lock(mu_);
+  --starting_;
   for (;;) {
     if (queue_.empty()) {
       if (stopping_) return;
@@ -115,6 +118,8 @@ void WorkerPool::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    // Queued tasks still run: a pool with no thread (min_threads 0) gets one for them.
+    if (!queue_.empty() && threads_.empty()) spawn_locked();
   }
   cv_.notify_all();
   monitor_cv_.notify_all();

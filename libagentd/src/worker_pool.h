@@ -62,6 +62,7 @@ class WorkerPool {
   std::vector<std::thread> finished_;  // threads that left on idle; joined later
   std::size_t next_key_ = 0;
   std::size_t idle_ = 0;
+  std::size_t starting_ = 0;   // spawned threads that have not reached the queue yet
   bool wake_pending_ = false;  // a notified worker has not taken over yet
   bool monitor_watching_ = false;
   std::chrono::steady_clock::time_point last_progress_;  // when a task was last taken

@@ -39,11 +39,13 @@ class WeirdThrowAgent : public agentd::Agent {
 AGENTD_REGISTER_AGENT(WeirdThrowAgent);
 
 // Its constructor refuses the names in args {"refuse": {"<name>": delay_ms, ...}}: after
-// delay_ms it throws bad_args "refusing to be <name>". Other names construct fine and echo.
+// delay_ms it throws bad_args "refusing to be <name>". Other names construct fine and echo,
+// after args "slow_ms" (default 0) for every name.
 // Bulk-creation tests use it to fail some agents of a batch (and to order when they fail).
 class PickyAgent : public agentd::Agent {
  public:
   explicit PickyAgent(agentd::AgentInit init) : Agent(std::move(init)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(args().value("slow_ms", 0)));
     if (!args().contains("refuse") || !args()["refuse"].contains(name())) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(args()["refuse"][name()].get<int>()));
     throw agentd::Error(agentd::ErrorCode::bad_args, "refusing to be " + name());

@@ -173,16 +173,17 @@ TEST_CASE("a single task queued behind blocked threads gets a thread of its own"
   pool.stop();
 }
 
-TEST_CASE("growth adds about one thread per blocked task, not a multiple", "[worker_pool]") {
+TEST_CASE("growth for blocked tasks stops near what they need, far below max_threads",
+          "[worker_pool]") {
   WorkerPool pool(2, 256);
   Gate gate;
   for (int i = 0; i < 8; ++i) pool.submit([&] { gate.pass(); });
   REQUIRE(gate.wait_inside(8));
   // Give a monitor that spawns again for tasks already handed a thread the chance to.
   std::this_thread::sleep_for(50ms);
-  // 8 tasks need 8 threads; the pool may overshoot a little, not by another round per task.
-  CHECK(pool.threads() >= 8);
-  CHECK(pool.threads() <= 12);
+  // 8 tasks need 8 threads: threads started but not yet at the queue count as taken, however
+  // slowly they start on a loaded machine.
+  CHECK(pool.threads() == 8);
   gate.release();
   pool.stop();
 }
@@ -214,4 +215,18 @@ TEST_CASE("a pool with no minimum grows from zero threads", "[worker_pool]") {
   CHECK(wait_until([&] { return pool.threads() == 0; }, 10s));
   pool.submit([&] { ++ran; });
   CHECK(wait_until([&] { return ran.load() == 101; }, 10s));
+}
+
+// With min_threads 0 no thread exists until the starvation monitor adds one; stop() must still
+// run what was queued before it.
+TEST_CASE("stop runs tasks queued on a pool that has no thread yet", "[worker_pool]") {
+  int ran_total = 0;
+  for (int i = 0; i < 20; ++i) {
+    std::atomic<int> ran{0};
+    WorkerPool pool(0, 4);
+    pool.submit([&] { ++ran; });
+    pool.stop();
+    ran_total += ran.load();
+  }
+  CHECK(ran_total == 20);
 }
