@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds an out-of-tree plugin and program
 # against it (CMake package, and the pkg-config file for the program) and runs them.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CONSUMER_CXX_FLAGS]
+# (a sanitized build passes its -fsanitize flags: the consumer must load the same runtime)
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
+CONSUMER_FLAGS=${3:-}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 ROOT=$WORK/root
@@ -27,7 +29,10 @@ export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 cmake -S "$SOURCE_DIR/tests/install/consumer" -B "$WORK/consumer" "${GEN[@]}" \
-  -DCMAKE_PREFIX_PATH="$ROOT" -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" ||
+  -DCMAKE_PREFIX_PATH="$ROOT" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS="$CONSUMER_FLAGS" -DCMAKE_EXE_LINKER_FLAGS="$CONSUMER_FLAGS" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$CONSUMER_FLAGS" -DCMAKE_MODULE_LINKER_FLAGS="$CONSUMER_FLAGS" \
+  >"$WORK/configure.log" ||
   { cat "$WORK/configure.log"; echo "FAIL: find_package(agentd) project did not configure"; exit 1; }
 cmake --build "$WORK/consumer" >"$WORK/build.log" 2>&1 ||
   { cat "$WORK/build.log"; echo "FAIL: the out-of-tree plugin and program did not build"; exit 1; }
