@@ -39,11 +39,13 @@ Workloads (all by default; choose with --workloads W1,W5):
       beside --replies pipelined bare Cap'n Proto echo calls
   W3  the tutorial scenario: 5 web agents sleeping --sleep-ms: child-mode init (spawn + create),
       independent-mode init (connect + create), sequential and distributed (all at once) time
-  W4  create --create-n agents (agents/s, --threads client threads), server RSS per idle agent,
-      then one reply to each (calls/s); on a fresh child each repeat when the bench owns servers
+  W4  create --create-n agents with create_agents (agents/s), server RSS per idle agent, then
+      one reply to each (calls/s); also up to 10,000 create_agent calls from --threads threads;
+      on a fresh child each repeat when the bench owns servers
   W5  a --chain-agent chain with placeholders passed along (one get()) vs the same awaited calls
   W6  a --message-bytes message from an agent on server 1 to one on server 2: time and bytes
-      through this client, vs fetching the message directly (server byte counters in info())
+      through this client, vs fetching the message directly (server byte counters in info());
+      each repeat keeps the median of five of each
   W7  --agents agents whose reply blocks --block-ms, all called at once: total time
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
