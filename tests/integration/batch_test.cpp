@@ -544,6 +544,28 @@ void fill(const Spec& s, std::uint64_t ticket, agentd::wire::CallSpec::Builder o
   if (s.msg) agentd::detail::write_msg(*s.msg, out.initInput().initMsg());
 }
 
+// A raw Cap'n Proto connection to server s with a session whose sink records into rec (which
+// must outlive this).
+struct WireSession {
+  WireSession(ServerProcess& s, Received& rec)
+      : stream(io.provider->getNetwork()
+                   .parseAddress("127.0.0.1", s.port())
+                   .wait(io.waitScope)
+                   ->connect()
+                   .wait(io.waitScope)),
+        rpc(*stream),
+        server(rpc.bootstrap().castAs<agentd::wire::AgentServer>()) {
+    auto open = server.sessionRequest();
+    open.setSink(kj::heap<RecordingSink>(rec));
+    session = open.send().getSession();
+  }
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient rpc;
+  agentd::wire::AgentServer::Client server;
+  agentd::wire::Session::Client session = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("Session.submit reports every ticket through the sink with the right outcome",
@@ -551,17 +573,11 @@ TEST_CASE("Session.submit reports every ticket through the sink with the right o
   using agentd::wire::CallKind;
   auto s = ServerProcess::start(standard_args());
   Received rec;  // before the RPC system, so the sink's reference outlives it
-  auto io = kj::setupAsyncIo();
-  auto& ws = io.waitScope;
-  auto& timer = io.provider->getTimer();
-  auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", s->port()).wait(ws);
-  auto stream = addr->connect().wait(ws);
-  capnp::TwoPartyClient rpc(*stream);
-  auto server = rpc.bootstrap().castAs<agentd::wire::AgentServer>();
-
-  auto open = server.sessionRequest();
-  open.setSink(kj::heap<RecordingSink>(rec));
-  auto session = open.send().getSession();
+  WireSession w(*s, rec);
+  auto& ws = w.io.waitScope;
+  auto& timer = w.io.provider->getTimer();
+  auto& server = w.server;
+  auto& session = w.session;
 
   // Sends specs (tickets first_ticket, first_ticket + 1, ...) in one submit and waits until the
   // sink has heard of want calls in all.
@@ -709,15 +725,9 @@ TEST_CASE("calls queued behind a create whose constructor throws fail with its e
   using agentd::wire::CallKind;
   auto s = ServerProcess::start(standard_args());
   Received rec;
-  auto io = kj::setupAsyncIo();
-  auto& ws = io.waitScope;
-  auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", s->port()).wait(ws);
-  auto stream = addr->connect().wait(ws);
-  capnp::TwoPartyClient rpc(*stream);
-  auto server = rpc.bootstrap().castAs<agentd::wire::AgentServer>();
-  auto open = server.sessionRequest();
-  open.setSink(kj::heap<RecordingSink>(rec));
-  auto session = open.send().getSession();
+  WireSession w(*s, rec);
+  auto& ws = w.io.waitScope;
+  auto& session = w.session;
 
   // A create whose constructor fails: the calls queued behind it in the same batch fail with its
   // error instead of running or hanging.
@@ -746,7 +756,7 @@ TEST_CASE("calls queued behind a create whose constructor throws fail with its e
   list[kReplies + 1].setAgentId("f");
   list[kReplies + 1].setMethod("count");
   req.send().wait(ws);
-  io.provider->getTimer().timeoutAfter(30 * kj::SECONDS, kj::mv(paf.promise)).wait(ws);
+  w.io.provider->getTimer().timeoutAfter(30 * kj::SECONDS, kj::mv(paf.promise)).wait(ws);
 
   REQUIRE(rec.by_ticket.size() == kReplies + 2);
   REQUIRE(rec.by_ticket[1].front().what == "error");
