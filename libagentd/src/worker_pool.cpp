@@ -1,5 +1,7 @@
 #include "worker_pool.h"
 
+#include <algorithm>
+
 namespace agentd::detail {
 
 WorkerPool::WorkerPool(std::size_t min_threads, std::size_t max_threads,
@@ -59,9 +61,13 @@ void WorkerPool::monitor_main() {
       cv_.notify_all();
       continue;
     }
-    // Starved: every thread is stuck in a long call. One new thread per queued task, less the
-    // threads started for earlier ones that have not reached the queue yet.
+    // Starved: every thread is stuck in a long call (or, on an overloaded machine, just not
+    // scheduled). One new thread per queued task, less the threads started for earlier ones
+    // that have not reached the queue yet, but at most doubling the pool per check: 1,000
+    // blocked calls get their threads within about ten checks, and a machine too busy to run
+    // short tasks for a moment does not get max_threads threads at once.
     std::size_t want = queue_.size() > starting_ ? queue_.size() - starting_ : 0;
+    want = std::min(want, std::max<std::size_t>(1, threads_.size()));
     while (want-- > 0 && threads_.size() < max_threads_) spawn_locked();
     last_progress_ = std::chrono::steady_clock::now();
   }

