@@ -42,7 +42,8 @@ Workloads (all by default; choose with --workloads W1,W5):
   W4  create --create-n agents with create_agents (agents/s), server RSS per idle agent, then
       one reply to each (calls/s); also up to 10,000 create_agent calls from --threads threads;
       on a fresh child each repeat when the bench owns servers
-  W5  a --chain-agent chain with placeholders passed along (one get()) vs the same awaited calls
+  W5  a --chain-agent chain with placeholders passed along (one get()) vs the same awaited calls;
+      each repeat keeps the median of five of each
   W6  a --message-bytes message from an agent on server 1 to one on server 2: time and bytes
       through this client, vs fetching the message directly (server byte counters in info());
       each repeat keeps the median of five of each
