@@ -211,6 +211,9 @@ struct CallSpec {
   inlineLimit @7 :UInt64; # reply / methodAsync: the outcome comes back inline up to this size
   className @8 :Text;     # create
   name @9 :Text;          # create
+  report @10 :Bool = true;
+  # reply / methodAsync: false when the client no longer holds the placeholder (it was passed on
+  # and dropped before the call was sent): no CallDone for it; the result still goes to the pool.
 }
 
 struct CallDone {

@@ -213,6 +213,15 @@ void flush(LoopState& loop) {
     else if (spec.msg)
       write_msg(*spec.msg, out.initInput().initMsg());
     out.setInlineLimit(spec.inline_limit);
+    // A placeholder dropped before its call left (passed on in a chain, never read here): the
+    // ticket's slot is its only holder, and nobody can take another reference to it. Its result
+    // need not come back.
+    if (auto it = loop.tickets.find(spec.ticket);
+        it != loop.tickets.end() && it->second.slot && it->second.slot.use_count() == 1) {
+      out.setReport(false);
+      loop.tickets.erase(it);
+      continue;
+    }
     sent.push_back(spec.ticket);
   }
   loop.batch.clear();

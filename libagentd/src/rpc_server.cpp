@@ -410,9 +410,10 @@ class SessionImpl final : public wire::Session::Server {
         kj::Maybe<wire::Input::Reader> input = nullptr;
         if (call->kind == Call::Kind::reply) input = spec.getInput();
         if (auto refused = start_async(ctx_, agent_id, kj::mv(call), call_id, input)) {
-          out_->add_error(ticket, std::move(*refused));
+          if (spec.getReport()) out_->add_error(ticket, std::move(*refused));
           return;
         }
+        if (!spec.getReport()) return;  // nobody at the client can read it: no CallDone
         const std::uint64_t limit = spec.getInlineLimit();
         ctx_.results.when_ready(
             call_id,

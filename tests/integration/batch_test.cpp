@@ -276,6 +276,24 @@ TEST_CASE("replies from several threads to many agents all come back right, in p
   }
 }
 
+TEST_CASE("in a chain whose links are passed on and dropped, the links kept still get results",
+          "[batch][order]") {
+  Served s;
+  auto agents = s.client.create_agents("TrailAgent", 60, Value::object(), "t");
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::pair<Placeholder, std::string>> kept;
+    std::string trail = "x" + std::to_string(round) + ">t0";
+    Placeholder x = agents[0].reply(Msg("user", "x" + std::to_string(round)));
+    for (std::size_t i = 1; i < agents.size(); ++i) {
+      x = agents[i].reply(x);  // the previous link's placeholder is dropped here
+      trail += ">t" + std::to_string(i);
+      if (i % 7 == 0) kept.emplace_back(x, trail);
+    }
+    CHECK(x.get().content == trail);
+    for (auto& [p, want] : kept) CHECK(p.get().content == want);
+  }
+}
+
 TEST_CASE("a sync call right after a burst of replies sees all of them", "[batch][order]") {
   Served s;
   auto echo = s.client.create_agent("EchoAgent", "E", Value::object(), "e");
@@ -718,6 +736,63 @@ TEST_CASE("Session.submit reports every ticket through the sink with the right o
   CHECK(got(102).error->code() == ErrorCode::duplicate_call_id);
   REQUIRE(got(103).what == "value");
   CHECK(got(103).value == 1);
+}
+
+TEST_CASE("a reply sent with report = false gets no CallDone, and its result is in the pool",
+          "[batch][wire]") {
+  using agentd::wire::CallKind;
+  auto s = ServerProcess::start(standard_args());
+  Received rec;
+  WireSession w(*s, rec);
+  auto& ws = w.io.waitScope;
+  auto& session = w.session;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  rec.want = 2;  // the create and the reported consumer
+  rec.all_in = kj::mv(paf.fulfiller);
+  auto req = session.submitRequest();
+  auto list = req.initCalls(4);
+  list[0].setTicket(1);
+  list[0].setKind(CallKind::CREATE);
+  list[0].setAgentId("t");
+  list[0].setClassName("TrailAgent");
+  list[0].initArgs().initObject(0);
+  // Ticket 2: a link whose placeholder the client dropped (report = false).
+  list[1].setTicket(2);
+  list[1].setKind(CallKind::REPLY);
+  list[1].setAgentId("t");
+  list[1].setCallId("silent");
+  list[1].setReport(false);
+  agentd::detail::write_msg(Msg("user", "a"), list[1].initInput().initMsg());
+  // Ticket 3: a reported reply that consumes it.
+  list[2].setTicket(3);
+  list[2].setKind(CallKind::REPLY);
+  list[2].setAgentId("t");
+  list[2].setCallId("loud");
+  list[2].setInlineLimit(1024);
+  auto ref = list[2].initInput().initPlaceholder();
+  ref.setCallId("silent");
+  ref.setServerId(agentd::detail::to_kj(s->connect().server_id()));
+  // Ticket 4: the same duplicate id, unreported: refused silently too.
+  list[3].setTicket(4);
+  list[3].setKind(CallKind::REPLY);
+  list[3].setAgentId("t");
+  list[3].setCallId("silent");
+  list[3].setReport(false);
+  req.send().wait(ws);
+  w.io.provider->getTimer().timeoutAfter(30 * kj::SECONDS, kj::mv(paf.promise)).wait(ws);
+  // Give a stray CallDone for tickets 2 or 4 time to arrive.
+  w.io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(ws);
+
+  CHECK(rec.by_ticket.count(2) == 0);
+  CHECK(rec.by_ticket.count(4) == 0);
+  REQUIRE(rec.by_ticket.count(3) == 1);
+  REQUIRE(rec.by_ticket[3].front().what == "msg");
+  CHECK(rec.by_ticket[3].front().msg->content == "a>t>t");
+  auto read = session.readRequest();
+  read.setCallId("silent");
+  auto r = read.send().wait(ws);
+  REQUIRE(r.getOutcome().isMsg());
+  CHECK(agentd::detail::read_msg(r.getOutcome().getMsg()).content == "a>t");
 }
 
 TEST_CASE("calls queued behind a create whose constructor throws fail with its error",
