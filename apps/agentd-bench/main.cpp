@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     ("quick", po::bool_switch(&cfg.quick), "small sizes for a smoke run (CI)")
     ("json", po::bool_switch(&json), "print the results as JSON on stdout instead of the table")
     ("threads", po::value<std::size_t>(&cfg.threads)->default_value(cfg.threads)->value_name("N"),
-     "client threads for bulk agent creation")
+     "client threads for W4's one-at-a-time create_agent row and for deleting agents")
     ("payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
      "message content size in W1/W2/W4/W5/W7 and the baselines")
     ("calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")

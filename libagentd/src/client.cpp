@@ -90,6 +90,14 @@ struct Ticket {
   std::string call_id;
   std::function<void(wire::CallDone::Reader)> on_done;  // other kinds
   std::function<void(const Error&)> on_fail;
+
+  // The call will never be answered (its connection or submit failed).
+  void fail(const Error& e) {
+    if (slot)
+      slot->fail(e);
+    else if (on_fail)
+      on_fail(e);
+  }
 };
 
 // A placeholder passed as input, as the loop thread needs it (no reference to its owner).
@@ -144,10 +152,7 @@ void dispatch_done(LoopState& loop, wire::CallDone::Reader done);
 void fail_all_tickets(LoopState& loop, const Error& e) {
   auto tickets = std::move(loop.tickets);
   loop.tickets.clear();
-  for (auto& [_, t] : tickets) {
-    if (t.slot) t.slot->fail(e);
-    else if (t.on_fail) t.on_fail(e);
-  }
+  for (auto& [_, t] : tickets) t.fail(e);
 }
 
 // The client end of the session: the server reports finished calls here.
@@ -236,8 +241,7 @@ void flush(LoopState& loop) {
           if (it == loop_ptr->tickets.end()) continue;
           Ticket ticket = std::move(it->second);
           loop_ptr->tickets.erase(it);
-          if (ticket.slot) ticket.slot->fail(err);
-          else if (ticket.on_fail) ticket.on_fail(err);
+          ticket.fail(err);
         }
       }));
 }

@@ -302,21 +302,16 @@ class SessionImpl final : public wire::Session::Server {
   // Completions waiting for the next CallSink.done. Loop thread only; completions that arrive
   // after the session is gone (weak_ptr expired) are dropped.
   struct Outbox : std::enable_shared_from_this<Outbox> {
+    // One finished call: its ticket and how to write the rest of its CallDone.
     struct Item {
       std::uint64_t ticket = 0;
-      Call::Kind kind = Call::Kind::reply;
-      OutcomePtr outcome;              // reply / method_async
-      std::uint64_t inline_limit = 0;  // reply / method_async
-      std::shared_ptr<Call> call;      // method / memory (its out_* fields)
-      std::optional<Error> error;      // refused, or a failed create
-      std::string created;             // create
-      bool is_create = false;
+      kj::Function<void(wire::CallDone::Builder)> write;
     };
 
     explicit Outbox(wire::CallSink::Client s) : sink(kj::mv(s)) {}
 
-    void add(Item item) {
-      items.push_back(std::move(item));
+    void add(std::uint64_t ticket, kj::Function<void(wire::CallDone::Builder)> write) {
+      items.push_back(Item{ticket, kj::mv(write)});
       if (scheduled) return;
       scheduled = true;
       // After everything already queued on the loop (a whole bridge batch), send them at once.
@@ -326,10 +321,9 @@ class SessionImpl final : public wire::Session::Server {
       }));
     }
     void add_error(std::uint64_t ticket, Error e) {
-      Item item;
-      item.ticket = ticket;
-      item.error = std::move(e);
-      add(std::move(item));
+      add(ticket, [e = std::move(e)](wire::CallDone::Builder out) {
+        write_error(e, out.initError());
+      });
     }
 
     void flush() {
@@ -337,51 +331,12 @@ class SessionImpl final : public wire::Session::Server {
       if (items.empty()) return;
       auto req = sink.doneRequest();
       auto list = req.initCalls(static_cast<unsigned>(items.size()));
-      for (unsigned i = 0; i < items.size(); ++i) write(items[i], list[i]);
+      for (unsigned i = 0; i < items.size(); ++i) {
+        list[i].setTicket(items[i].ticket);
+        items[i].write(list[i]);
+      }
       items.clear();
       tasks.add(req.send().ignoreResult());
-    }
-
-    static void write(Item& item, wire::CallDone::Builder out) {
-      out.setTicket(item.ticket);
-      if (item.is_create) {
-        if (item.error)
-          write_error(*item.error, out.initError());
-        else
-          out.setCreated(to_kj(item.created));
-        return;
-      }
-      if (item.outcome) {
-        write_outcome(*item.outcome, out.initOutcome(), item.inline_limit);
-        return;
-      }
-      if (item.error && !item.call) {
-        write_error(*item.error, out.initError());
-        return;
-      }
-      Call& c = *item.call;
-      switch (item.kind) {
-        case Call::Kind::method: {
-          auto v = out.initValue();
-          if (c.out_error)
-            write_error(*c.out_error, v.initError());
-          else
-            write_value(c.out_value, v.initValue());
-          return;
-        }
-        case Call::Kind::memory: {
-          if (c.out_error) {
-            write_error(*c.out_error, out.initError());
-            return;
-          }
-          auto msgs = out.initMemory(static_cast<unsigned>(c.out_memory.size()));
-          for (unsigned i = 0; i < c.out_memory.size(); ++i) write_msg(c.out_memory[i], msgs[i]);
-          return;
-        }
-        default:
-          out.setDone();
-          return;
-      }
     }
 
     wire::CallSink::Client sink;
@@ -394,10 +349,10 @@ class SessionImpl final : public wire::Session::Server {
     const std::uint64_t ticket = spec.getTicket();
     std::string agent_id = to_std(spec.getAgentId());
     std::weak_ptr<Outbox> weak = out_;
-    auto call = std::make_shared<Call>();
     switch (spec.getKind()) {
       case wire::CallKind::REPLY:
       case wire::CallKind::METHOD_ASYNC: {
+        auto call = std::make_shared<Call>();
         if (spec.getKind() == wire::CallKind::REPLY) {
           call->kind = Call::Kind::reply;
         } else {
@@ -419,53 +374,59 @@ class SessionImpl final : public wire::Session::Server {
             call_id,
             [&host = ctx_.host, weak, ticket, limit](const OutcomePtr& o) {
               host.on_loop([weak, ticket, limit, o]() {
-                auto out = weak.lock();
-                if (!out) return;
-                Outbox::Item item;
-                item.ticket = ticket;
-                item.outcome = o;
-                item.inline_limit = limit;
-                out->add(std::move(item));
+                if (auto out = weak.lock())
+                  out->add(ticket, [o, limit](wire::CallDone::Builder d) {
+                    write_outcome(*o, d.initOutcome(), limit);
+                  });
               });
             },
             /*wait_for_unknown=*/false);
         return;
       }
-      case wire::CallKind::OBSERVE:
+      case wire::CallKind::OBSERVE: {
         if (!ctx_.host.exists(agent_id)) throw unknown_agent_error(agent_id);
+        auto call = std::make_shared<Call>();
         call->kind = Call::Kind::observe;
         enqueue_with_input(ctx_, agent_id, kj::mv(call), spec.getInput());
-        {
-          Outbox::Item item;
-          item.ticket = ticket;
-          item.kind = Call::Kind::observe;
-          item.call = nullptr;
-          out_->add(std::move(item));
-        }
+        out_->add(ticket, [](wire::CallDone::Builder d) { d.setDone(); });
         return;
-      case wire::CallKind::METHOD:
-      case wire::CallKind::MEMORY: {
-        if (spec.getKind() == wire::CallKind::METHOD) {
-          call->kind = Call::Kind::method;
-          call->method = to_std(spec.getMethod());
-          call->args = read_value(spec.getArgs());
-        } else {
-          call->kind = Call::Kind::memory;
-        }
+      }
+      case wire::CallKind::METHOD: {
+        auto call = std::make_shared<Call>();
+        call->kind = Call::Kind::method;
+        call->method = to_std(spec.getMethod());
+        call->args = read_value(spec.getArgs());
         call->on_done = [weak, ticket](Call& c) {
           auto out = weak.lock();
           if (!out) return;
-          Outbox::Item item;
-          item.ticket = ticket;
-          item.kind = c.kind;
-          // The host keeps c alive until this returns; the outbox needs it until the flush.
-          auto keep = std::make_shared<Call>();
-          keep->kind = c.kind;
-          keep->out_value = std::move(c.out_value);
-          keep->out_memory = std::move(c.out_memory);
-          keep->out_error = std::move(c.out_error);
-          item.call = std::move(keep);
-          out->add(std::move(item));
+          out->add(ticket, [value = std::move(c.out_value),
+                            error = std::move(c.out_error)](wire::CallDone::Builder d) {
+            auto v = d.initValue();
+            if (error)
+              write_error(*error, v.initError());
+            else
+              write_value(value, v.initValue());
+          });
+        };
+        call->has_on_done = true;
+        ctx_.host.enqueue(agent_id, kj::mv(call));
+        return;
+      }
+      case wire::CallKind::MEMORY: {
+        auto call = std::make_shared<Call>();
+        call->kind = Call::Kind::memory;
+        call->on_done = [weak, ticket](Call& c) {
+          auto out = weak.lock();
+          if (!out) return;
+          out->add(ticket, [msgs = std::move(c.out_memory),
+                            error = std::move(c.out_error)](wire::CallDone::Builder d) {
+            if (error) {
+              write_error(*error, d.initError());
+              return;
+            }
+            auto list = d.initMemory(static_cast<unsigned>(msgs.size()));
+            for (unsigned i = 0; i < msgs.size(); ++i) write_msg(msgs[i], list[i]);
+          });
         };
         call->has_on_done = true;
         ctx_.host.enqueue(agent_id, kj::mv(call));
@@ -477,22 +438,15 @@ class SessionImpl final : public wire::Session::Server {
             agent_id, [weak, ticket](std::variant<AgentInfoRow, Error> r) {
               auto out = weak.lock();
               if (!out) return;
-              Outbox::Item item;
-              item.ticket = ticket;
-              item.is_create = true;
-              if (auto* row = std::get_if<AgentInfoRow>(&r))
-                item.created = row->id;
-              else
-                item.error = std::get<Error>(std::move(r));
-              out->add(std::move(item));
+              if (auto* err = std::get_if<Error>(&r)) {
+                out->add_error(ticket, std::move(*err));
+                return;
+              }
+              out->add(ticket, [id = std::get<AgentInfoRow>(r).id](wire::CallDone::Builder d) {
+                d.setCreated(to_kj(id));
+              });
             });
-        if (auto* err = std::get_if<Error>(&made)) {
-          Outbox::Item item;
-          item.ticket = ticket;
-          item.is_create = true;
-          item.error = std::move(*err);
-          out_->add(std::move(item));
-        }
+        if (auto* err = std::get_if<Error>(&made)) out_->add_error(ticket, std::move(*err));
         return;
       }
     }
