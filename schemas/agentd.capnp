@@ -57,6 +57,7 @@ enum ErrorCode {
   unknownCall @16;
   configError @17;
   pluginError @18;
+  tooLarge @19;      # a message over the size one Cap'n Proto message can carry
 }
 
 struct Error {
@@ -230,7 +231,10 @@ struct CallDone {
 }
 
 interface CallSink {
-  # Implemented by the client: the server reports finished calls in batches, in finishing order.
+  # Implemented by the client: the server reports finished calls in batches, in finishing order,
+  # each message of at most about 8 MiB (Cap'n Proto refuses messages over 64 MiB): a burst of
+  # completions goes as several messages. One CallDone too big for any message (a huge memory
+  # or method value) is sent as an error with code tooLarge instead.
   done @0 (calls :List(CallDone)) -> ();
 }
 

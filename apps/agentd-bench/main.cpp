@@ -48,6 +48,10 @@ Workloads (all by default; choose with --workloads W1,W5):
       through this client, vs fetching the message directly (server byte counters in info());
       each repeat keeps the median of five of each
   W7  --agents agents whose reply blocks --block-ms, all called at once: total time
+  W9  bulk: create --bulk-n agents, one reply to each with every call in flight before the
+      first get(), then read them all in order (replies/s, server RSS); on a fresh child each
+      repeat when the bench owns servers. Not in the default set (a million agents take about
+      a minute and 3 GiB): ask for it with --workloads W9
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -68,8 +72,8 @@ std::set<std::string> parse_workloads(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (item.size() != 2 || item[0] != 'W' || item[1] < '1' || item[1] > '7')
-      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W7)", item));
+    if (item.size() != 2 || item[0] != 'W' || item[1] < '1' || item[1] > '9' || item[1] == '8')
+      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W7, W9)", item));
     out.insert(item);
   }
   return out;
@@ -115,7 +119,8 @@ int main(int argc, char** argv) {
     ("chain", po::value<std::size_t>()->value_name("N"), "W5 chain length (default 100)")
     ("message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")
     ("agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")
-    ("block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)");
+    ("block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)")
+    ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)");
 
   po::variables_map vm;
   try {
@@ -149,6 +154,7 @@ int main(int argc, char** argv) {
   cfg.message_bytes = size("message-bytes", 1 << 20, 1 << 20);
   cfg.agents = size("agents", 1000, 50);
   cfg.block_ms = ms("block-ms", 1000, 200);
+  cfg.bulk_n = size("bulk-n", 1000000, 2000);
 
   Report report;
   for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     const std::map<std::string, void (*)(const Config&, Deployment&, Report&)> runners{
         {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},
-        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}};
+        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W9", run_w9}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

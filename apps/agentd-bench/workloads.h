@@ -1,4 +1,4 @@
-// The standard workloads of agentd-bench (W1..W7, see issue 6), each run `repeat` times and
+// The standard workloads of agentd-bench (W1..W7 and W9; W8 is kept for the cluster simulation), each run `repeat` times and
 // added to the report as rows beside their baselines.
 #pragma once
 
@@ -34,6 +34,7 @@ struct Config {
   std::size_t message_bytes = 1 << 20;  // W6 message size
   std::size_t agents = 1000;        // W7 blocking agents
   int block_ms = 1000;              // W7 block per reply
+  std::size_t bulk_n = 1000000;     // W9 agents, one reply each, all in flight at once
 };
 
 // The servers the workloads run on: given with --server, or children this process started.
@@ -67,5 +68,6 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report);
 void run_w5(const Config& cfg, Deployment& dep, Report& report);
 void run_w6(const Config& cfg, Deployment& dep, Report& report);
 void run_w7(const Config& cfg, Deployment& dep, Report& report);
+void run_w9(const Config& cfg, Deployment& dep, Report& report);
 
 }  // namespace agentd::bench

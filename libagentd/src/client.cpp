@@ -168,14 +168,25 @@ class SinkImpl final : public wire::CallSink::Server {
   LoopState& loop_;  // outlives the RPC system that calls this
 };
 
+// About how many bytes spec takes in a Session.submit.
+std::size_t spec_size(const OutSpec& s) {
+  return 128 + s.agent_id.size() + s.call_id.size() + s.method.size() + s.class_name.size() +
+         s.name.size() + (s.args ? approx_wire_size(*s.args) : 0) +
+         (s.msg ? approx_wire_size(*s.msg) : 0) +
+         (s.ref ? s.ref->call_id.size() + s.ref->origin.size() + s.ref->server_id.size() : 0);
+}
+
 // Loop thread: queues spec for the next submit.
 void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
   spec.ticket = ++loop.next_ticket;
+  const std::size_t size = spec_size(spec);
+  // Bounded batches: a call that would take the batch past kBatchBytes starts the next one, so
+  // a big call travels alone and one message never nears Cap'n Proto's limit.
+  if (!loop.batch.empty() && loop.batch_bytes + size > kBatchBytes) flush(loop);
   loop.tickets.emplace(spec.ticket, std::move(ticket));
-  loop.batch_bytes += 128 + (spec.msg ? approx_wire_size(*spec.msg) : 0);
+  loop.batch_bytes += size;
   loop.batch.push_back(std::move(spec));
-  // Bounded batches: big messages are sent without waiting for the rest of the turn.
-  if (loop.batch.size() >= 4096 || loop.batch_bytes >= (8u << 20)) {
+  if (loop.batch.size() >= 4096 || loop.batch_bytes >= kBatchBytes) {
     flush(loop);
     return;
   }
@@ -229,8 +240,27 @@ void flush(LoopState& loop) {
     }
     sent.push_back(spec.ticket);
   }
+  const bool may_be_over = loop.batch_bytes > kMaxMessageBytes / 4;  // only a lone big call
   loop.batch.clear();
   loop.batch_bytes = 0;
+  if (may_be_over) {
+    const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
+    if (exact + 4096 > kMaxMessageBytes) {
+      // Cap'n Proto would refuse to send it: fail the call here, saying why.
+      Error err(ErrorCode::too_large,
+                fmt::format("the call is {} bytes, more than one message can carry ({} bytes); "
+                            "send less per call (e.g. split the content over several calls)",
+                            exact, kMaxMessageBytes));
+      for (auto t : sent) {
+        auto it = loop.tickets.find(t);
+        if (it == loop.tickets.end()) continue;
+        Ticket ticket = std::move(it->second);
+        loop.tickets.erase(it);
+        ticket.fail(err);
+      }
+      return;
+    }
+  }
   auto* loop_ptr = &loop;
   loop.tasks.add(req.send().then(
       [](capnp::Response<wire::Session::SubmitResults>) {},
@@ -501,7 +531,18 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
   auto* loop_ptr = &loop;
   loop.tasks.add(req.send().then(
       [slot, loop_ptr, id](capnp::Response<wire::Session::ReadResults> r) {
-        deliver(*loop_ptr, r.getOutcome(), id, slot);
+        auto o = r.getOutcome();
+        // This session was told the call finished (tooLarge), so a server that no longer knows
+        // the id evicted it longer ago than it remembers evictions.
+        if (o.isError() && o.getError().getCode() == wire::ErrorCode::UNKNOWN_CALL) {
+          slot->fail(Error(ErrorCode::expired,
+                           fmt::format("result of call {} expired: it was evicted from the "
+                                       "server's result pool before get() read it; read large "
+                                       "results sooner or raise --max-pool-size / --max-expire-time",
+                                       id)));
+          return;
+        }
+        deliver(*loop_ptr, o, id, slot);
       },
       [slot, id](kj::Exception&& e) {
         slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));

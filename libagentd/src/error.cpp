@@ -7,7 +7,7 @@ namespace agentd {
 
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 19> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 20> kNames{{
     {ErrorCode::internal, "internal"},
     {ErrorCode::unknown_agent, "unknown_agent"},
     {ErrorCode::unknown_class, "unknown_class"},
@@ -27,6 +27,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 19> kNames{{
     {ErrorCode::unknown_call, "unknown_call"},
     {ErrorCode::config_error, "config_error"},
     {ErrorCode::plugin_error, "plugin_error"},
+    {ErrorCode::too_large, "too_large"},
 }};
 
 std::string describe(ErrorCode code, const std::string& message, const std::string& agent_id,

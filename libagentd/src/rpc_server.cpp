@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <fstream>
 
@@ -21,11 +22,16 @@ namespace agentd::detail {
 
 namespace {
 
-class DropErrors final : public kj::TaskSet::ErrorHandler {
+// Completions that could not be sent. A client that went away needs no word; anything else
+// means calls the client will never hear of, which must not pass silently.
+class LogSendErrors final : public kj::TaskSet::ErrorHandler {
  public:
-  void taskFailed(kj::Exception&&) override {}  // a client that went away: nothing to tell
+  void taskFailed(kj::Exception&& e) override {
+    if (e.getType() == kj::Exception::Type::DISCONNECTED) return;
+    spdlog::error("could not send call completions to a client: {}", e.getDescription().cStr());
+  }
 };
-DropErrors g_drop_errors;  // stateless
+LogSendErrors g_log_send_errors;  // stateless
 
 // inline_limit > 0: a bigger message is announced (tooLarge) instead of sent.
 void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0) {
@@ -40,6 +46,18 @@ void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t i
     write_msg(*m, out.initMsg());
   } else
     write_error(std::get<Error>(o), out.initError());
+}
+
+// About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.
+std::size_t error_size(const Error& e) {
+  return e.message().size() + e.agent_id().size() + e.agent_class().size() + 64;
+}
+std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit) {
+  if (const Msg* m = std::get_if<Msg>(&o)) {
+    std::size_t size = approx_wire_size(*m);
+    return inline_limit > 0 && size > inline_limit ? 16 : size;
+  }
+  return error_size(std::get<Error>(o));
 }
 
 void write_row(const AgentInfoRow& r, wire::AgentInfo::Builder out) {
@@ -294,24 +312,29 @@ class SessionImpl final : public wire::Session::Server {
   }
 
   kj::Promise<void> read(ReadContext context) override {
+    // A session reads only results it was told about (tooLarge), so an id the pool no longer
+    // has was evicted: answer at once (expired, or unknown_call long after), never wait.
     return answer_when_ready(ctx_, to_std(context.getParams().getCallId()), context,
-                             /*wait_for_unknown=*/true);
+                             /*wait_for_unknown=*/false);
   }
 
  private:
   // Completions waiting for the next CallSink.done. Loop thread only; completions that arrive
   // after the session is gone (weak_ptr expired) are dropped.
   struct Outbox : std::enable_shared_from_this<Outbox> {
-    // One finished call: its ticket and how to write the rest of its CallDone.
+    // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
+    // the rest of it.
     struct Item {
       std::uint64_t ticket = 0;
+      std::size_t size = 0;
       kj::Function<void(wire::CallDone::Builder)> write;
     };
 
     explicit Outbox(wire::CallSink::Client s) : sink(kj::mv(s)) {}
 
-    void add(std::uint64_t ticket, kj::Function<void(wire::CallDone::Builder)> write) {
-      items.push_back(Item{ticket, kj::mv(write)});
+    void add(std::uint64_t ticket, std::size_t size,
+             kj::Function<void(wire::CallDone::Builder)> write) {
+      items.push_back(Item{ticket, size + 16, kj::mv(write)});
       if (scheduled) return;
       scheduled = true;
       // After everything already queued on the loop (a whole bridge batch), send them at once.
@@ -321,28 +344,58 @@ class SessionImpl final : public wire::Session::Server {
       }));
     }
     void add_error(std::uint64_t ticket, Error e) {
-      add(ticket, [e = std::move(e)](wire::CallDone::Builder out) {
+      std::size_t size = error_size(e);
+      add(ticket, size, [e = std::move(e)](wire::CallDone::Builder out) {
         write_error(e, out.initError());
       });
     }
 
+    // Sends the gathered completions, as many CallSink.done messages of at most about
+    // kBatchBytes as they need: one message over Cap'n Proto's limit would be refused whole.
     void flush() {
       scheduled = false;
-      if (items.empty()) return;
-      auto req = sink.doneRequest();
-      auto list = req.initCalls(static_cast<unsigned>(items.size()));
-      for (unsigned i = 0; i < items.size(); ++i) {
-        list[i].setTicket(items[i].ticket);
-        items[i].write(list[i]);
+      std::size_t begin = 0;
+      while (begin < items.size()) {
+        std::size_t end = begin + 1;
+        std::size_t bytes = items[begin].size;
+        while (end < items.size() && bytes + items[end].size <= kBatchBytes) bytes += items[end++].size;
+        send(begin, end, bytes);
+        begin = end;
       }
       items.clear();
+    }
+
+    // Sends items [begin, end) as one CallSink.done. A batch holds more than kBatchBytes only
+    // when it is one big item; if that one is over the message limit, its call gets too_large.
+    void send(std::size_t begin, std::size_t end, std::size_t approx_bytes) {
+      auto req = sink.doneRequest();
+      auto list = req.initCalls(static_cast<unsigned>(end - begin));
+      for (std::size_t i = begin; i < end; ++i) {
+        auto out = list[static_cast<unsigned>(i - begin)];
+        out.setTicket(items[i].ticket);
+        items[i].write(out);
+      }
+      if (approx_bytes > kMaxMessageBytes / 4) {
+        const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
+        if (exact + 4096 > kMaxMessageBytes) {
+          req = sink.doneRequest();
+          auto d = req.initCalls(1)[0];
+          d.setTicket(items[begin].ticket);
+          write_error(Error(ErrorCode::too_large,
+                            fmt::format("the answer to this call is {} bytes, more than one "
+                                        "message can carry ({} bytes); make the agent return less "
+                                        "per call",
+                                        exact, kMaxMessageBytes)),
+                      d.initError());
+        }
+      }
       tasks.add(req.send().ignoreResult());
     }
 
     wire::CallSink::Client sink;
     std::vector<Item> items;
     bool scheduled = false;
-    kj::TaskSet tasks{g_drop_errors};
+    kj::TaskSet tasks{g_log_send_errors};
   };
 
   void queue(wire::CallSpec::Reader spec) {
@@ -375,7 +428,7 @@ class SessionImpl final : public wire::Session::Server {
             [&host = ctx_.host, weak, ticket, limit](const OutcomePtr& o) {
               host.on_loop([weak, ticket, limit, o]() {
                 if (auto out = weak.lock())
-                  out->add(ticket, [o, limit](wire::CallDone::Builder d) {
+                  out->add(ticket, outcome_size(*o, limit), [o, limit](wire::CallDone::Builder d) {
                     write_outcome(*o, d.initOutcome(), limit);
                   });
               });
@@ -388,7 +441,7 @@ class SessionImpl final : public wire::Session::Server {
         auto call = std::make_shared<Call>();
         call->kind = Call::Kind::observe;
         enqueue_with_input(ctx_, agent_id, kj::mv(call), spec.getInput());
-        out_->add(ticket, [](wire::CallDone::Builder d) { d.setDone(); });
+        out_->add(ticket, 0, [](wire::CallDone::Builder d) { d.setDone(); });
         return;
       }
       case wire::CallKind::METHOD: {
@@ -399,8 +452,9 @@ class SessionImpl final : public wire::Session::Server {
         call->on_done = [weak, ticket](Call& c) {
           auto out = weak.lock();
           if (!out) return;
-          out->add(ticket, [value = std::move(c.out_value),
-                            error = std::move(c.out_error)](wire::CallDone::Builder d) {
+          std::size_t size = c.out_error ? error_size(*c.out_error) : approx_wire_size(c.out_value);
+          out->add(ticket, size, [value = std::move(c.out_value),
+                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
             auto v = d.initValue();
             if (error)
               write_error(*error, v.initError());
@@ -418,8 +472,10 @@ class SessionImpl final : public wire::Session::Server {
         call->on_done = [weak, ticket](Call& c) {
           auto out = weak.lock();
           if (!out) return;
-          out->add(ticket, [msgs = std::move(c.out_memory),
-                            error = std::move(c.out_error)](wire::CallDone::Builder d) {
+          std::size_t size = c.out_error ? error_size(*c.out_error) : 0;
+          for (const auto& m : c.out_memory) size += approx_wire_size(m);
+          out->add(ticket, size, [msgs = std::move(c.out_memory),
+                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
             if (error) {
               write_error(*error, d.initError());
               return;
@@ -442,7 +498,7 @@ class SessionImpl final : public wire::Session::Server {
                 out->add_error(ticket, std::move(*err));
                 return;
               }
-              out->add(ticket, [id = std::get<AgentInfoRow>(r).id](wire::CallDone::Builder d) {
+              out->add(ticket, 64, [id = std::get<AgentInfoRow>(r).id](wire::CallDone::Builder d) {
                 d.setCreated(to_kj(id));
               });
             });

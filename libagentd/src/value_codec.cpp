@@ -111,6 +111,8 @@ std::size_t approx_wire_size(const Msg& m) {
   return n + approx_size(m.content) + approx_size(m.metadata);
 }
 
+std::size_t approx_wire_size(const Value& v) { return approx_size(v); }
+
 void write_msg(const Msg& m, wire::Msg::Builder out) {
   out.setId(to_kj(m.id));
   out.setName(to_kj(m.name));
@@ -157,6 +159,7 @@ wire::ErrorCode to_wire(ErrorCode code) {
     case ErrorCode::unknown_call: return wire::ErrorCode::UNKNOWN_CALL;
     case ErrorCode::config_error: return wire::ErrorCode::CONFIG_ERROR;
     case ErrorCode::plugin_error: return wire::ErrorCode::PLUGIN_ERROR;
+    case ErrorCode::too_large: return wire::ErrorCode::TOO_LARGE;
   }
   return wire::ErrorCode::INTERNAL;
 }
@@ -182,6 +185,7 @@ ErrorCode from_wire(wire::ErrorCode code) {
     case wire::ErrorCode::UNKNOWN_CALL: return ErrorCode::unknown_call;
     case wire::ErrorCode::CONFIG_ERROR: return ErrorCode::config_error;
     case wire::ErrorCode::PLUGIN_ERROR: return ErrorCode::plugin_error;
+    case wire::ErrorCode::TOO_LARGE: return ErrorCode::too_large;
   }
   return ErrorCode::internal;
 }

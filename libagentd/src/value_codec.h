@@ -12,8 +12,17 @@ namespace agentd::detail {
 void write_value(const Value& v, wire::Value::Builder out);
 Value read_value(wire::Value::Reader in);
 
-// Roughly how many bytes m takes on the wire (strings and binary dominate).
+// Roughly how many bytes m (or v) takes on the wire: strings and binary dominate; the structure
+// around them is undercounted, by up to about half for values made of many small parts.
 std::size_t approx_wire_size(const Msg& m);
+std::size_t approx_wire_size(const Value& v);
+
+// Cap'n Proto refuses to send, and to read, a message over its traversal limit (8 Mi words):
+// the RPC system throws on send. Everything that gathers many items into one message cuts it
+// at kBatchBytes (by approx_wire_size), far inside that limit, and checks the exact size of a
+// message that may come near it.
+constexpr std::size_t kMaxMessageBytes = std::size_t{8} << 23;  // 64 MiB
+constexpr std::size_t kBatchBytes = std::size_t{8} << 20;       // 8 MiB
 
 void write_msg(const Msg& m, wire::Msg::Builder out);
 Msg read_msg(wire::Msg::Reader in);

@@ -18,7 +18,7 @@ constexpr ErrorCode kAll[] = {
     ErrorCode::timeout,         ErrorCode::overloaded,      ErrorCode::bad_request,
     ErrorCode::model_error,     ErrorCode::unauthenticated, ErrorCode::duplicate_agent,
     ErrorCode::stopping,        ErrorCode::unknown_call,    ErrorCode::config_error,
-    ErrorCode::plugin_error,
+    ErrorCode::plugin_error,    ErrorCode::too_large,
 };
 }  // namespace
 

@@ -27,6 +27,7 @@ enum class ErrorCode {
   unknown_call,       // no call with that id is known to the server
   config_error,       // a configuration file or option is invalid
   plugin_error,       // a plugin could not be loaded
+  too_large,          // a message is bigger than one wire message can carry
 };
 
 // The stable lowercase name of a code ("unknown_agent", ...), and back (internal if unknown).
