@@ -1,6 +1,7 @@
 // as_server: hosts agents loaded from plugins and serves them over Cap'n Proto RPC.
 // main() is the wiring diagram: options -> logging -> signals -> server -> listen -> ready -> run.
 #include "log.h"
+#include "pooled_connector.h"
 #include "sd_notify.h"
 #include "server.h"
 #include "server_config.h"
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     auto io = kj::setupAsyncIo();
     // systemd's Type=notify protocol (a no-op without $NOTIFY_SOCKET); outlives the server.
     auto notifier = agentd::detail::SdNotifier::from_environment();
-    agentd::detail::Server server(opts, io);
+    agentd::detail::Server server(opts, io, {}, agentd::detail::pooled_agent_connector());
     std::uint16_t port;
     try {
       port = server.listen();

@@ -1,6 +1,6 @@
-// AgentServices::model(): every call is counted for the agent that made it and for its config.
-#include "agent_services.h"
-#include "models/model_registry.h"
+// ServerServices::model(): every call is counted for the agent that made it and for its config.
+#include "server_services.h"
+#include "model_registry.h"
 
 #include <agentd/error.h>
 
@@ -9,13 +9,13 @@
 using agentd::Error;
 using agentd::ErrorCode;
 using agentd::Msg;
-using agentd::detail::AgentServices;
+using agentd::detail::ServerServices;
 using agentd::detail::ModelRegistry;
 using Catch::Matchers::Contains;
 
 TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]") {
   ModelRegistry models;
-  AgentServices services{models};
+  ServerServices services{models, {}};
 
   // echo counts words: 3 prompt tokens, and it answers with the same 3 words.
   auto r1 = services.model("echo", "agent-1")->chat({Msg("user", "one two three", "user")});
@@ -46,7 +46,7 @@ TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]")
 
 TEST_CASE("an unknown config names the known ones and records nothing", "[dialog][usage]") {
   ModelRegistry models;
-  AgentServices services{models};
+  ServerServices services{models, {}};
   try {
     services.model("nope", "agent-1");
     FAIL("expected config_error");

@@ -1,8 +1,8 @@
 // The model clients over real HTTP, against fake_model_server.py (a child process on loopback).
 #include "fake_model_server.h"
-#include "models/chat_models.h"
-#include "models/model_config.h"
-#include "models/model_registry.h"
+#include "chat_models.h"
+#include "model_config.h"
+#include "model_registry.h"
 
 #include <agentd/error.h>
 

@@ -1,5 +1,5 @@
 // Model config parsing: the accepted forms, and one test per error a bad config must report.
-#include "models/model_config.h"
+#include "model_config.h"
 
 #include <agentd/error.h>
 

@@ -1,5 +1,5 @@
 // ModelRegistry: the built-in echo, atomic replacement, versions, usage accounting, thread safety.
-#include "models/model_registry.h"
+#include "model_registry.h"
 
 #include "fake_model_server.h"
 

@@ -4,7 +4,7 @@
 
 #include "agent_services.h"
 #include "bridge.h"
-#include "models/model_registry.h"
+#include "model_registry.h"
 #include "plugin_loader.h"
 #include "result_pool.h"
 #include "worker_pool.h"
@@ -36,6 +36,21 @@ class Appender : public agentd::Agent {
   }
 };
 
+// What the host needs of a server: usage counters. These agents use no models or references.
+class NoServices final : public AgentServices {
+ public:
+  std::shared_ptr<agentd::ChatModel> model(const std::string& config, const std::string&) override {
+    throw Error(ErrorCode::config_error, "no model configs in this test: " + config);
+  }
+  std::shared_ptr<UsageCounter> usage_counter(const std::string&) override {
+    return std::make_shared<UsageCounter>();
+  }
+  void forget_agent(const std::string&) override {}
+  agentd::AgentRef connect_agent(const Value&) override {
+    throw Error(ErrorCode::bad_args, "no other agents in this test");
+  }
+};
+
 class IgnoreErrors final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&&) override {}
@@ -46,8 +61,7 @@ struct Fixture {
   IgnoreErrors ignore;
   kj::TaskSet tasks{ignore};
   ClassCatalog catalog;
-  ModelRegistry models;
-  AgentServices services{models};
+  NoServices services;
   Bridge bridge{io.unixEventPort};
   WorkerPool workers{2, 64};
   ResultPool results{ResultPool::Limits{}};

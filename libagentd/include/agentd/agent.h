@@ -21,6 +21,8 @@ extern "C" const agentd::detail::PluginTable* agentd_plugin_table_v1();
 
 namespace agentd {
 
+class AgentRef;  // agentd/client.h
+
 namespace detail {
 class AgentServices;  // what the hosting server gives its agents (models, ...); owned by the host
 }
@@ -85,14 +87,15 @@ class Agent {
   // Names of the methods register_method() added, sorted.
   std::vector<std::string> method_names() const;
 
-  // The hosting server's services (null for an agent built outside a server). Internal.
-  detail::AgentServices* services() const { return init_.services; }
-
  protected:
   using Method = std::function<Value(const Value& args)>;
   void register_method(std::string name, Method fn);
 
  private:
+  // The hosting server's services (null for an agent built outside a server).
+  detail::AgentServices* services() const { return init_.services; }
+  friend AgentRef connect_agent(Agent& caller, const Value& ref);
+
   AgentInit init_;
   Memory memory_;
   std::map<std::string, Method, std::less<>> methods_;

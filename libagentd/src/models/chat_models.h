@@ -3,8 +3,8 @@
 
 #include <agentd/model.h>
 
-#include "models/http_client.h"
-#include "models/model_config.h"
+#include "http_client.h"
+#include "model_config.h"
 
 #include <functional>
 #include <memory>

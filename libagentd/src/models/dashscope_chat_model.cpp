@@ -1,7 +1,7 @@
 // dashscope_chat: DashScope's native text generation API,
 // POST {base_url}/services/aigc/text-generation/generation with result_format "message";
 // streams server-sent events (X-DashScope-SSE: enable, incremental output).
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 namespace agentd::detail {
 namespace {

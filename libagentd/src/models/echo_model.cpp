@@ -1,6 +1,6 @@
 // echo: the built-in model that needs no network. It answers with the text of the last user
 // message (the last message when none is from a user) and counts words as tokens.
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 #include <chrono>
 #include <thread>

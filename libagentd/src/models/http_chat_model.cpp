@@ -1,4 +1,4 @@
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 #include <agentd/error.h>
 

@@ -1,4 +1,4 @@
-#include "models/http_client.h"
+#include "http_client.h"
 
 #include <agentd/error.h>
 #include <agentd/value.h>

@@ -1,4 +1,4 @@
-#include "models/model_config.h"
+#include "model_config.h"
 
 #include <agentd/error.h>
 

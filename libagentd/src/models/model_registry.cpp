@@ -1,8 +1,8 @@
-#include "models/model_registry.h"
+#include "model_registry.h"
 
 #include <agentd/error.h>
 
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 #include <algorithm>
 #include <utility>

@@ -3,7 +3,7 @@
 
 #include <agentd/model.h>
 
-#include "models/model_config.h"
+#include "model_config.h"
 
 #include <atomic>
 #include <chrono>

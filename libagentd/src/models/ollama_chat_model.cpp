@@ -1,5 +1,5 @@
 // ollama_chat: Ollama's native API, POST {host}/api/chat; streams newline-delimited JSON.
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 namespace agentd::detail {
 namespace {

@@ -1,6 +1,6 @@
 // openai_chat: any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, DeepSeek,
 // DashScope's compatible mode, Ollama's /v1): POST {base_url}/chat/completions.
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 namespace agentd::detail {
 namespace {

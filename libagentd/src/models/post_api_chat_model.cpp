@@ -1,7 +1,7 @@
 // post_api_chat: AgentScope's configurable generic POST. The request body is json_args with the
 // messages (OpenAI's form) under messages_key; the reply text is read at response_path, or where
 // AgentScope reads it (data.response.choices[0].message.content), or OpenAI's choices[0].message.content.
-#include "models/chat_models.h"
+#include "chat_models.h"
 
 namespace agentd::detail {
 namespace {

@@ -5,10 +5,10 @@
 #include <agentd/agent.h>
 
 #include "agent_host.h"
-#include "agent_services.h"
+#include "server_services.h"
 #include "bridge.h"
 #include "metrics.h"
-#include "models/model_registry.h"
+#include "model_registry.h"
 #include "peer_pool.h"
 #include "plugin_loader.h"
 #include "result_pool.h"
@@ -32,8 +32,10 @@ namespace agentd::detail {
 class Server {
  public:
   // Loads plugins (and extra_classes, e.g. a local-mode program's own) and model configs.
-  // Throws Error (plugin_error, config_error) before anything starts. io is borrowed.
-  Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes = {});
+  // Throws Error (plugin_error, config_error) before anything starts. io is borrowed. connector
+  // is how agents here reach agents they name by reference (empty: they cannot).
+  Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes = {},
+         AgentConnector connector = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -96,7 +98,7 @@ class Server {
   PluginLoader plugins_;
   std::vector<std::string> class_names_;
   ModelRegistry models_;
-  AgentServices services_;
+  ServerServices services_;
   Bridge bridge_;
   WorkerPool workers_;
   ResultPool results_;

@@ -1,7 +1,7 @@
 #include "server.h"
 
 #include "counting_stream.h"
-#include "models/model_config.h"
+#include "model_config.h"
 #include "value_codec.h"
 
 #include <agentd/error.h>
@@ -52,11 +52,12 @@ std::size_t min_workers(const ServerOptions& o) {
 
 }  // namespace
 
-Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes)
+Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes,
+               AgentConnector connector)
     : options_(std::move(options)),
       io_(io),
       id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
-      services_(models_),
+      services_(models_, std::move(connector)),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
       results_(pool_limits(options_)),
@@ -98,7 +99,7 @@ Server::~Server() {
   bridge_.close();
   host_.remove_all();
   workers_.stop();
-  services_.close_clients();
+  services_.close();
 }
 
 std::uint16_t Server::listen() {

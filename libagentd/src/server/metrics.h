@@ -1,6 +1,8 @@
-// Metrics: the call latency histogram the agent host records, the Prometheus text exposition
-// (format 0.0.4) of a server's counters, and a tiny HTTP/1.1 responder serving it at /metrics.
+// Metrics: the Prometheus text exposition (format 0.0.4) of a server's counters, and a tiny
+// HTTP/1.1 responder serving it at /metrics.
 #pragma once
+
+#include "call_stats.h"
 
 #include <kj/async-io.h>
 #include <kj/timer.h>
@@ -12,17 +14,6 @@
 #include <string>
 
 namespace agentd::detail {
-
-// Run times of finished calls. Not thread-safe: the agent host records under its lock.
-struct LatencyHistogram {
-  static constexpr std::array<double, 11> kBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05,
-                                                      0.1,    0.5,    1,     5,     10};
-  std::array<std::uint64_t, kBounds.size()> buckets{};  // per bucket, not cumulative
-  std::uint64_t count = 0;                              // every observation (the +Inf bucket)
-  double sum = 0;                                       // seconds
-
-  void observe(double seconds);
-};
 
 // What /metrics reports, read from the server's parts on the loop thread.
 struct MetricsSnapshot {

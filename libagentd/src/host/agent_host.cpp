@@ -1,7 +1,7 @@
 #include "agent_host.h"
 
 #include "agent_services.h"
-#include "models/model_registry.h"
+#include "model_registry.h"
 #include "bridge.h"
 #include "plugin_loader.h"
 #include "worker_pool.h"

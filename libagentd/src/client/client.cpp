@@ -3,7 +3,7 @@
 // condition variables.
 #include <agentd/client.h>
 
-#include "agent_services.h"
+#include "pooled_connector.h"
 #include "bridge.h"
 #include "child_process.h"
 #include "counting_stream.h"
@@ -16,6 +16,7 @@
 
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -397,7 +398,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         so.model_config_path = target.local.model_config_path;
         so.max_workers = target.local.max_workers;
         so.server_id = "local-" + new_id().substr(0, 8);
-        loop.local = kj::heap<Server>(so, io, target.local.classes);
+        loop.local = kj::heap<Server>(so, io, target.local.classes, pooled_agent_connector());
         loop.server = loop.local->bootstrap();
         server_id_ = loop.local->id();
         address_ = "local";
@@ -807,9 +808,33 @@ AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
 
 AgentRef connect_agent(Agent& caller, const Value& ref) {
   if (caller.services() == nullptr) return AgentRef::from_value(ref);
-  auto [host, port] = ref_endpoint(ref);
-  return caller.services()->client_for(host, port).agent(ref[kRefKey]["id"].get<std::string>());
+  return caller.services()->connect_agent(ref);
 }
+
+namespace detail {
+
+AgentConnector pooled_agent_connector() {
+  // One client connection per server address, opened on first use and shared by every agent
+  // of the server that holds the connector; closed when the connector goes.
+  struct Pool {
+    std::mutex mu;
+    std::map<std::string, std::unique_ptr<Client>> clients;
+  };
+  return [pool = std::make_shared<Pool>()](const Value& ref) {
+    auto [host, port] = ref_endpoint(ref);
+    std::string key = host + ":" + std::to_string(port);
+    Client* client = nullptr;
+    {
+      std::lock_guard lock(pool->mu);
+      auto& c = pool->clients[key];
+      if (!c) c = std::make_unique<Client>(Client::connect(host, port));
+      client = c.get();
+    }
+    return client->agent(ref[kRefKey]["id"].get<std::string>());
+  };
+}
+
+}  // namespace detail
 
 // ---- Client ----
 

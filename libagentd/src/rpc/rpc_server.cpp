@@ -1,7 +1,7 @@
 #include "rpc_server.h"
 
 #include "agent_host.h"
-#include "models/model_registry.h"
+#include "model_registry.h"
 #include "peer_pool.h"
 #include "plugin_loader.h"
 #include "result_pool.h"

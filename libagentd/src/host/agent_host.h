@@ -14,7 +14,7 @@
 #include <agentd/agent.h>
 #include <agentd/error.h>
 
-#include "metrics.h"
+#include "call_stats.h"
 #include "result_pool.h"
 
 #include <kj/async.h>

@@ -7,17 +7,6 @@
 
 namespace agentd::detail {
 
-void LatencyHistogram::observe(double seconds) {
-  for (std::size_t i = 0; i < kBounds.size(); ++i) {
-    if (seconds <= kBounds[i]) {
-      ++buckets[i];
-      break;
-    }
-  }
-  ++count;
-  sum += seconds;
-}
-
 namespace {
 
 void metric(std::string& out, const char* name, const char* type, const char* help) {

@@ -1,0 +1,48 @@
+#include "server_services.h"
+
+#include <agentd/error.h>
+
+namespace agentd::detail {
+
+std::shared_ptr<ChatModel> ServerServices::model(const std::string& config_name,
+                                                const std::string& agent_id) {
+  auto model = models_.get(config_name);  // throws naming the known configs
+  return with_usage_counters(std::move(model), {usage_counter(agent_id)});
+}
+
+std::shared_ptr<UsageCounter> ServerServices::usage_counter(const std::string& agent_id) {
+  std::lock_guard lock(usage_mu_);
+  auto& c = usage_[agent_id];
+  if (!c) c = std::make_shared<UsageCounter>();
+  return c;
+}
+
+ModelUsage ServerServices::agent_usage(const std::string& agent_id) const {
+  std::lock_guard lock(usage_mu_);
+  auto it = usage_.find(agent_id);
+  return it == usage_.end() ? ModelUsage{} : it->second->snapshot();
+}
+
+void ServerServices::forget_agent(const std::string& agent_id) {
+  std::lock_guard lock(usage_mu_);
+  usage_.erase(agent_id);
+}
+
+AgentRef ServerServices::connect_agent(const Value& ref) {
+  AgentConnector connector;
+  {
+    std::lock_guard lock(connector_mu_);
+    connector = connector_;
+  }
+  if (!connector)
+    throw Error(ErrorCode::bad_args, "this server has no way to reach other agents by reference");
+  return connector(ref);
+}
+
+void ServerServices::close() {
+  AgentConnector connector;
+  std::lock_guard lock(connector_mu_);
+  connector.swap(connector_);
+}
+
+}  // namespace agentd::detail

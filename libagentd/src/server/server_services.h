@@ -1,0 +1,43 @@
+// ServerServices: the server's implementation of AgentServices (models from its registry, usage
+// per agent, agents named by reference through the connector main() gave it).
+#pragma once
+
+#include "agent_services.h"
+#include "model_registry.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace agentd::detail {
+
+class ServerServices final : public AgentServices {
+ public:
+  // models is borrowed and must outlive every agent that uses these services. connector may be
+  // empty: connect_agent() then fails with bad_args.
+  ServerServices(ModelRegistry& models, AgentConnector connector)
+      : models_(models), connector_(std::move(connector)) {}
+
+  std::shared_ptr<ChatModel> model(const std::string& config_name,
+                                   const std::string& agent_id) override;
+  std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id) override;
+  void forget_agent(const std::string& agent_id) override;
+  AgentRef connect_agent(const Value& ref) override;
+
+  // Thread-safe: the model usage of agent_id's calls so far (zeros when it made none).
+  ModelUsage agent_usage(const std::string& agent_id) const;
+
+  // Drops the connector and the connections it holds (before the server goes away). Agents
+  // must not run any more.
+  void close();
+
+ private:
+  ModelRegistry& models_;
+  std::mutex connector_mu_;  // guards connector_
+  AgentConnector connector_;
+  mutable std::mutex usage_mu_;  // guards usage_
+  std::map<std::string, std::shared_ptr<UsageCounter>, std::less<>> usage_;  // by agent id
+};
+
+}  // namespace agentd::detail
