@@ -143,6 +143,7 @@ AgentHost::~AgentHost() = default;
 std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
                                                    const std::string& name, Value args,
                                                    std::string id, CreateDone done) {
+  if (args.is_null()) args = Value::object();  // unset args (a raw client's) are no args
   std::lock_guard lock(mu_);
   if (stopping_) return Error(ErrorCode::stopping, "the server is shutting down");
   const AgentClass* cls = catalog_.find(class_name);
