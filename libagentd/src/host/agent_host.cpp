@@ -76,19 +76,56 @@ std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f)
 }  // namespace
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-                     Bridge& bridge, ResultPool& results)
+                     Bridge& bridge, ResultPool::Limits result_limits)
     : catalog_(catalog),
       services_(services),
       workers_(workers),
       bridge_(bridge),
-      results_(results),
-      loop_thread_(std::this_thread::get_id()) {}
+      loop_thread_(std::this_thread::get_id()),
+      results_(result_limits) {}
 
 void AgentHost::on_loop(kj::Function<void()> fn) {
   if (std::this_thread::get_id() == loop_thread_)
     fn();
   else
     bridge_.post(kj::mv(fn));
+}
+
+bool AgentHost::announce_result(const std::string& call_id, const std::string& agent_id) {
+  std::lock_guard lock(mu_);
+  return results_.add_pending(call_id, agent_id);
+}
+
+void AgentHost::when_result(const std::string& call_id, kj::Function<void(const OutcomePtr&)> w,
+                            bool wait_for_unknown) {
+  std::lock_guard lock(mu_);
+  results_.when_ready(
+      call_id,
+      [this, w = kj::mv(w)](const OutcomePtr& o) mutable {
+        on_loop([w = kj::mv(w), o]() mutable { w(o); });
+      },
+      wait_for_unknown);
+}
+
+void AgentHost::feed_from_result(const std::string& producer_call_id, const std::string& agent_id,
+                                 const std::shared_ptr<Call>& call) {
+  std::lock_guard lock(mu_);
+  results_.when_ready(producer_call_id, input_waiter(agent_id, call), /*wait_for_unknown=*/true);
+}
+
+OutcomePtr AgentHost::peek_result(const std::string& call_id) const {
+  std::lock_guard lock(mu_);
+  return results_.peek(call_id);
+}
+
+AgentHost::ResultStats AgentHost::result_stats() const {
+  std::lock_guard lock(mu_);
+  return ResultStats{results_.size(), results_.evictions(), results_.limits()};
+}
+
+void AgentHost::sweep_results() {
+  std::lock_guard lock(mu_);
+  results_.sweep();
 }
 
 bool AgentHost::exists(const std::string& id) const {

@@ -4,11 +4,15 @@
 // worker pool; different agents run in parallel. A call whose input is a placeholder waits in
 // the mailbox until that input is there, and the calls behind it wait too (sequential semantics).
 //
-// Thread-safe: one recursive mutex (lock()) guards the host and the ResultPool it publishes to.
-// The loop thread enqueues calls; workers run agent code without the lock, then take it to
-// publish the result, hand inputs to waiting calls and pick up the next runnable call themselves
-// (a dependent call continues on the same worker: no thread hop between links of a chain).
+// The host owns the results of its calls (a ResultPool) and is the only one that touches them.
+//
+// Thread-safe: one recursive mutex, private to the host, guards the agents and the pool. The
+// loop thread enqueues calls; workers run agent code without the lock, then take it to publish
+// the result, hand inputs to waiting calls and pick up the next runnable call themselves (a
+// dependent call continues on the same worker: no thread hop between links of a chain).
 // Agent code (constructors, reply, observe, call, destructors) never runs on the loop thread.
+// What must run on the loop thread (answers to RPCs) is handed there through the bridge: see
+// when_result() and on_loop().
 #pragma once
 
 #include <agentd/agent.h>
@@ -107,18 +111,39 @@ struct SpanRecord {
 
 class AgentHost {
  public:
-  // All borrowed; they outlive the host.
+  // catalog, services, workers and bridge are borrowed and outlive the host.
   // Construct on the loop thread (the thread on_loop() runs things on).
   AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-            Bridge& bridge, ResultPool& results);
+            Bridge& bridge, ResultPool::Limits result_limits);
   ~AgentHost();
 
-  // Hold this to touch the ResultPool. Recursive: pool waiters call back into the host.
-  std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock(mu_); }
-
-  // Runs fn on the loop thread: now when called there, else through the bridge.
-  // Result pool waiters that answer RPCs use it (they may run on a worker).
+  // Runs fn on the loop thread: now when called there, else through the bridge. Any thread.
   void on_loop(kj::Function<void()> fn);
+
+  // ---- Results of reply / method_async calls, by call id. Any thread. ----
+
+  // Announces call_id, to be produced by a call on agent_id that is about to be enqueued.
+  // False when the id is taken (pending, finished or recently evicted).
+  bool announce_result(const std::string& call_id, const std::string& agent_id);
+  // Runs w on the loop thread once call_id's outcome is there (ResultPool::when_ready says when
+  // an unknown or evicted id fails instead). Registered before the call is enqueued, it cannot
+  // miss its outcome, however small the pool.
+  void when_result(const std::string& call_id, kj::Function<void(const OutcomePtr&)> w,
+                   bool wait_for_unknown);
+  // Gives call, queued on agent_id with input_ready == false, the outcome of producer_call_id
+  // (a call on this server) as its input once it is there.
+  void feed_from_result(const std::string& producer_call_id, const std::string& agent_id,
+                        const std::shared_ptr<Call>& call);
+  // The finished outcome of call_id, if the pool has it.
+  OutcomePtr peek_result(const std::string& call_id) const;
+  struct ResultStats {
+    std::size_t size = 0;  // pending and finished
+    std::uint64_t evictions = 0;
+    ResultPool::Limits limits;
+  };
+  ResultStats result_stats() const;
+  // Evicts results by age (call about once a second).
+  void sweep_results();
   using CreateDone = std::function<void(std::variant<AgentInfoRow, Error>)>;
 
   // Creates an agent (its constructor runs on a worker). The id is reserved at once, so calls
@@ -145,8 +170,9 @@ class AgentHost {
   // A call with input_ready == false waits for the callback from input_waiter().
   void enqueue(const std::string& id, std::shared_ptr<Call> call);
 
-  // The callback that delivers a queued call's input (a resolved placeholder) and runs what can
-  // run. Any thread; takes the lock. Safe after the agent or the call is gone (does nothing).
+  // The callback that delivers a queued call's input (a resolved placeholder, e.g. fetched from
+  // another server) and runs what can run. Any thread; takes the lock. Safe after the agent or
+  // the call is gone (does nothing).
   ResultPool::Waiter input_waiter(const std::string& agent_id, const std::shared_ptr<Call>& call);
 
   // Refuse new work; fail queued (not running) calls with `stopping`.
@@ -186,10 +212,11 @@ class AgentHost {
   AgentServices& services_;
   WorkerPool& workers_;
   Bridge& bridge_;
-  ResultPool& results_;
   const std::thread::id loop_thread_;
 
+  // Recursive: pool waiters run under it and call back into the host.
   mutable std::recursive_mutex mu_;
+  ResultPool results_;
   std::unordered_map<std::string, std::shared_ptr<AgentSlot>> agents_;
   std::size_t running_ = 0;
   std::uint64_t completed_ = 0;

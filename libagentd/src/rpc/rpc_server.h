@@ -1,5 +1,5 @@
 // The Cap'n Proto face of a server: AgentServer, Agent and Result implementations.
-// Loop thread only. They translate wire requests into AgentHost / ResultPool operations and
+// Loop thread only. They translate wire requests into AgentHost operations and
 // never run agent code.
 #pragma once
 
@@ -14,7 +14,6 @@
 namespace agentd::detail {
 
 class AgentHost;
-class ResultPool;
 class PeerPool;
 class ClassCatalog;
 class ModelRegistry;
@@ -25,7 +24,6 @@ struct RpcContext {
   std::string server_id;
   std::string advertise_address;
   AgentHost& host;
-  ResultPool& results;
   PeerPool& peers;
   const ClassCatalog& catalog;
   ModelRegistry& models;

@@ -60,13 +60,12 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       services_(models_, std::move(connector)),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
-      results_(pool_limits(options_)),
-      host_(catalog_, services_, workers_, bridge_, results_),
+      host_(catalog_, services_, workers_, bridge_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{seconds_to_ms(options_.peer_connect_timeout),
                                seconds_to_ms(options_.peer_fetch_timeout)},
              bytes_.data() + 2),
-      rpc_{id_,      advertise_, host_,         results_, peers_, catalog_, models_, workers_,
+      rpc_{id_,      advertise_, host_,         peers_, catalog_, models_, workers_,
            std::chrono::steady_clock::now(), [this] { request_stop(); },
            [this](const std::string& yaml) {
              auto version = models_.replace(parse_model_configs(yaml, "setModelConfigs"));
@@ -186,8 +185,7 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
 
 kj::Promise<void> Server::sweep_loop() {
   return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
-    auto lock = host_.lock();
-    results_.sweep();
+    host_.sweep_results();
     return sweep_loop();
   });
 }
@@ -302,18 +300,16 @@ std::string Server::status_text() const {
 
 MetricsSnapshot Server::metrics() const {
   MetricsSnapshot m;
-  {
-    auto lock = host_.lock();  // the result pool is read under the host's lock
-    m.agents = host_.size();
-    m.calls_ok = host_.calls_completed();
-    m.calls_error = host_.calls_failed();
-    m.calls_by_class = host_.calls_by_class();
-    m.calls_queued = host_.queued_calls();
-    m.calls_running = host_.running_calls();
-    m.latency = host_.call_latency();
-    m.result_pool_size = results_.size();
-    m.result_pool_evictions = results_.evictions();
-  }
+  m.agents = host_.size();
+  m.calls_ok = host_.calls_completed();
+  m.calls_error = host_.calls_failed();
+  m.calls_by_class = host_.calls_by_class();
+  m.calls_queued = host_.queued_calls();
+  m.calls_running = host_.running_calls();
+  m.latency = host_.call_latency();
+  const auto results = host_.result_stats();
+  m.result_pool_size = results.size;
+  m.result_pool_evictions = results.evictions;
   m.peer_fetches = peers_.fetches();
   auto usage = models_.total_usage();
   m.model_calls = usage.calls;

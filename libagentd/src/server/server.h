@@ -101,7 +101,6 @@ class Server {
   ServerServices services_;
   Bridge bridge_;
   WorkerPool workers_;
-  ResultPool results_;
   AgentHost host_;
   PeerPool peers_;
   RpcContext rpc_;

@@ -64,8 +64,7 @@ struct Fixture {
   NoServices services;
   Bridge bridge{io.unixEventPort};
   WorkerPool workers{2, 64};
-  ResultPool results{ResultPool::Limits{}};
-  AgentHost host{catalog, services, workers, bridge, results};
+  AgentHost host{catalog, services, workers, bridge, ResultPool::Limits{}};
 
   Fixture() {
     catalog.add(agentd::agent_class<Appender>("Appender"), "test");
@@ -101,13 +100,13 @@ struct Fixture {
     c->kind = Call::Kind::reply;
     c->call_id = call_id;
     if (text) c->input = std::make_shared<const Outcome>(Msg("user", *text));
-    REQUIRE(results.add_pending(call_id, agent));
+    REQUIRE(host.announce_result(call_id, agent));
     return c;
   }
 
   OutcomePtr outcome(const std::string& call_id) {
-    run_until([&] { return results.peek(call_id) != nullptr; });
-    return results.peek(call_id);
+    run_until([&] { return host.peek_result(call_id) != nullptr; });
+    return host.peek_result(call_id);
   }
 };
 
@@ -137,7 +136,7 @@ TEST_CASE("a call waiting on its input holds back the calls behind it", "[agent_
   // The second call is ready but must not overtake the first: nothing was started.
   CHECK(f.host.running_calls() == 0);
   CHECK(f.host.info("a")->queued == 2);
-  CHECK(f.results.peek("c2") == nullptr);
+  CHECK(f.host.peek_result("c2") == nullptr);
   deliver(std::make_shared<const Outcome>(Msg("user", "first")));
   auto o2 = f.outcome("c2");
   REQUIRE(o2);

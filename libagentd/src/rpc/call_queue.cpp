@@ -1,0 +1,133 @@
+#include "call_queue.h"
+
+#include "peer_pool.h"
+#include "value_codec.h"
+
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+namespace {
+
+// Queues call on agent_id with its input: a message at once, a placeholder once it resolves
+// (from this server's results, or fetched from its origin over a peer connection).
+void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::shared_ptr<Call> call,
+                        kj::Maybe<wire::Input::Reader> maybe_input) {
+  wire::Input::Reader input;
+  KJ_IF_MAYBE(in, maybe_input) { input = *in; }
+  switch (input.which()) {
+    case wire::Input::NONE:
+      ctx.host.enqueue(agent_id, kj::mv(call));
+      return;
+    case wire::Input::MSG:
+      call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
+      ctx.host.enqueue(agent_id, kj::mv(call));
+      return;
+    case wire::Input::PLACEHOLDER:
+      break;
+  }
+  auto ref = input.getPlaceholder();
+  std::string producer_call = to_std(ref.getCallId());
+  call->consumed.push_back(producer_call);  // for its trace span
+  call->input_ready = false;
+  ctx.host.enqueue(agent_id, call);
+  std::string server_id = to_std(ref.getServerId());
+  if (server_id == ctx.server_id) {
+    // Produced here: the producer's completion hands the result over directly.
+    ctx.host.feed_from_result(producer_call, agent_id, call);
+  } else {
+    // Produced elsewhere: fetch it from the origin server over a peer connection.
+    ctx.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call,
+                    ctx.host.input_waiter(agent_id, call));
+  }
+}
+
+}  // namespace
+
+std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report) {
+  auto call = std::make_shared<Call>();
+  call->kind = req.kind;
+  call->method = std::move(req.method);
+  call->args = std::move(req.args);
+  switch (req.kind) {
+    case Call::Kind::reply:
+    case Call::Kind::method_async: {
+      if (req.call_id.empty()) return Error(ErrorCode::bad_request, "a reply without a call id");
+      if (!ctx.host.announce_result(req.call_id, req.agent_id)) {
+        return Error(ErrorCode::duplicate_call_id,
+                     fmt::format("call id {} was already used on this server; call ids must be "
+                                 "unique",
+                                 req.call_id),
+                     req.agent_id, ctx.host.class_of(req.agent_id));
+      }
+      call->call_id = req.call_id;
+      // Before the call is queued, so its outcome cannot be evicted unseen.
+      KJ_IF_MAYBE(w, report.outcome) {
+        ctx.host.when_result(req.call_id, kj::mv(*w), /*wait_for_unknown=*/false);
+      }
+      if (req.kind == Call::Kind::method_async) req.input = nullptr;
+      break;
+    }
+    case Call::Kind::observe:
+      if (!ctx.host.exists(req.agent_id)) return unknown_agent_error(req.agent_id);
+      break;
+    case Call::Kind::method:
+    case Call::Kind::memory:
+      req.input = nullptr;
+      KJ_IF_MAYBE(f, report.finished) {
+        call->on_done = kj::mv(*f);
+        call->has_on_done = true;
+      }
+      break;
+  }
+  enqueue_with_input(ctx, req.agent_id, kj::mv(call), req.input);
+  return std::nullopt;
+}
+
+std::size_t error_size(const Error& e) {
+  return e.message().size() + e.agent_id().size() + e.agent_class().size() + 64;
+}
+
+std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit) {
+  if (const Msg* m = std::get_if<Msg>(&o)) {
+    std::size_t size = approx_wire_size(*m);
+    return inline_limit > 0 && size > inline_limit ? 16 : size;
+  }
+  return error_size(std::get<Error>(o));
+}
+
+void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit) {
+  if (const Msg* m = std::get_if<Msg>(&o)) {
+    if (inline_limit > 0) {
+      auto size = approx_wire_size(*m);
+      if (size > inline_limit) {
+        out.setTooLarge(size);
+        return;
+      }
+    }
+    write_msg(*m, out.initMsg());
+  } else {
+    write_error(std::get<Error>(o), out.initError());
+  }
+}
+
+kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
+                                    bool wait_for_unknown,
+                                    kj::Function<void(const OutcomePtr&)> write) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  ctx.host.when_result(
+      call_id,
+      [f = kj::mv(paf.fulfiller), write = kj::mv(write)](const OutcomePtr& o) mutable {
+        if (!f->isWaiting()) return;  // the caller went away
+        write(o);
+        f->fulfill();
+      },
+      wait_for_unknown);
+  return kj::mv(paf.promise);
+}
+
+Error unknown_agent_error(const std::string& id) {
+  return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id);
+}
+
+}  // namespace agentd::detail

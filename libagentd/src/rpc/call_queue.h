@@ -1,0 +1,57 @@
+// One way into the host for every call the server's RPC objects take, whichever path it came by
+// (the batched Session or the per-capability Agent), and the writers of its outcome. Loop
+// thread only.
+#pragma once
+
+#include "agent_host.h"
+#include "rpc_server.h"
+
+#include "agentd.capnp.h"
+
+#include <kj/function.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace agentd::detail {
+
+// What one call asks for. reply and method_async need call_id (the result pool key).
+struct CallRequest {
+  Call::Kind kind = Call::Kind::reply;
+  std::string agent_id;
+  std::string call_id;
+  kj::Maybe<wire::Input::Reader> input;  // reply / observe; read before queue_call returns
+  std::string method;                    // method / method_async
+  Value args;                            // method / method_async
+};
+
+// How the outcome comes back, on the loop thread. What is left unset is not reported.
+struct CallReport {
+  // reply / method_async: the outcome once it is in the pool.
+  kj::Maybe<kj::Function<void(const OutcomePtr&)>> outcome;
+  // method / memory: the finished call (out_value, out_memory or out_error set).
+  kj::Maybe<kj::Function<void(Call&)>> finished;
+};
+
+// Queues req on its agent (an unknown agent fails reply / method / memory through their
+// report, as any failure of the call does). Returns the error instead, reporting nothing, when
+// the call cannot be queued at all: no call id, a call id already used, observe of an unknown
+// agent.
+std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
+
+// About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.
+std::size_t error_size(const Error& e);
+std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit);
+// inline_limit > 0: a bigger message is announced (tooLarge) instead of sent.
+void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0);
+
+Error unknown_agent_error(const std::string& id);
+
+// Answers an RPC once the outcome of call_id is there: write (on the loop thread) fills the
+// RPC's results, unless the caller went away first. The returned promise is the RPC's.
+kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
+                                    bool wait_for_unknown,
+                                    kj::Function<void(const OutcomePtr&)> write);
+
+}  // namespace agentd::detail

@@ -1,0 +1,246 @@
+#include "session_impl.h"
+
+#include "call_queue.h"
+#include "value_codec.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <vector>
+
+namespace agentd::detail {
+
+namespace {
+
+// Completions that could not be sent. A client that went away needs no word; anything else
+// means calls the client will never hear of, which must not pass silently.
+class LogSendErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    if (e.getType() == kj::Exception::Type::DISCONNECTED) return;
+    spdlog::error("could not send call completions to a client: {}", e.getDescription().cStr());
+  }
+};
+LogSendErrors g_log_send_errors;  // stateless
+
+using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
+
+// Completions waiting for the next CallSink.done. Loop thread only; the session holds it, and
+// completions that arrive after the session is gone (weak_ptr expired) are dropped.
+class Outbox : public std::enable_shared_from_this<Outbox> {
+ public:
+  explicit Outbox(wire::CallSink::Client sink) : sink_(kj::mv(sink)) {}
+
+  // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
+  // the rest of it. Sent after everything already queued on the loop (a whole bridge batch).
+  void add(std::uint64_t ticket, std::size_t size, CallDoneWriter write) {
+    items_.push_back(Item{ticket, size + 16, kj::mv(write)});
+    if (scheduled_) return;
+    scheduled_ = true;
+    std::weak_ptr<Outbox> weak = shared_from_this();
+    tasks_.add(kj::evalLater([weak]() {
+      if (auto self = weak.lock()) self->flush();
+    }));
+  }
+  void add_error(std::uint64_t ticket, Error e) {
+    std::size_t size = error_size(e);
+    add(ticket, size, [e = std::move(e)](wire::CallDone::Builder out) {
+      write_error(e, out.initError());
+    });
+  }
+
+ private:
+  struct Item {
+    std::uint64_t ticket = 0;
+    std::size_t size = 0;
+    CallDoneWriter write;
+  };
+
+  // Sends the gathered completions, as many CallSink.done messages of at most about
+  // kBatchBytes as they need: one message over Cap'n Proto's limit would be refused whole.
+  void flush() {
+    scheduled_ = false;
+    std::size_t begin = 0;
+    while (begin < items_.size()) {
+      std::size_t end = begin + 1;
+      std::size_t bytes = items_[begin].size;
+      while (end < items_.size() && bytes + items_[end].size <= kBatchBytes) bytes += items_[end++].size;
+      send(begin, end, bytes);
+      begin = end;
+    }
+    items_.clear();
+  }
+
+  // Sends items [begin, end) as one CallSink.done. A batch holds more than kBatchBytes only
+  // when it is one big item; if that one is over the message limit, its call gets too_large.
+  void send(std::size_t begin, std::size_t end, std::size_t approx_bytes) {
+    auto req = sink_.doneRequest();
+    auto list = req.initCalls(static_cast<unsigned>(end - begin));
+    for (std::size_t i = begin; i < end; ++i) {
+      auto out = list[static_cast<unsigned>(i - begin)];
+      out.setTicket(items_[i].ticket);
+      items_[i].write(out);
+    }
+    if (approx_bytes > kMaxMessageBytes / 4) {
+      const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
+      if (exact + 4096 > kMaxMessageBytes) {
+        req = sink_.doneRequest();
+        auto d = req.initCalls(1)[0];
+        d.setTicket(items_[begin].ticket);
+        write_error(Error(ErrorCode::too_large,
+                          fmt::format("the answer to this call is {} bytes, more than one message "
+                                      "can carry ({} bytes); make the agent return less per call",
+                                      exact, kMaxMessageBytes)),
+                    d.initError());
+      }
+    }
+    tasks_.add(req.send().ignoreResult());
+  }
+
+  wire::CallSink::Client sink_;
+  std::vector<Item> items_;
+  bool scheduled_ = false;
+  kj::TaskSet tasks_{g_log_send_errors};
+};
+
+Call::Kind call_kind(wire::CallKind k) {
+  switch (k) {
+    case wire::CallKind::REPLY: return Call::Kind::reply;
+    case wire::CallKind::OBSERVE: return Call::Kind::observe;
+    case wire::CallKind::METHOD: return Call::Kind::method;
+    case wire::CallKind::METHOD_ASYNC: return Call::Kind::method_async;
+    case wire::CallKind::MEMORY: return Call::Kind::memory;
+    case wire::CallKind::CREATE: break;
+  }
+  throw Error(ErrorCode::bad_request, "a call of an unknown kind (a newer client?)");
+}
+
+class SessionImpl final : public wire::Session::Server {
+ public:
+  SessionImpl(RpcContext& ctx, wire::CallSink::Client sink)
+      : ctx_(ctx), out_(std::make_shared<Outbox>(kj::mv(sink))) {}
+
+  kj::Promise<void> submit(SubmitContext context) override {
+    for (auto spec : context.getParams().getCalls()) {
+      try {
+        if (spec.getKind() == wire::CallKind::CREATE)
+          create(spec);
+        else
+          queue(spec);
+      } catch (const Error& e) {
+        out_->add_error(spec.getTicket(), e);
+      }
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> read(ReadContext context) override {
+    // A session reads only results it was told about (tooLarge), so an id the pool no longer
+    // has was evicted: answer at once (expired, or unknown_call long after), never wait.
+    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()),
+                             /*wait_for_unknown=*/false, [context](const OutcomePtr& o) mutable {
+                               write_outcome(*o, context.getResults().initOutcome());
+                             });
+  }
+
+ private:
+  void queue(wire::CallSpec::Reader spec) {
+    const std::uint64_t ticket = spec.getTicket();
+    CallRequest req;
+    req.kind = call_kind(spec.getKind());
+    req.agent_id = to_std(spec.getAgentId());
+    req.call_id = to_std(spec.getCallId());
+    req.input = spec.getInput();
+    req.method = to_std(spec.getMethod());
+    if (spec.hasArgs()) req.args = read_value(spec.getArgs());
+    std::weak_ptr<Outbox> weak = out_;
+    CallReport report;
+    switch (req.kind) {
+      case Call::Kind::reply:
+      case Call::Kind::method_async:
+        // report = false: nobody at the client can read it; the result only goes to the pool.
+        if (spec.getReport())
+          report.outcome = [weak, ticket, limit = spec.getInlineLimit()](const OutcomePtr& o) {
+            if (auto out = weak.lock())
+              out->add(ticket, outcome_size(*o, limit), [o, limit](wire::CallDone::Builder d) {
+                write_outcome(*o, d.initOutcome(), limit);
+              });
+          };
+        break;
+      case Call::Kind::method:
+        report.finished = [weak, ticket](Call& c) {
+          auto out = weak.lock();
+          if (!out) return;
+          std::size_t size = c.out_error ? error_size(*c.out_error) : approx_wire_size(c.out_value);
+          out->add(ticket, size, [value = std::move(c.out_value),
+                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
+            auto v = d.initValue();
+            if (error)
+              write_error(*error, v.initError());
+            else
+              write_value(value, v.initValue());
+          });
+        };
+        break;
+      case Call::Kind::memory:
+        report.finished = [weak, ticket](Call& c) {
+          auto out = weak.lock();
+          if (!out) return;
+          std::size_t size = c.out_error ? error_size(*c.out_error) : 0;
+          for (const auto& m : c.out_memory) size += approx_wire_size(m);
+          out->add(ticket, size, [msgs = std::move(c.out_memory),
+                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
+            if (error) {
+              write_error(*error, d.initError());
+              return;
+            }
+            auto list = d.initMemory(static_cast<unsigned>(msgs.size()));
+            for (unsigned i = 0; i < msgs.size(); ++i) write_msg(msgs[i], list[i]);
+          });
+        };
+        break;
+      case Call::Kind::observe:
+        break;
+    }
+    const Call::Kind kind = req.kind;
+    const bool reported = spec.getReport() ||
+                          (kind != Call::Kind::reply && kind != Call::Kind::method_async);
+    if (auto refused = queue_call(ctx_, std::move(req), kj::mv(report))) {
+      if (reported) out_->add_error(ticket, std::move(*refused));
+      return;
+    }
+    if (kind == Call::Kind::observe)
+      out_->add(ticket, 0, [](wire::CallDone::Builder d) { d.setDone(); });
+  }
+
+  void create(wire::CallSpec::Reader spec) {
+    const std::uint64_t ticket = spec.getTicket();
+    std::weak_ptr<Outbox> weak = out_;
+    auto made = ctx_.host.create(
+        to_std(spec.getClassName()), to_std(spec.getName()), read_value(spec.getArgs()),
+        to_std(spec.getAgentId()), [weak, ticket](std::variant<AgentInfoRow, Error> r) {
+          auto out = weak.lock();
+          if (!out) return;
+          if (auto* err = std::get_if<Error>(&r)) {
+            out->add_error(ticket, std::move(*err));
+            return;
+          }
+          out->add(ticket, 64, [id = std::get<AgentInfoRow>(r).id](wire::CallDone::Builder d) {
+            d.setCreated(to_kj(id));
+          });
+        });
+    if (auto* err = std::get_if<Error>(&made)) out_->add_error(ticket, std::move(*err));
+  }
+
+  RpcContext& ctx_;
+  std::shared_ptr<Outbox> out_;
+};
+
+}  // namespace
+
+wire::Session::Client make_session(RpcContext& ctx, wire::CallSink::Client sink) {
+  return kj::heap<SessionImpl>(ctx, kj::mv(sink));
+}
+
+}  // namespace agentd::detail
