@@ -43,6 +43,13 @@ class Error : public std::runtime_error {
   Error(ErrorCode code, std::string message, std::string agent_id, std::string agent_class,
         bool retryable);
 
+  // An error that a retry of the same request may get past, whatever is_retryable(code) says
+  // (e.g. unknown_call for a result whose producer may still arrive).
+  static Error retryable(ErrorCode code, std::string message, std::string agent_id = {},
+                         std::string agent_class = {}) {
+    return Error(code, std::move(message), std::move(agent_id), std::move(agent_class), true);
+  }
+
   ErrorCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
   const std::string& agent_id() const noexcept { return agent_id_; }

@@ -92,11 +92,10 @@ void ResultPool::sweep(Clock::time_point now) {
     if (!e.announced && !e.outcome && now - e.since >= limits_.unknown_wait) overdue.push_back(id);
   for (const auto& id : overdue) {
     auto node = entries_.extract(id);
-    auto err = std::make_shared<const Outcome>(Error(
+    auto err = std::make_shared<const Outcome>(Error::retryable(
         ErrorCode::unknown_call,
         fmt::format("no call {} arrived at this server within {} s of being asked for", id,
-                    limits_.unknown_wait.count() / 1000.0),
-        "", "", true));
+                    limits_.unknown_wait.count() / 1000.0)));
     for (auto& w : node.mapped().waiters) w(err);
   }
 }

@@ -1,5 +1,8 @@
 // ResultPool: the results of reply/callAsync calls, keyed by the client-chosen call id.
-// Loop thread only. Readable many times until evicted by size (oldest finished first) or age.
+// Readable many times until evicted by size (oldest finished first) or age.
+// Not thread-safe: its owner, the AgentHost, calls it under the host's lock from any thread
+// (workers complete results, the loop thread registers waiters), and waiters run under that lock
+// on whichever thread completed the result.
 #pragma once
 
 #include <agentd/error.h>

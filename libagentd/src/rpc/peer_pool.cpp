@@ -85,9 +85,9 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin, const 
         if (e.getType() == kj::Exception::Type::DISCONNECTED) ref.broken = true;
         Error err = error_from_exception(
             e, fmt::format("fetching the result of call {} from {}", call_id, origin));
-        return std::make_shared<const Outcome>(
-            Error(err.code() == ErrorCode::internal ? ErrorCode::disconnected : err.code(),
-                  err.message(), "", "", true));
+        return std::make_shared<const Outcome>(Error::retryable(
+            err.code() == ErrorCode::internal ? ErrorCode::disconnected : err.code(),
+            err.message()));
       })
       .attach(kj::mv(p));
 }
