@@ -1,0 +1,324 @@
+#include "commands.h"
+
+#include "local_servers.h"
+#include "output.h"
+
+#include <agentd/client.h>
+#include <agentd/error.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace agentctl {
+
+using agentd::Value;
+
+namespace {
+
+constexpr const char* kNoLocalServers = "no servers started by `agentctl up` are running\n";
+
+// A connection to --host/--port that waits --timeout for answers (at most 10 s to connect).
+agentd::Client connect(const Invocation& inv) {
+  agentd::ClientOptions o;
+  o.timeout = inv.timeout();
+  o.connect_timeout = std::min(inv.timeout(), std::chrono::milliseconds(10000));
+  return agentd::Client::connect(inv.g.host, inv.g.port, o);
+}
+
+// text, a JSON argument named `what` in the error. Throws UsageError when it is not JSON.
+Value parse_json_arg(const Invocation& inv, const std::string& what, const std::string& text) {
+  auto v = Value::parse(text, nullptr, false);
+  if (v.is_discarded())
+    throw inv.usage(fmt::format("{} is not valid JSON: {} (quote it for the shell, e.g. "
+                                "'{{\"prefix\": \"> \"}}')",
+                                what, text));
+  return v;
+}
+
+// Without --plugin/--plugin-dir: the plugins built or installed beside this agentctl.
+std::vector<std::string> default_plugin_dirs() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (auto dir : {self.parent_path().parent_path() / "plugins",
+                   self.parent_path().parent_path() / AGENTD_INSTALL_LIBDIR_NAME / "agentd" / "plugins"})
+    if (fs::is_directory(dir, ec)) return {dir.string()};
+  return {};
+}
+
+}  // namespace
+
+// ---- against the server ----
+
+int cmd_status(const Invocation& inv) {
+  auto c = connect(inv);
+  auto i = c.info();
+  if (inv.g.json)
+    print_json(server_json(i));
+  else
+    print_server_info(i);
+  return kExitOk;
+}
+
+int cmd_list(const Invocation& inv) {
+  auto c = connect(inv);
+  auto agents = c.list_agents();
+  std::sort(agents.begin(), agents.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
+  if (inv.g.json)
+    print_json(json_array(agents, agent_json));
+  else if (agents.empty())
+    std::cout << "no agents on " << c.address() << " (create one with `agentctl create CLASS NAME`)\n";
+  else
+    print_agents(agents);
+  return kExitOk;
+}
+
+int cmd_create(const Invocation& inv) {
+  Value args = Value::object();
+  if (auto a = inv.value("--args")) {
+    args = parse_json_arg(inv, "--args", *a);
+    if (!args.is_object()) throw inv.usage("--args must be a JSON object, e.g. '{\"k\": 1}'");
+  }
+  if (auto count_text = inv.value("--count")) {
+    auto count = parse_whole(*count_text, 1, std::numeric_limits<std::int64_t>::max());
+    if (!count)
+      throw inv.usage("--count must be a whole number of at least 1, not '" + *count_text + "'");
+    if (inv.value("--id")) throw inv.usage("--id names one agent; it cannot go with --count");
+    auto c = connect(inv);
+    auto refs = c.create_agents(inv.args[0], static_cast<std::size_t>(*count), args, inv.args[1]);
+    if (inv.g.json) {
+      print_json(json_array(
+          refs, [&](const agentd::AgentRef& r) { return created_json(r, c.address()); }));
+    } else {
+      for (const auto& r : refs) std::cout << r.id() << "\n";
+    }
+    return kExitOk;
+  }
+  auto c = connect(inv);
+  auto ref = c.create_agent(inv.args[0], inv.args[1], args, inv.value("--id").value_or(""));
+  if (inv.g.json)
+    print_json(created_json(ref, c.address()));
+  else
+    std::cout << ref.id() << "\n";
+  return kExitOk;
+}
+
+int cmd_call(const Invocation& inv) {
+  Value content = inv.args[1];
+  if (inv.flag("--content-json")) content = parse_json_arg(inv, "MESSAGE", inv.args[1]);
+  auto c = connect(inv);
+  auto agent = c.agent(inv.args[0]);
+  agentd::Msg x(inv.value("--name").value_or("user"), content, "user");
+  auto reply = agent.reply(x).get(inv.timeout());
+  if (inv.g.json)
+    print_json(agentd::to_json(reply));
+  else
+    std::cout << reply.text() << "\n";
+  return kExitOk;
+}
+
+int cmd_method(const Invocation& inv) {
+  Value args = Value::object();
+  if (inv.args.size() > 2) args = parse_json_arg(inv, "JSON", inv.args[2]);
+  auto c = connect(inv);
+  auto v = c.agent(inv.args[0]).call(inv.args[1], args);
+  if (!inv.g.json && v.is_string())
+    std::cout << v.get<std::string>() << "\n";
+  else
+    print_json(v);
+  return kExitOk;
+}
+
+int cmd_memory(const Invocation& inv) {
+  auto c = connect(inv);
+  auto mem = c.agent(inv.args[0]).memory();
+  if (inv.g.json)
+    print_json(json_array(mem, [](const agentd::Msg& m) { return agentd::to_json(m); }));
+  else if (mem.empty())
+    std::cout << "memory of " << inv.args[0] << " is empty\n";
+  else
+    print_memory(mem);
+  return kExitOk;
+}
+
+int cmd_delete(const Invocation& inv) {
+  bool all = inv.flag("--all");
+  if (all == !inv.args.empty())
+    throw inv.usage(all ? "give either AGENT_ID... or --all, not both"
+                        : "which agent? give AGENT_ID... (see `agentctl list`) or --all");
+  auto c = connect(inv);
+  if (all) {
+    auto n = c.delete_all_agents();
+    if (inv.g.json)
+      print_json({{"deleted", n}});
+    else
+      std::cout << "deleted " << n << " agent(s) on " << c.address() << "\n";
+    return kExitOk;
+  }
+  Value deleted = Value::array();
+  for (const auto& id : inv.args) {
+    c.delete_agent(id);
+    deleted.push_back(id);
+    if (!inv.g.json) std::cout << "deleted " << id << "\n";
+  }
+  if (inv.g.json) print_json({{"deleted", deleted}});
+  return kExitOk;
+}
+
+int cmd_reload(const Invocation& inv) {
+  auto file = inv.value("--file");
+  if (!file)
+    throw inv.usage(
+        "give the model config file to send: `agentctl reload --file models.yaml`.\n"
+        "To make a server re-read its own --model-config-path instead, send it SIGHUP:\n"
+        "  systemctl reload as_server        (or as_server@INSTANCE)\n"
+        "  kill -HUP PID                     (PID: `agentctl status`)");
+  std::ifstream in(*file, std::ios::binary);
+  if (!in) throw inv.usage(fmt::format("cannot read --file {}", *file));
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto c = connect(inv);
+  auto version = c.set_model_configs(text.str());
+  if (inv.g.json)
+    print_json({{"server", c.address()}, {"model_config_version", version}, {"file", *file}});
+  else
+    std::cout << "model configs on " << c.address() << " replaced from " << *file
+              << " (version " << version << ")\n";
+  return kExitOk;
+}
+
+int cmd_stop(const Invocation& inv) {
+  auto c = connect(inv);
+  auto address = c.address();
+  auto id = c.server_id();
+  bool waited = false;
+  try {
+    c.stop();
+  } catch (const agentd::Error& e) {
+    // An idle server may exit before its answer is on the wire: gone is what we asked for.
+    if (e.code() != agentd::ErrorCode::disconnected) throw;
+    waited = true;
+  }
+  if (inv.flag("--wait") && !waited) {
+    // The server drains running calls, then closes every connection: wait for that.
+    auto deadline = std::chrono::steady_clock::now() + inv.timeout();
+    for (;;) {
+      try {
+        c.ping();
+      } catch (const agentd::Error&) {
+        waited = true;
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw agentd::Error(agentd::ErrorCode::timeout,
+                            fmt::format("{} is still answering after {} s", address, inv.g.timeout_s));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (inv.g.json)
+    print_json({{"server", address}, {"server_id", id}, {"stopped", waited}, {"stopping", true}});
+  else
+    std::cout << (waited ? "stopped " : "stopping ") << "as_server " << id << " at " << address << "\n";
+  return kExitOk;
+}
+
+int cmd_ping(const Invocation& inv) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = connect(inv);
+  auto t1 = std::chrono::steady_clock::now();
+  c.ping();
+  auto t2 = std::chrono::steady_clock::now();
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  if (inv.g.json)
+    print_json({{"server", c.address()}, {"server_id", c.server_id()},
+                {"connect_ms", ms(t1 - t0)}, {"rtt_ms", ms(t2 - t1)}});
+  else
+    std::cout << fmt::format("pong from {} (server {}): {:.3f} ms (connect {:.3f} ms)\n",
+                             c.address(), c.server_id(), ms(t2 - t1), ms(t1 - t0));
+  return kExitOk;
+}
+
+int cmd_trace(const Invocation& inv) {
+  std::uint32_t limit = 50;
+  if (auto l = inv.value("--limit")) {
+    auto n = parse_whole(*l, 0, 4096);
+    if (!n)
+      throw inv.usage(
+          fmt::format("--limit must be a number from 0 to 4096 (0: all kept), not '{}'", *l));
+    limit = static_cast<std::uint32_t>(*n);
+  }
+  auto c = connect(inv);
+  auto spans = c.traces(limit);
+  if (inv.g.json)
+    print_json(json_array(spans, span_json));
+  else if (spans.empty())
+    std::cout << "no finished calls traced on " << c.address() << " yet\n";
+  else
+    print_spans(spans);
+  return kExitOk;
+}
+
+// ---- local development servers ----
+
+int cmd_up(const Invocation& inv) {
+  auto count = parse_whole(inv.args[0], 1, 256);
+  if (!count)
+    throw inv.usage(
+        fmt::format("N must be a number of servers from 1 to 256, not '{}'", inv.args[0]));
+  UpOptions o;
+  o.count = static_cast<int>(*count);
+  o.host = inv.g.host;
+  o.server_path = inv.value("--server-path").value_or("");
+  o.plugins = inv.values("--plugin");
+  o.plugin_dirs = inv.values("--plugin-dir");
+  if (o.plugins.empty() && o.plugin_dirs.empty()) o.plugin_dirs = default_plugin_dirs();
+  o.model_config_path = inv.value("--model-config-path").value_or("");
+  o.extra_args = inv.passthrough;
+  o.timeout = inv.timeout();
+  auto started = up(o);
+  if (inv.g.json) {
+    print_json({{"servers", servers_json(started)}, {"state_dir", state_dir()}});
+  } else {
+    print_servers(started);
+    std::cerr << "started " << started.size() << " as_server(s); stop them with `agentctl down`\n";
+  }
+  return kExitOk;
+}
+
+int cmd_down(const Invocation& inv) {
+  auto stopped = down(inv.timeout());
+  if (inv.g.json) {
+    print_json({{"stopped", servers_json(stopped)}});
+  } else if (stopped.empty()) {
+    std::cout << kNoLocalServers;
+  } else {
+    for (const auto& s : stopped)
+      std::cout << "stopped " << s.address() << " (pid " << s.pid << ")\n";
+  }
+  return kExitOk;
+}
+
+int cmd_ps(const Invocation& inv) {
+  auto servers = recorded();
+  if (inv.g.json)
+    print_json({{"servers", servers_json(servers)}});
+  else if (servers.empty())
+    std::cout << kNoLocalServers;
+  else
+    print_servers(servers);
+  return kExitOk;
+}
+
+}  // namespace agentctl

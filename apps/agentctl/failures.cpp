@@ -1,0 +1,87 @@
+#include "failures.h"
+
+#include "output.h"
+
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace agentctl {
+
+namespace {
+
+// {"error": error} on stdout, for --json.
+void print_json_error(const agentd::Value& error) { print_json({{"error", error}}); }
+
+// What the operator can do about e; empty: nothing to add.
+std::string hint_for(const agentd::Error& e, const Invocation& inv) {
+  using agentd::ErrorCode;
+  switch (e.code()) {
+    case ErrorCode::disconnected:
+      return fmt::format("is as_server running at {}:{}? Point at it with --host/--port, or start "
+                         "one: `systemctl start as_server`, or `agentctl up 1` for development",
+                         inv.g.host, inv.g.port);
+    case ErrorCode::unknown_agent:
+      return "`agentctl list` shows the agents on this server";
+    case ErrorCode::unknown_class:
+      return "`agentctl status` shows the classes this server offers; load others with as_server "
+             "--plugin or --plugin-dir";
+    case ErrorCode::duplicate_agent:
+      return "pick another --id, or delete the existing agent first";
+    case ErrorCode::bad_args:
+      return "check --args against what the agent class expects";
+    case ErrorCode::unknown_method:
+      return "check the method name with the agent's author";
+    case ErrorCode::timeout:
+      return "the server did not answer in time; raise --timeout if the work is slow";
+    case ErrorCode::config_error:
+      return "fix the file and run the command again; the server keeps its previous configs";
+    case ErrorCode::stopping:
+      return "the server is shutting down; use another server or wait for it to be restarted";
+    case ErrorCode::overloaded:
+      return "the server is overloaded; retry later";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+int report_usage_error(const UsageError& e, const Invocation& inv) {
+  std::cerr << "agentctl" << (e.command.empty() ? "" : " " + e.command) << ": " << e.what() << "\n";
+  std::cerr << "run `agentctl " << (e.command.empty() ? "" : e.command + " ") << "--help` for usage\n";
+  if (inv.g.json) print_json_error({{"code", "usage"}, {"message", e.what()}});
+  return kExitUsage;
+}
+
+int report_server_error(const agentd::Error& e, const Invocation& inv) {
+  bool unreachable = e.code() == agentd::ErrorCode::disconnected;
+  auto hint = hint_for(e, inv);
+  std::cerr << "agentctl: " << agentd::to_string(e.code()) << ": " << e.message();
+  if (!e.agent_id().empty() && e.message().find(e.agent_id()) == std::string::npos)
+    std::cerr << " (agent " << e.agent_id() << ")";
+  std::cerr << "\n";
+  if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
+  if (inv.g.json)
+    print_json_error({{"code", std::string(agentd::to_string(e.code()))},
+                      {"message", e.message()},
+                      {"agent_id", e.agent_id()},
+                      {"agent_class", e.agent_class()},
+                      {"retryable", e.retryable()}});
+  return unreachable ? kExitUnreachable : kExitFailed;
+}
+
+int report_local_error(const LocalError& e, const Invocation& inv) {
+  std::cerr << "agentctl " << (inv.command ? inv.command->name : "") << ": " << e.what() << "\n";
+  if (inv.g.json) print_json_error({{"code", "local"}, {"message", e.what()}});
+  return kExitFailed;
+}
+
+int report_internal_error(const std::exception& e, const Invocation& inv) {
+  std::cerr << "agentctl: internal error: " << e.what() << "\n";
+  if (inv.g.json) print_json_error({{"code", "internal"}, {"message", e.what()}});
+  return kExitFailed;
+}
+
+}  // namespace agentctl

@@ -1,0 +1,201 @@
+#include "output.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace agentctl {
+
+using agentd::Value;
+
+namespace {
+
+// Columns padded to their widest cell, two spaces apart; the last column is not padded.
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size()) out += std::string(width[i] - cells[i].size() + 2, ' ');
+    }
+    std::cout << out << "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+// "key   value" lines with the keys aligned.
+void print_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::size_t w = 0;
+  for (const auto& [k, v] : fields) w = std::max(w, k.size());
+  for (const auto& [k, v] : fields) std::cout << k << std::string(w - k.size() + 2, ' ') << v << "\n";
+}
+
+std::string human_bytes(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string human_seconds(double s) {
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  auto total = static_cast<std::int64_t>(s);
+  if (total < 7200) return fmt::format("{}m{:02}s", total / 60, total % 60);
+  if (total < 172800) return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+  return fmt::format("{}d{:02}h", total / 86400, (total % 86400) / 3600);
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+// One line of a message's content for a table: text as is, other values as compact JSON.
+std::string one_line(const agentd::Msg& m, std::size_t max = 72) {
+  std::string t = m.text();
+  for (auto& c : t)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  if (t.size() > max) t = t.substr(0, max - 3) + "...";
+  return t;
+}
+
+}  // namespace
+
+void print_json(const Value& v) { std::cout << v.dump(2) << "\n"; }
+
+Value agent_json(const agentd::AgentInfo& a) {
+  return {{"id", a.id},
+          {"name", a.name},
+          {"class", a.class_name},
+          {"queued_calls", a.queued_calls},
+          {"completed_calls", a.completed_calls},
+          {"failed_calls", a.failed_calls}};
+}
+
+Value server_json(const agentd::ServerInfo& i) {
+  return {{"server_id", i.server_id},
+          {"address", i.advertise_address},
+          {"version", i.version},
+          {"pid", i.pid},
+          {"uptime_seconds", i.uptime_seconds},
+          {"cpu_seconds", i.cpu_seconds},
+          {"rss_bytes", i.rss_bytes},
+          {"agents", i.agent_count},
+          {"workers", i.workers},
+          {"calls", {{"completed", i.calls_completed}, {"failed", i.calls_failed},
+                     {"queued", i.calls_queued}}},
+          {"pool", {{"size", i.pool_size}, {"max_size", i.max_pool_size},
+                    {"max_expire_seconds", i.max_expire_seconds}}},
+          {"classes", i.classes},
+          {"model_configs", i.model_configs},
+          {"model_usage", {{"config_version", i.model_config_version}, {"calls", i.model_calls},
+                           {"errors", i.model_errors},
+                           {"prompt_tokens", i.model_prompt_tokens},
+                           {"completion_tokens", i.model_completion_tokens}}},
+          {"bytes", {{"client_in", i.bytes_client_in}, {"client_out", i.bytes_client_out},
+                     {"peer_in", i.bytes_peer_in}, {"peer_out", i.bytes_peer_out}}}};
+}
+
+Value span_json(const agentd::TraceSpan& s) {
+  return {{"seq", s.seq},
+          {"call_id", s.call_id},
+          {"agent_id", s.agent_id},
+          {"agent_class", s.agent_class},
+          {"kind", s.kind},
+          {"method", s.method},
+          {"consumed", s.consumed},
+          {"enqueued_unix_ns", s.enqueued_unix_ns},
+          {"queue_wait_ns", s.queue_wait_ns},
+          {"run_ns", s.run_ns},
+          {"outcome", s.outcome},
+          {"error_message", s.error_message}};
+}
+
+Value servers_json(const std::vector<LocalServer>& servers) {
+  return json_array(servers, [](const LocalServer& s) { return s.to_json(); });
+}
+
+Value created_json(const agentd::AgentRef& ref, const std::string& address) {
+  return {{"id", ref.id()}, {"name", ref.name()}, {"class", ref.class_name()}, {"server", address}};
+}
+
+void print_server_info(const agentd::ServerInfo& i) {
+  print_fields({
+      {"server", i.server_id},
+      {"address", i.advertise_address},
+      {"version", i.version},
+      {"pid", std::to_string(i.pid)},
+      {"uptime", human_seconds(i.uptime_seconds)},
+      {"cpu", fmt::format("{:.2f} s", i.cpu_seconds)},
+      {"rss", human_bytes(i.rss_bytes)},
+      {"agents", std::to_string(i.agent_count)},
+      {"calls", fmt::format("{} completed, {} failed, {} queued", i.calls_completed,
+                            i.calls_failed, i.calls_queued)},
+      {"workers", std::to_string(i.workers)},
+      {"pool", fmt::format("{} / {} results, kept {} s", i.pool_size, i.max_pool_size,
+                           i.max_expire_seconds)},
+      {"classes", i.classes.empty() ? "(none: start as_server with --plugin or --plugin-dir)"
+                                    : join(i.classes, ", ")},
+      {"models", fmt::format("{} (config version {})", join(i.model_configs, ", "),
+                             i.model_config_version)},
+      {"model use", fmt::format("{} calls, {} failed, {} prompt + {} completion tokens",
+                                i.model_calls, i.model_errors, i.model_prompt_tokens,
+                                i.model_completion_tokens)},
+      {"traffic", fmt::format("clients {} in / {} out, peers {} in / {} out",
+                              human_bytes(i.bytes_client_in), human_bytes(i.bytes_client_out),
+                              human_bytes(i.bytes_peer_in), human_bytes(i.bytes_peer_out))},
+  });
+}
+
+void print_agents(const std::vector<agentd::AgentInfo>& agents) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& a : agents)
+    rows.push_back({a.id, a.name, a.class_name, std::to_string(a.queued_calls),
+                    std::to_string(a.completed_calls), std::to_string(a.failed_calls)});
+  print_table({"ID", "NAME", "CLASS", "QUEUED", "COMPLETED", "FAILED"}, rows);
+}
+
+void print_memory(const std::vector<agentd::Msg>& memory) {
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < memory.size(); ++i)
+    rows.push_back({std::to_string(i + 1), memory[i].timestamp, memory[i].name, memory[i].role,
+                    one_line(memory[i])});
+  print_table({"#", "TIME", "NAME", "ROLE", "CONTENT"}, rows);
+}
+
+void print_spans(const std::vector<agentd::TraceSpan>& spans) {
+  auto ms = [](std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : spans)
+    rows.push_back({std::to_string(s.seq), s.call_id.empty() ? "-" : s.call_id, s.agent_id,
+                    s.agent_class, s.method.empty() ? s.kind : s.kind + ":" + s.method,
+                    s.consumed.empty() ? "-" : join(s.consumed, ","), ms(s.queue_wait_ns),
+                    ms(s.run_ns), s.outcome});
+  print_table({"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS",
+               "OUTCOME"},
+              rows);
+}
+
+void print_servers(const std::vector<LocalServer>& servers) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : servers)
+    rows.push_back({s.address(), std::to_string(s.pid), s.server_id, s.log_path});
+  print_table({"ADDRESS", "PID", "SERVER_ID", "LOG"}, rows);
+}
+
+}  // namespace agentctl
