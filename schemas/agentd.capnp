@@ -66,7 +66,6 @@ struct Error {
   agentId @2 :Text;
   agentClass @3 :Text;
   retryable @4 :Bool;
-  callId @5 :Text;
 }
 
 struct Outcome {
@@ -95,11 +94,11 @@ interface Result {
 }
 
 struct PlaceholderRef {
-  # A placeholder passed as the input of another call.
+  # A placeholder passed as the input of another call: the producing server resolves it by call
+  # id when the consumer is on it too, any other server fetches it from origin (AgentServer.fetch).
   origin @0 :Text;       # the producing server's advertised address, "host:port"
   serverId @1 :Text;     # the producing server's id
   callId @2 :Text;
-  result @3 :Result;     # capability to the pending result (pipelined on the producing server)
 }
 
 struct Input {
@@ -111,13 +110,16 @@ struct Input {
 }
 
 interface Agent {
-  # One agent as a capability, a call per message (AgentServer.createAgent / agent). The C++
-  # client sends its calls through Session instead (many per message); both queue into the
-  # same per-agent mailbox and result pool.
+  # One agent as a capability, a call per message (AgentServer.createAgent / agent): the open
+  # protocol for clients in other languages. Promise pipelining works on it: createAgent, reply
+  # on the pipelined agent and get on the pipelined Result can all be sent before anything
+  # answers. The C++ client sends its calls through Session instead (many per message); both
+  # go through the same queueing into the agent's mailbox and the server's result pool.
   reply @0 (input :Input, callId :Text, inlineLimit :UInt64) -> (result :Result, outcome :Outcome);
-  # Queues a reply behind the agent's earlier calls. inlineLimit 0: returns at once with the
-  # Result. inlineLimit > 0: returns when the call is done, with the outcome inline (tooLarge
-  # above the limit); the Result can be pipelined on before that, as placeholders do.
+  # Queues a reply behind the agent's earlier calls. callId empty: the server picks one.
+  # inlineLimit 0: returns at once with the Result. inlineLimit > 0: returns when the call is
+  # done, with the outcome inline (tooLarge above the limit); the Result can be pipelined on
+  # before that, as placeholders do.
 
   observe @1 (input :Input) -> (error :Error);
   # Queues an observation; returns once it is queued (error set only if it could not be).
@@ -248,7 +250,8 @@ interface Session {
 interface AgentServer {
   createAgent @0 (className :Text, name :Text, args :Value, agentId :Text)
       -> (agent :Agent, id :Text, error :Error);
-  # agentId may be empty: the server then picks one.
+  # agentId may be empty: the server then picks one. args unset: the same as {}. Answers once
+  # the agent's constructor has run.
 
   agent @1 (id :Text) -> (agent :Agent, error :Error);
   deleteAgent @2 (id :Text) -> (error :Error);
