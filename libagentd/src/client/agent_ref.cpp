@@ -1,0 +1,164 @@
+#include "agent_ref.h"
+
+#include "agent_services.h"
+#include "call_batch.h"
+#include "call_done.h"
+#include "child_process.h"
+#include "client_core.h"
+#include "placeholder.h"
+#include "value_codec.h"
+
+#include <fmt/format.h>
+
+namespace agentd {
+
+namespace detail {
+
+namespace {
+constexpr const char* kRefKey = "agentd_agent_ref";
+}  // namespace
+
+AgentAddress parse_agent_ref(const Value& ref) {
+  if (!AgentRef::is_ref(ref))
+    throw Error(ErrorCode::bad_args,
+                "not an agent reference (expected the Value of AgentRef::to_value()): " + ref.dump());
+  std::string address = ref[kRefKey].value("address", std::string{});
+  AgentAddress out;
+  if (!split_host_port(address, out.host, out.port))
+    throw Error(ErrorCode::bad_args,
+                "the agent reference names no reachable server (\"" + address +
+                    "\"); agents in local mode cannot be reached from other processes");
+  out.id = ref[kRefKey]["id"].get<std::string>();
+  return out;
+}
+
+AgentInfo read_agent_info(wire::AgentInfo::Reader r) {
+  return AgentInfo{to_std(r.getId()),     to_std(r.getName()),       to_std(r.getClassName()),
+                   r.getQueuedCalls(),    r.getCompletedCalls(),     r.getFailedCalls()};
+}
+
+kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentInfo>& st) {
+  auto req = loop.server.agentRequest();
+  req.setId(to_kj(id));
+  return req.send().then([&st](capnp::Response<wire::AgentServer::AgentResults> r) {
+    if (r.hasError()) {
+      st.fail(read_error(r.getError()));
+      return kj::Promise<void>(kj::READY_NOW);
+    }
+    return r.getAgent().infoRequest().send().then([&st](capnp::Response<wire::Agent::InfoResults> i) {
+      if (i.hasError()) st.fail(read_error(i.getError()));
+      else st.set(read_agent_info(i.getAgent()));
+    });
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+// Queues an observe of spec's input and waits until the server has queued it.
+void observe_sync(detail::ClientCore& core, const std::string& id, detail::OutSpec spec) {
+  core.call_sync<bool>("observe " + id, std::move(spec), [](wire::CallDone::Reader d) {
+    detail::throw_if_error(d);
+    return true;
+  });
+}
+
+}  // namespace
+
+Placeholder AgentRef::reply(const Msg& x) const { return send_reply(nullptr, &x); }
+Placeholder AgentRef::reply(const Placeholder& x) const { return send_reply(&x, nullptr); }
+Placeholder AgentRef::reply() const { return send_reply(nullptr, nullptr); }
+
+Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const {
+  auto state = detail::new_placeholder(core_, id_);
+  auto spec = detail::spec_for(wire::CallKind::REPLY, id_);
+  if (input) spec.ref = detail::input_ref(*input->s_);
+  else if (msg) spec.msg = *msg;
+  detail::send_async(*core_, std::move(spec), *state);
+  return Placeholder(std::move(state));
+}
+
+void AgentRef::observe(const Msg& x) const {
+  auto spec = detail::spec_for(wire::CallKind::OBSERVE, id_);
+  spec.msg = x;
+  observe_sync(*core_, id_, std::move(spec));
+}
+
+void AgentRef::observe(const Placeholder& x) const {
+  auto spec = detail::spec_for(wire::CallKind::OBSERVE, id_);
+  spec.ref = detail::input_ref(*x.s_);
+  observe_sync(*core_, id_, std::move(spec));
+}
+
+Value AgentRef::call(const std::string& method, const Value& args) const {
+  auto spec = detail::spec_for(wire::CallKind::METHOD, id_);
+  spec.method = method;
+  spec.args = args;
+  return core_->call_sync<Value>(
+      fmt::format("call {}.{}", id_, method), std::move(spec), [](wire::CallDone::Reader d) {
+        detail::throw_if_error(d);
+        if (!d.isValue()) throw Error(ErrorCode::internal, "the server answered a method call oddly");
+        auto o = d.getValue();
+        if (o.isError()) throw detail::read_error(o.getError());
+        return detail::read_value(o.getValue());
+      });
+}
+
+Placeholder AgentRef::call_async(const std::string& method, const Value& args) const {
+  auto state = detail::new_placeholder(core_, id_);
+  auto spec = detail::spec_for(wire::CallKind::METHOD_ASYNC, id_);
+  spec.method = method;
+  spec.args = args;
+  detail::send_async(*core_, std::move(spec), *state);
+  return Placeholder(std::move(state));
+}
+
+std::vector<Msg> AgentRef::memory() const {
+  return core_->call_sync<std::vector<Msg>>(
+      "memory of " + id_, detail::spec_for(wire::CallKind::MEMORY, id_),
+      [](wire::CallDone::Reader d) {
+        detail::throw_if_error(d);
+        std::vector<Msg> out;
+        if (d.isMemory())
+          for (auto m : d.getMemory()) out.push_back(detail::read_msg(m));
+        return out;
+      });
+}
+
+AgentInfo AgentRef::info() const {
+  return core_->sync<AgentInfo>(
+      "info of " + id_,
+      [id = id_](detail::LoopState& loop, detail::Sync<AgentInfo>& st) -> kj::Promise<void> {
+        return detail::agent_info(loop, id, st);
+      });
+}
+
+Value AgentRef::to_value() const {
+  using detail::kRefKey;
+  return Value{{kRefKey,
+                {{"id", id_},
+                 {"name", name_},
+                 {"class", class_name_},
+                 {"address", core_->address()},
+                 {"server_id", core_->server_id()}}}};
+}
+
+bool AgentRef::is_ref(const Value& v) {
+  using detail::kRefKey;
+  return v.is_object() && v.contains(kRefKey) && v[kRefKey].is_object() &&
+         v[kRefKey].contains("id") && v[kRefKey]["id"].is_string();
+}
+
+AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
+  auto where = detail::parse_agent_ref(ref);
+  auto client = Client::connect(where.host, where.port, options);
+  return client.agent(where.id);
+}
+
+AgentRef connect_agent(Agent& caller, const Value& ref) {
+  if (caller.services() == nullptr) return AgentRef::from_value(ref);
+  return caller.services()->connect_agent(ref);
+}
+
+}  // namespace agentd

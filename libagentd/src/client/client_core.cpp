@@ -1,0 +1,146 @@
+#include "client_core.h"
+
+#include "counting_stream.h"
+#include "pooled_connector.h"
+#include "server.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <fmt/format.h>
+#include <kj/async-io.h>
+
+namespace agentd::detail {
+
+namespace {
+
+// Everything the loop thread owns: the session state and, in local mode, the server it talks
+// to in this process. Created and destroyed on the loop thread.
+struct ClientLoop {
+  explicit ClientLoop(kj::AsyncIoContext& io) : state(io) {}
+  ~ClientLoop() {
+    // The capabilities into the local server go before the server does; the connection, the
+    // tasks (one runs the server) and the bridge after it.
+    state.session = nullptr;
+    state.server = nullptr;
+    local = nullptr;
+  }
+  LoopState state;
+  kj::Own<Server> local;
+};
+
+}  // namespace
+
+ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
+    : options_(options), child_(std::move(child)) {
+  std::promise<void> started;
+  auto ready = started.get_future();
+  thread_ = std::thread([this, target = std::move(target), started = std::move(started)]() mutable {
+    thread_main(std::move(target), std::move(started));
+  });
+  try {
+    ready.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+ClientCore::~ClientCore() {
+  post([this]() {
+    if (quit_ && quit_->isWaiting()) quit_->fulfill();
+  });
+  if (thread_.joinable()) thread_.join();
+  if (child_) child_->stop(std::chrono::seconds(15));
+}
+
+void ClientCore::check_open(const std::string& what) const {
+  if (!open()) throw Error(ErrorCode::disconnected, what + ": the client is closed", "", "", true);
+}
+
+void ClientCore::thread_main(Target target, std::promise<void> started) {
+  bool announced = false;
+  try {
+    auto io = kj::setupAsyncIo();
+    ClientLoop client_loop(io);
+    LoopState& loop = client_loop.state;
+    auto quit = kj::newPromiseAndFulfiller<void>();
+    quit_ = kj::mv(quit.fulfiller);
+    loop.tasks.add(loop.bridge.run());
+    if (target.mode == Mode::local) {
+      ServerOptions so;
+      so.plugins = target.local.plugins;
+      so.plugin_dirs = target.local.plugin_dirs;
+      so.model_config_path = target.local.model_config_path;
+      so.max_workers = target.local.max_workers;
+      so.server_id = "local-" + new_id().substr(0, 8);
+      client_loop.local = kj::heap<Server>(so, io, target.local.classes, pooled_agent_connector());
+      loop.server = client_loop.local->bootstrap();
+      server_id_ = client_loop.local->id();
+      address_ = "local";
+      loop.tasks.add(client_loop.local->run());
+    } else {
+      auto& timer = io.provider->getTimer();
+      auto connect_ms = options_.connect_timeout.count() * kj::MILLISECONDS;
+      std::string where = fmt::format("{}:{}", target.host, target.port);
+      try {
+        auto addr = timer.timeoutAfter(connect_ms, io.provider->getNetwork().parseAddress(
+                                                       to_kj(target.host), target.port))
+                        .wait(io.waitScope);
+        loop.stream = kj::heap<CountingStream>(
+            timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope), loop.bytes_in,
+            loop.bytes_out);
+      } catch (const kj::Exception& e) {
+        throw Error(ErrorCode::disconnected,
+                    fmt::format("cannot connect to as_server at {}: {}; is it running there?",
+                                where, e.getDescription().cStr()),
+                    "", "", true);
+      }
+      loop.rpc = kj::heap<capnp::TwoPartyClient>(*loop.stream);
+      loop.server = loop.rpc->bootstrap().castAs<wire::AgentServer>();
+      try {
+        auto info = timer.timeoutAfter(connect_ms, loop.server.infoRequest().send())
+                        .wait(io.waitScope);
+        server_id_ = to_std(info.getInfo().getServerId());
+        address_ = to_std(info.getInfo().getAdvertiseAddress());
+        if (address_.empty()) address_ = where;
+      } catch (const kj::Exception& e) {
+        throw Error(ErrorCode::disconnected,
+                    fmt::format("{} accepted the connection but did not answer as an as_server: {}",
+                                where, e.getDescription().cStr()),
+                    "", "", true);
+      }
+      port_ = target.port;
+    }
+    loop.where = address_;
+    open_session(loop);
+    loop_ = &loop;
+    bridge_.store(&loop.bridge);
+    announced = true;
+    started.set_value();
+    quit.promise.wait(io.waitScope);
+    // Release every capability while the loop still runs, and let the releases reach the
+    // server (a ping answered after them proves it): dropping thousands of queued releases
+    // with the connection would unwind one deeply nested promise chain.
+    flush(loop);
+    if (loop.rpc) {
+      try {
+        io.provider->getTimer()
+            .timeoutAfter(2 * kj::SECONDS, loop.server.pingRequest().send())
+            .wait(io.waitScope);
+      } catch (const kj::Exception&) {
+        // The server is gone or slow: nothing is left to flush.
+      }
+    }
+    // Shut down on this thread: refuse posts, drop capabilities, then the connection.
+    bridge_.store(nullptr);
+    loop.bridge.close();
+    fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed", "", "", true));
+    loop.session = nullptr;
+    loop_ = nullptr;
+  } catch (...) {
+    bridge_.store(nullptr);
+    loop_ = nullptr;
+    if (!announced) started.set_exception(std::current_exception());
+  }
+}
+
+}  // namespace agentd::detail

@@ -1,0 +1,147 @@
+// ClientCore: one client connection, behind every Client, AgentRef and Placeholder made from it.
+// A KJ event-loop thread owns the connection and its session (loop_state.h): over TCP to an
+// as_server (independent mode, or a child process the core stops when it goes), or to a Server
+// in this process (local mode). User threads reach that thread through post() and block on
+// plain condition variables (sync.h) for answers.
+#pragma once
+
+#include <agentd/client.h>
+
+#include "call_batch.h"
+#include "child_process.h"
+#include "loop_state.h"
+#include "result_slot.h"
+#include "sync.h"
+#include "value_codec.h"
+
+#include <kj/function.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace agentd::detail {
+
+class ClientCore {
+ public:
+  enum class Mode { independent, child, local };
+
+  struct Target {
+    Mode mode = Mode::independent;
+    std::string host;
+    std::uint16_t port = 0;
+    LocalOptions local;
+  };
+
+  // Starts the loop thread and returns once it has connected (or started the local server) and
+  // opened the session; throws Error (disconnected, or what the local Server throws) otherwise.
+  // child, when given, is the as_server at target, stopped when the core goes.
+  ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child = nullptr);
+  // On a user thread, never the loop thread (loop-thread code holds no reference to the core):
+  // closes the session, joins the loop thread, then stops the child.
+  ~ClientCore();
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+
+  // Any thread: run fn on the loop thread. Dropped once the client is closed.
+  void post(kj::Function<void()> fn) {
+    Bridge* b = bridge_.load();
+    if (b != nullptr) b->post(kj::mv(fn));
+  }
+
+  // Any thread but the loop's: run body on the loop thread and wait for what it sets.
+  // body gets the loop state and the Sync to fill; a rejected promise becomes an Error.
+  template <typename T>
+  T sync(std::string what, kj::Function<kj::Promise<void>(LoopState&, Sync<T>&)> body) {
+    auto st = std::make_shared<Sync<T>>();
+    // Holds the Sync, and the core only by pointer (never a reference count): see
+    // PlaceholderState.
+    post([self = this, st, what, body = kj::mv(body)]() mutable {
+      LoopState* loop = self->loop_;
+      flush(*loop);  // calls issued before this request go first
+      kj::Promise<void> p = nullptr;
+      try {
+        p = body(*loop, *st);
+      } catch (const Error& e) {
+        st->fail(e);
+        return;
+      } catch (const kj::Exception& e) {
+        st->fail(error_from_exception(e, what));
+        return;
+      }
+      // The task holds st, so continuations may keep a reference to it.
+      loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
+        st->fail(error_from_exception(e, what));
+      }));
+    });
+    return wait_counted(*st, what);
+  }
+
+  // Any thread but the loop's: send spec on the session and wait for its CallDone, which
+  // decode turns into the answer (or throws Error).
+  template <typename T>
+  T call_sync(std::string what, OutSpec spec,
+              std::function<T(wire::CallDone::Reader)> decode) {
+    auto st = std::make_shared<Sync<T>>();
+    post([self = this, st, spec = std::move(spec), decode = std::move(decode)]() mutable {
+      Ticket t;
+      t.on_done = [st, decode = std::move(decode)](wire::CallDone::Reader d) {
+        try {
+          st->set(decode(d));
+        } catch (const Error& e) {
+          st->fail(e);
+        }
+      };
+      t.on_fail = [st](const Error& e) { st->fail(e); };
+      send_spec(*self->loop_, std::move(spec), std::move(t));
+    });
+    return wait_counted(*st, what);
+  }
+
+  // Any thread: false once the client is closed (posts are then dropped).
+  bool open() const { return bridge_.load() != nullptr; }
+  // Any thread: throws Error(disconnected, retryable) "<what>: the client is closed" unless open.
+  void check_open(const std::string& what) const;
+
+  // Loop thread only, while the loop runs: the session state.
+  LoopState& loop() { return *loop_; }
+
+  // Any thread (set before the constructor returns).
+  const ClientOptions& options() const { return options_; }
+  const std::string& address() const { return address_; }
+  const std::string& server_id() const { return server_id_; }
+  std::uint16_t port() const { return port_; }
+
+  // Any thread: what ClientStats reports as requests and waits.
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> waits_{0};
+
+ private:
+  void thread_main(Target target, std::promise<void> started);
+
+  // A user thread's wait for an answer posted for (counted as one request and one wait).
+  template <typename T>
+  T wait_counted(Sync<T>& st, const std::string& what) {
+    check_open(what);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    return st.wait(options_.timeout, what);
+  }
+
+  ClientOptions options_;
+  std::unique_ptr<ChildProcess> child_;
+  std::thread thread_;
+  std::atomic<Bridge*> bridge_{nullptr};
+  LoopState* loop_ = nullptr;  // loop thread only
+  kj::Own<kj::PromiseFulfiller<void>> quit_;
+  std::string address_;
+  std::string server_id_;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace agentd::detail

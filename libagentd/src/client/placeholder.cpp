@@ -1,0 +1,77 @@
+#include "placeholder.h"
+
+#include "call_done.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+namespace agentd {
+
+namespace detail {
+
+void PlaceholderState::fetch() {
+  if (requested.exchange(true)) return;
+  {
+    // Already there (the common case): no need to involve the loop thread.
+    std::lock_guard lock(slot->mu);
+    if (slot->value || slot->error) return;
+  }
+  core->post([c = core.get(), id = call_id, slot = slot]() {
+    slot->wanted = true;
+    if (!slot->too_large || slot->full_requested) return;
+    slot->full_requested = true;
+    request_result(c->loop(), id, slot);
+  });
+}
+
+std::shared_ptr<PlaceholderState> new_placeholder(const std::shared_ptr<ClientCore>& core,
+                                                  const std::string& agent_id) {
+  auto state = std::make_shared<PlaceholderState>();
+  state->core = core;
+  state->call_id = new_id();
+  state->agent_id = agent_id;
+  return state;
+}
+
+InputRef input_ref(const PlaceholderState& p) {
+  return InputRef{p.call_id, p.core->address(), p.core->server_id()};
+}
+
+void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state) {
+  core.requests_.fetch_add(1, std::memory_order_relaxed);
+  spec.call_id = state.call_id;
+  spec.inline_limit = kInlineLimit;
+  core.post([c = &core, spec = std::move(spec), slot = state.slot]() mutable {
+    Ticket t;
+    t.slot = slot;
+    t.call_id = spec.call_id;
+    send_spec(c->loop(), std::move(spec), std::move(t));
+  });
+}
+
+}  // namespace detail
+
+Msg Placeholder::get() const { return get(s_->core->options().timeout); }
+
+Msg Placeholder::get(std::chrono::milliseconds timeout) const {
+  if (!s_->requested.load()) {
+    s_->core->requests_.fetch_add(1, std::memory_order_relaxed);
+    s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
+  }
+  s_->fetch();
+  auto& slot = *s_->slot;
+  std::unique_lock lock(slot.mu);
+  if (!slot.cv.wait_for(lock, timeout, [&slot] { return slot.value || slot.error; }))
+    throw Error(ErrorCode::timeout,
+                fmt::format("the result of call {} to agent {} was not ready within {} ms",
+                            s_->call_id, s_->agent_id, timeout.count()),
+                s_->agent_id, "", true);
+  if (slot.error) throw *slot.error;
+  return *slot.value;
+}
+
+const std::string& Placeholder::call_id() const { return s_->call_id; }
+const std::string& Placeholder::origin() const { return s_->core->address(); }
+
+}  // namespace agentd

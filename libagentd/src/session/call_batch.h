@@ -1,0 +1,68 @@
+// The batching of calls into Session.submit: the calls issued in one loop turn travel together
+// in one message, cut at about kBatchBytes. Each call gets a ticket that its CallDone redeems
+// later (call_done.h). Loop thread only.
+#pragma once
+
+#include <agentd/msg.h>
+#include <agentd/value.h>
+
+#include "agentd.capnp.h"
+#include "result_slot.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace agentd::detail {
+
+struct LoopState;
+
+// A placeholder passed as input, as the loop thread needs it (no reference to its owner).
+struct InputRef {
+  std::string call_id;
+  std::string origin;
+  std::string server_id;
+};
+
+// Results up to this size come back with the call's CallDone; bigger ones only when get() asks.
+constexpr std::uint64_t kInlineLimit = 64 * 1024;
+
+// One call waiting for the next Session.submit. Built on any thread, then moved to the loop
+// thread.
+struct OutSpec {
+  std::uint64_t ticket = 0;  // set by send_spec
+  wire::CallKind kind = wire::CallKind::REPLY;
+  std::string agent_id;
+  std::string call_id;
+  std::string method;
+  std::string class_name;
+  std::string name;
+  std::optional<Value> args;
+  std::optional<Msg> msg;
+  std::optional<InputRef> ref;
+  std::uint64_t inline_limit = 0;
+};
+
+// A spec of kind for agent_id; the caller fills in the rest.
+inline OutSpec spec_for(wire::CallKind kind, const std::string& agent_id) {
+  OutSpec spec;
+  spec.kind = kind;
+  spec.agent_id = agent_id;
+  return spec;
+}
+
+// About how many bytes spec takes in a Session.submit.
+std::size_t spec_size(const OutSpec& s);
+
+// Loop thread: queues spec for the next submit, and ticket under a new ticket number until its
+// CallDone arrives. The submit goes at the end of this loop turn, or at once when the batch is
+// full; a call that would take the batch past kBatchBytes starts the next one.
+void send_spec(LoopState& loop, OutSpec spec, Ticket ticket);
+
+// Loop thread: sends the gathered calls as one Session.submit. Also called before any other
+// request, so nothing overtakes calls issued earlier. A call too big for any message, or a
+// submit that fails, fails its tickets.
+void flush(LoopState& loop);
+
+}  // namespace agentd::detail

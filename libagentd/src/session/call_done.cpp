@@ -1,0 +1,97 @@
+#include "call_done.h"
+
+#include "call_batch.h"
+#include "loop_state.h"
+#include "value_codec.h"
+
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+namespace {
+
+// The client end of the session: the server reports finished calls here.
+class SinkImpl final : public wire::CallSink::Server {
+ public:
+  explicit SinkImpl(LoopState& loop) : loop_(loop) {}
+  kj::Promise<void> done(DoneContext context) override {
+    for (auto d : context.getParams().getCalls()) dispatch_done(loop_, d);
+    return kj::READY_NOW;
+  }
+
+ private:
+  LoopState& loop_;  // outlives the RPC system that calls this
+};
+
+// Loop thread: the outcome of call id arrived. A "too large" answer is followed up with a read
+// of the whole message once get() wants it.
+void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
+             const std::shared_ptr<ResultSlot>& slot) {
+  switch (o.which()) {
+    case wire::Outcome::MSG:
+      slot->set(read_msg(o.getMsg()));
+      return;
+    case wire::Outcome::ERROR:
+      slot->fail(read_error(o.getError()));
+      return;
+    case wire::Outcome::TOO_LARGE:
+      break;
+  }
+  slot->too_large = true;
+  if (slot->wanted && !slot->full_requested) {
+    slot->full_requested = true;
+    request_result(loop, id, slot);
+  }
+}
+
+}  // namespace
+
+wire::CallSink::Client new_call_sink(LoopState& loop) { return kj::heap<SinkImpl>(loop); }
+
+void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot) {
+  flush(loop);
+  auto req = loop.session.readRequest();
+  req.setCallId(to_kj(id));
+  auto* loop_ptr = &loop;
+  loop.tasks.add(req.send().then(
+      [slot, loop_ptr, id](capnp::Response<wire::Session::ReadResults> r) {
+        auto o = r.getOutcome();
+        // This session was told the call finished (tooLarge), so a server that no longer knows
+        // the id evicted it longer ago than it remembers evictions.
+        if (o.isError() && o.getError().getCode() == wire::ErrorCode::UNKNOWN_CALL) {
+          slot->fail(Error(ErrorCode::expired,
+                           fmt::format("result of call {} expired: it was evicted from the "
+                                       "server's result pool before get() read it; read large "
+                                       "results sooner or raise --max-pool-size / --max-expire-time",
+                                       id)));
+          return;
+        }
+        deliver(*loop_ptr, o, id, slot);
+      },
+      [slot, id](kj::Exception&& e) {
+        slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
+      }));
+}
+
+void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
+  auto it = loop.tickets.find(done.getTicket());
+  if (it == loop.tickets.end()) return;  // failed already (e.g. its submit was refused)
+  Ticket t = std::move(it->second);
+  loop.tickets.erase(it);
+  if (t.slot) {
+    if (done.isOutcome())
+      deliver(loop, done.getOutcome(), t.call_id, t.slot);
+    else if (done.isError())
+      t.slot->fail(read_error(done.getError()));
+    else
+      t.slot->fail(Error(ErrorCode::internal, "the server answered a call with something odd"));
+    return;
+  }
+  if (t.on_done) t.on_done(done);
+}
+
+void throw_if_error(wire::CallDone::Reader d) {
+  if (d.isError()) throw read_error(d.getError());
+}
+
+}  // namespace agentd::detail

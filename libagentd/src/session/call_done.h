@@ -1,0 +1,30 @@
+// The answers to calls sent on the session: the CallSink the server reports finished calls to,
+// and what becomes of each CallDone (its ResultSlot filled, or its ticket's on_done run).
+// Loop thread only.
+#pragma once
+
+#include "agentd.capnp.h"
+#include "result_slot.h"
+
+#include <memory>
+#include <string>
+
+namespace agentd::detail {
+
+struct LoopState;
+
+// The client end of a session on loop: its done() dispatches each CallDone. loop is borrowed
+// and outlives the RPC system that calls the sink.
+wire::CallSink::Client new_call_sink(LoopState& loop);
+
+// Loop thread: redeems done's ticket (unknown tickets, failed already, are ignored).
+void dispatch_done(LoopState& loop, wire::CallDone::Reader done);
+
+// Loop thread: reads the whole result of call id into slot (after a "too large" answer, once
+// get() wants it). A result the server evicted meanwhile fails slot with Error(expired).
+void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot);
+
+// Any thread: throws the error a CallDone carries (of an observe / create / memory / method).
+void throw_if_error(wire::CallDone::Reader d);
+
+}  // namespace agentd::detail

@@ -1,0 +1,67 @@
+// LoopState: what a client's KJ loop thread owns for one connection to an agent server and the
+// session on it: the capabilities, the batch of calls not yet submitted (call_batch.h) and the
+// tickets of calls whose CallDone has not arrived (call_done.h).
+#pragma once
+
+#include <agentd/error.h>
+
+#include "agentd.capnp.h"
+#include "bridge.h"
+#include "call_batch.h"
+#include "result_slot.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace agentd::detail {
+
+// Loop tasks whose failure matters report it through their call's own state (a Sync, a
+// ResultSlot, a Ticket); the task set drops what reaches it.
+class IgnoreTaskErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&&) override {}
+};
+
+// Created, used and destroyed on the loop thread; other threads reach it only through
+// bridge.post(). io is borrowed and outlives it. The owner connects (stream, rpc) or serves in
+// process, sets server and where, then calls open_session().
+struct LoopState {
+  kj::AsyncIoContext& io;
+  Bridge bridge;
+  IgnoreTaskErrors task_errors;
+  kj::TaskSet tasks{task_errors};
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> rpc;
+  wire::AgentServer::Client server = nullptr;
+  wire::Session::Client session = nullptr;
+  std::string where;  // the server, for error messages
+  // Calls are gathered here and sent together once per loop turn (or when the batch is big).
+  std::vector<OutSpec> batch;
+  std::size_t batch_bytes = 0;
+  bool flush_scheduled = false;
+  std::uint64_t next_ticket = 0;
+  std::unordered_map<std::uint64_t, Ticket> tickets;
+  std::uint64_t bytes_in = 0;   // counted by the CountingStream around the connection
+  std::uint64_t bytes_out = 0;
+
+  explicit LoopState(kj::AsyncIoContext& io_in) : io(io_in), bridge(io_in.unixEventPort) {}
+};
+
+// Loop thread: opens the session on loop.server (pipelined: usable at once), with a CallSink
+// that redeems loop.tickets. Over a network connection (loop.rpc set), losing it fails every
+// ticket still waiting.
+void open_session(LoopState& loop);
+
+// Loop thread: fails every call still waiting for its CallDone (the connection is gone).
+void fail_all_tickets(LoopState& loop, const Error& e);
+
+// Loop thread: fails those of the calls listed that still wait for their CallDone.
+void fail_tickets(LoopState& loop, const std::vector<std::uint64_t>& tickets, const Error& e);
+
+}  // namespace agentd::detail
