@@ -1,6 +1,6 @@
 // Logs and metrics of a real as_server: --log-format json (every stderr line a JSON object),
 // per-call debug lines, a bad --log-format, and the Prometheus /metrics endpoint on
-// --metrics-port (counters, the latency histogram, 404s, a busy port).
+// --metrics-port (counters, the latency histogram, 404s, a malformed request, a busy port).
 #include "server_process.h"
 
 #include <agentd/client.h>
@@ -148,6 +148,9 @@ TEST_CASE("the metrics port answers 404 for anything but GET /metrics", "[metric
   CHECK_THAT(get(metrics_port, "/"), Contains("HTTP/1.1 404 Not Found\r\n"));
   CHECK_THAT(http(metrics_port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
              Contains("HTTP/1.1 404"));
+  // A malformed request gets kj-http's 400.
+  CHECK_THAT(http(metrics_port, "GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n"),
+             Contains("HTTP/1.1 400 Bad Request\r\n"));
   // The server still serves after them.
   CHECK_THAT(get(metrics_port, "/metrics?x=1"), Contains("HTTP/1.1 200 OK"));
   CHECK(server->running());

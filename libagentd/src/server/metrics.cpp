@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iterator>
+#include <string_view>
 
 namespace agentd::detail {
 
@@ -77,29 +78,34 @@ std::string render_metrics(const MetricsSnapshot& s) {
 
 namespace {
 
-constexpr std::size_t kMaxHead = 8192;
-constexpr auto kRequestTimeout = 10 * kj::SECONDS;
-
-std::string http_response(const char* status, const char* content_type, const std::string& body) {
-  return fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n"
-                     "Connection: close\r\n\r\n{}",
-                     status, content_type, body.size(), body);
+// Sends a whole response with a body of known length.
+kj::Promise<void> send(kj::HttpService::Response& response, const kj::HttpHeaderTable& table,
+                       unsigned status, kj::StringPtr status_text, kj::StringPtr content_type,
+                       kj::String body) {
+  kj::HttpHeaders headers(table);
+  headers.set(kj::HttpHeaderId::CONTENT_TYPE, content_type);
+  auto stream = response.send(status, status_text, headers, body.size());
+  auto written = stream->write(body.begin(), body.size());
+  return written.attach(kj::mv(stream), kj::mv(body));
 }
 
 }  // namespace
-
-struct MetricsEndpoint::Connection {
-  kj::Own<kj::AsyncIoStream> stream;
-  std::string head;
-  std::string response;
-  char buf[1024];
-};
 
 MetricsEndpoint::MetricsEndpoint(kj::Own<kj::ConnectionReceiver> listener, kj::Timer& timer,
                                  std::function<std::string()> render)
     : listener_(kj::mv(listener)),
       port_(static_cast<std::uint16_t>(listener_->getPort())),
-      timer_(timer), render_(std::move(render)), tasks_(*this) {
+      timer_(timer),
+      render_(std::move(render)),
+      http_(timer, header_table_, *this,
+            kj::HttpServerSettings{
+                .headerTimeout = kRequestTimeout,
+                // kj-http 0.9.2 sends "Connection: close" when shouldClose() says so, then still
+                // waits pipelineTimeout for another request: zero closes right after the response.
+                .pipelineTimeout = 0 * kj::SECONDS,
+                .errorHandler = static_cast<kj::HttpServerErrorHandler&>(*this),
+                .callbacks = static_cast<kj::HttpServerCallbacks&>(*this)}),
+      tasks_(*this) {
   tasks_.add(accept_loop());
 }
 
@@ -109,51 +115,43 @@ void MetricsEndpoint::taskFailed(kj::Exception&& e) {
   spdlog::warn("metrics endpoint: {}", e.getDescription().cStr());
 }
 
-std::string MetricsEndpoint::respond(const std::string& head) const {
-  auto line_end = head.find("\r\n");
-  std::string line = head.substr(0, line_end);
-  // "GET /metrics HTTP/1.1" (a query string is ignored).
-  auto sp1 = line.find(' ');
-  auto sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
-  std::string method = line.substr(0, sp1);
-  std::string target =
-      sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
-  std::string path = target.substr(0, target.find('?'));
-  if (method == "GET" && path == "/metrics")
-    return http_response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_());
-  return http_response("404 Not Found", "text/plain; charset=utf-8",
-                       "not found: metrics are at GET /metrics\n");
-}
-
 kj::Promise<void> MetricsEndpoint::accept_loop() {
+  // Our own loop rather than HttpServer::listenHttp(ConnectionReceiver&): it bounds a connection's
+  // whole life (a client that never reads its response included), and a connection's failure is
+  // logged at debug where kj-http would KJ_LOG it to plain stderr.
   return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
-    tasks_.add(serve(kj::mv(stream)));
+    tasks_.add(timer_.timeoutAfter(kRequestTimeout, http_.listenHttp(kj::mv(stream)))
+                   .catch_([](kj::Exception&& e) {
+                     spdlog::debug("metrics endpoint: connection dropped: {}",
+                                   e.getDescription().cStr());
+                   }));
     return accept_loop();
   });
 }
 
-kj::Promise<void> MetricsEndpoint::serve(kj::Own<kj::AsyncIoStream> stream) {
-  auto conn = kj::heap<Connection>();
-  conn->stream = kj::mv(stream);
-  auto& c = *conn;
-  // A client that never finishes its request is dropped; so is one that disconnects early.
-  return timer_.timeoutAfter(kRequestTimeout, read_head(c).attach(kj::mv(conn)))
-      .catch_([](kj::Exception&&) {});
+kj::Promise<void> MetricsEndpoint::request(kj::HttpMethod method, kj::StringPtr url,
+                                           const kj::HttpHeaders&, kj::AsyncInputStream&,
+                                           Response& response) {
+  // The request body is never read; kj-http drains a little of it or drops the connection.
+  std::string_view path(url.begin(), url.size());
+  path = path.substr(0, path.find('?'));  // "/metrics?x=1" is /metrics too
+  if (method == kj::HttpMethod::GET && path == "/metrics") {
+    std::string text = render_();
+    return send(response, header_table_, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+                kj::heapString(text.data(), text.size()));
+  }
+  return send(response, header_table_, 404, "Not Found", "text/plain; charset=utf-8",
+              kj::heapString("not found: metrics are at GET /metrics\n"));
 }
 
-kj::Promise<void> MetricsEndpoint::read_head(Connection& c) {
-  return c.stream->tryRead(c.buf, 1, sizeof c.buf).then([this, &c](size_t n) -> kj::Promise<void> {
-    if (n == 0) return kj::READY_NOW;  // closed before a whole request head
-    c.head.append(c.buf, n);
-    if (c.head.find("\r\n\r\n") == std::string::npos) {
-      if (c.head.size() <= kMaxHead) return read_head(c);
-      c.response = http_response("431 Request Header Fields Too Large", "text/plain; charset=utf-8",
-                                 "request head too large\n");
-    } else {
-      c.response = respond(c.head);
-    }
-    return c.stream->write(c.response.data(), c.response.size());
-  });
+kj::Promise<void> MetricsEndpoint::handleApplicationError(kj::Exception e,
+                                                          kj::Maybe<Response&> response) {
+  // kj-http's default (500 with the exception's text; nothing for a disconnect), minus its KJ_LOG
+  // to plain stderr when no response can be sent any more: a reset mid-request, or a request
+  // head over kj-http's 128 KiB limit. Those concern one client only; the connection closes.
+  spdlog::debug("metrics endpoint: {}", e.getDescription().cStr());
+  if (response == nullptr) return kj::READY_NOW;
+  return kj::HttpServerErrorHandler::handleApplicationError(kj::mv(e), response);
 }
 
 }  // namespace agentd::detail

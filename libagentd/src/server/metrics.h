@@ -1,10 +1,11 @@
-// Metrics: the Prometheus text exposition (format 0.0.4) of a server's counters, and a tiny
-// HTTP/1.1 responder serving it at /metrics.
+// Metrics: the Prometheus text exposition (format 0.0.4) of a server's counters, and the HTTP
+// endpoint (kj-http) serving it at /metrics.
 #pragma once
 
 #include "call_stats.h"
 
 #include <kj/async-io.h>
+#include <kj/compat/http.h>
 #include <kj/timer.h>
 
 #include <array>
@@ -38,11 +39,19 @@ struct MetricsSnapshot {
 // The Prometheus text exposition format 0.0.4 of s.
 std::string render_metrics(const MetricsSnapshot& s);
 
-// Answers "GET /metrics" with render()'s text and anything else with 404, one request per
-// connection. Loop thread only. The listener is owned; timer is borrowed and outlives this.
-// Destroying it stops accepting and drops open connections.
-class MetricsEndpoint final : private kj::TaskSet::ErrorHandler {
+// Serves render()'s text at "GET /metrics" over HTTP/1.1 (kj-http); other paths and methods get
+// 404. kj-http itself answers what it cannot parse (400, or 501 for an unknown method) and closes
+// on a request head over 128 KiB. One request per connection: every response says "Connection:
+// close" and the connection closes after it. A connection is dropped kRequestTimeout after it
+// opens, whatever it is doing. Loop thread only. The listener is owned; timer is borrowed and
+// outlives this. Destroying it stops accepting and drops open connections.
+class MetricsEndpoint final : private kj::HttpService,
+                              private kj::HttpServerErrorHandler,
+                              private kj::HttpServerCallbacks,
+                              private kj::TaskSet::ErrorHandler {
  public:
+  static constexpr kj::Duration kRequestTimeout = 10 * kj::SECONDS;
+
   MetricsEndpoint(kj::Own<kj::ConnectionReceiver> listener, kj::Timer& timer,
                   std::function<std::string()> render);
   ~MetricsEndpoint();
@@ -51,21 +60,24 @@ class MetricsEndpoint final : private kj::TaskSet::ErrorHandler {
 
   std::uint16_t port() const { return port_; }
 
-  // The response to one request head (everything up to and including "\r\n\r\n").
-  std::string respond(const std::string& head) const;
-
  private:
-  struct Connection;
   kj::Promise<void> accept_loop();
-  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
-  kj::Promise<void> read_head(Connection& c);
+  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
+                            const kj::HttpHeaders& headers, kj::AsyncInputStream& body,
+                            Response& response) override;
+  kj::Promise<void> handleApplicationError(kj::Exception e,
+                                           kj::Maybe<Response&> response) override;
+  bool shouldClose() override { return true; }
   void taskFailed(kj::Exception&& e) override;
 
   kj::Own<kj::ConnectionReceiver> listener_;
   std::uint16_t port_;
   kj::Timer& timer_;
   std::function<std::string()> render_;
-  kj::TaskSet tasks_;
+  kj::HttpHeaderTable header_table_;
+  // Borrows timer_, header_table_ and this (as service, error handler and callbacks).
+  kj::HttpServer http_;
+  kj::TaskSet tasks_;  // the accept loop and one task per connection; destroyed first
 };
 
 }  // namespace agentd::detail
