@@ -1,10 +1,10 @@
 #include "local_servers.h"
 
 #include "child_process.h"  // ChildProcess::find_server_binary, parse_ready_line
+#include "subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,8 +20,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-
-extern char** environ;
 
 namespace agentctl {
 
@@ -61,15 +59,15 @@ bool is_alive(const LocalServer& s) {
   return cmdline.substr(0, cmdline.find('\0')) == s.binary;
 }
 
+// The wait status as text, with what as_server's own exit codes mean.
 std::string describe_status(int status) {
+  auto text = agentd::detail::describe_wait_status(status);
   if (WIFEXITED(status)) {
     int code = WEXITSTATUS(status);
-    const char* why = code == 2 ? " (bad configuration)" : code == 3 ? " (cannot listen)"
-                    : code == 4 ? " (plugin error)" : "";
-    return fmt::format("exited with status {}{}", code, why);
+    text += code == 2 ? " (bad configuration)" : code == 3 ? " (cannot listen)"
+          : code == 4 ? " (plugin error)" : "";
   }
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
-  return "stopped";
+  return text;
 }
 
 // The exclusive lock on the state directory, held for its lifetime.
@@ -126,63 +124,46 @@ void save_state(const std::string& dir, const std::vector<LocalServer>& servers)
 // The environment for a detached server: ours without the service-manager variables (a server
 // started from inside a systemd unit must not notify that unit's socket).
 std::vector<std::string> child_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string_view kv(*e);
-    if (kv.starts_with("NOTIFY_SOCKET=") || kv.starts_with("WATCHDOG_USEC=") ||
-        kv.starts_with("WATCHDOG_PID=") || kv.starts_with("LISTEN_FDS=") ||
-        kv.starts_with("LISTEN_PID="))
-      continue;
-    env.emplace_back(kv);
-  }
+  auto env = agentd::detail::current_environment();
+  std::erase_if(env, [](std::string_view kv) {
+    return kv.starts_with("NOTIFY_SOCKET=") || kv.starts_with("WATCHDOG_USEC=") ||
+           kv.starts_with("WATCHDOG_PID=") || kv.starts_with("LISTEN_FDS=") ||
+           kv.starts_with("LISTEN_PID=");
+  });
   return env;
 }
 
 struct Starting {
   LocalServer server;
+  agentd::detail::Subprocess process;  // released once every server is ready
   bool ready = false;
 };
 
-pid_t spawn_detached(const std::string& binary, const std::vector<std::string>& args,
-                     const std::string& log_path) {
-  std::vector<std::string> argv_s{binary};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  auto env_s = child_environment();
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
+agentd::detail::Subprocess spawn_detached(const std::string& binary,
+                                          const std::vector<std::string>& args,
+                                          const std::string& log_path) {
+  agentd::detail::SpawnOptions options;
+  options.argv = {binary};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = child_environment();
+  options.in = agentd::detail::Redirect::null();
+  options.out = agentd::detail::Redirect::append_to(log_path);
+  options.err = agentd::detail::Redirect::to_stdout();
   // Its own session: the server outlives this agentctl and ignores the terminal's ^C.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, binary.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
+  options.new_session = true;
+  options.clear_signal_mask = true;
+  try {
+    return agentd::detail::Subprocess::spawn(options);
+  } catch (const agentd::detail::SpawnError& e) {
     throw LocalError(fmt::format("cannot start as_server '{}': {} (pass --server-path or set "
                                  "$AGENTD_AS_SERVER)",
-                                 binary, std::strerror(rc)));
-  return pid;
+                                 binary, std::strerror(e.error())));
+  }
 }
 
-void terminate_and_reap(pid_t pid) {
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+void terminate_and_reap(agentd::detail::Subprocess& process) {
+  process.signal(SIGTERM);
+  process.wait();
 }
 
 }  // namespace
@@ -241,7 +222,7 @@ std::vector<LocalServer> up(const UpOptions& opts) {
   std::vector<Starting> starting;
   auto fail = [&](const std::string& why) {
     for (auto& s : starting)
-      if (s.server.pid > 0) terminate_and_reap(s.server.pid);
+      if (!s.process.reaped()) terminate_and_reap(s.process);
     throw LocalError(why);
   };
   // Start them all, then wait for all: they start in parallel.
@@ -252,10 +233,11 @@ std::vector<LocalServer> up(const UpOptions& opts) {
     s.server.host = opts.host;
     s.server.started_at = static_cast<std::int64_t>(std::time(nullptr));
     try {
-      s.server.pid = spawn_detached(binary, args, tmp_log);
+      s.process = spawn_detached(binary, args, tmp_log);
     } catch (const LocalError& e) {
       fail(e.what());
     }
+    s.server.pid = s.process.pid();
     s.server.log_path = fmt::format("{}/as_server-{}.log", dir, s.server.pid);
     std::error_code ec;
     fs::rename(tmp_log, s.server.log_path, ec);
@@ -278,11 +260,9 @@ std::vector<LocalServer> up(const UpOptions& opts) {
         }
       }
       if (s.ready) continue;
-      int status = 0;
-      if (::waitpid(s.server.pid, &status, WNOHANG) == s.server.pid) {
-        s.server.pid = -1;
+      if (auto status = s.process.try_wait()) {
         fail(fmt::format("as_server {} before it was ready; the end of its log ({}):\n{}",
-                         describe_status(status), s.server.log_path, tail_lines(log, 15)));
+                         describe_status(*status), s.server.log_path, tail_lines(log, 15)));
       }
       all_ready = false;
     }
@@ -294,8 +274,12 @@ std::vector<LocalServer> up(const UpOptions& opts) {
     std::this_thread::sleep_for(kPollInterval);
   }
 
+  // They run on after this agentctl: from here on nothing waits for or kills them but `down`.
   std::vector<LocalServer> started;
-  for (auto& s : starting) started.push_back(s.server);
+  for (auto& s : starting) {
+    s.process.release();
+    started.push_back(s.server);
+  }
   StateLock lock(dir);
   auto all = load_state(dir);
   std::erase_if(all, [](const LocalServer& s) { return !is_alive(s); });

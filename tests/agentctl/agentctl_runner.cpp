@@ -1,18 +1,14 @@
 #include "agentctl_runner.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "subprocess.h"
 
-#include <cstring>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
-
-extern char** environ;
 
 namespace agentd::test {
 
@@ -32,44 +28,31 @@ ExitResult run_agentctl(const std::vector<std::string>& args,
                         std::chrono::milliseconds timeout) {
   TempDir tmp;
   auto out_path = tmp.path() + "/out", err_path = tmp.path() + "/err";
-  std::vector<std::string> argv_s{agentctl_path()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
+  detail::SpawnOptions options;
+  options.argv = {agentctl_path()};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  std::vector<std::string> env_s = detail::current_environment();
+  std::erase_if(env_s, [&](const std::string& kv) {
     auto name = kv.substr(0, kv.find('='));
     // The tests say where the server is; the developer's own defaults must not leak in.
-    if (env.count(name) || name == "AGENTD_HOST" || name == "AGENTD_PORT") continue;
-    env_s.push_back(kv);
-  }
+    return env.count(name) || name == "AGENTD_HOST" || name == "AGENTD_PORT";
+  });
   for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  options.env = std::move(env_s);
+  options.in = detail::Redirect::null();
+  options.out = detail::Redirect::append_to(out_path);  // out and err: new files in tmp
+  options.err = detail::Redirect::append_to(err_path);
+  auto process = detail::Subprocess::spawn(options);  // throws SpawnError naming agentctl
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv_s[0].c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot run " + argv_s[0] + ": " + std::strerror(rc));
-
-  int status = 0;
-  bool exited = wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, timeout);
-  if (!exited) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+  auto status = process.wait_for(timeout);
+  if (!status) {
+    process.signal(SIGKILL);
+    process.wait();
     throw std::runtime_error("agentctl " + shell_line(args) + " did not finish in time");
   }
   ExitResult r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  if (WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  if (WIFSIGNALED(*status)) r.term_signal = WTERMSIG(*status);
   r.out = slurp(out_path);
   r.err = slurp(err_path);
   return r;

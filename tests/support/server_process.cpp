@@ -3,11 +3,9 @@
 #include "child_process.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,8 +18,6 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-
-extern char** environ;
 
 namespace agentd::test {
 
@@ -42,35 +38,17 @@ std::string temp_path(const std::string& stem) {
   return tmpl;
 }
 
-std::vector<char*> make_argv(std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return argv;
-}
-
-// Spawns as_server with stdin from /dev/null, stderr to err_path, stdout to out_fd (or out_path).
-pid_t spawn_server(const std::vector<std::string>& args, int out_fd, const std::string& out_path,
-                   const std::string& err_path) {
-  std::vector<std::string> all{as_server_path()};
-  all.insert(all.end(), args.begin(), args.end());
-  auto argv = make_argv(all);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  if (out_fd >= 0)
-    posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-  else
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, all[0].c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    throw std::runtime_error("cannot start " + all[0] + ": " + std::strerror(rc));
-  return pid;
+// Spawns as_server with stdin from /dev/null, stdout as out says, stderr appended to err_path
+// (a fresh empty file from temp_path). Throws detail::SpawnError naming the binary.
+detail::Subprocess spawn_server(const std::vector<std::string>& args, detail::Redirect out,
+                                const std::string& err_path) {
+  detail::SpawnOptions options;
+  options.argv = {as_server_path()};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.in = detail::Redirect::null();
+  options.out = std::move(out);
+  options.err = detail::Redirect::append_to(err_path);
+  return detail::Subprocess::spawn(options);
 }
 
 void fill_status(int status, ExitResult& r) {
@@ -79,18 +57,6 @@ void fill_status(int status, ExitResult& r) {
   } else if (WIFSIGNALED(status)) {
     r.exit_code = -1;
     r.term_signal = WTERMSIG(status);
-  }
-}
-
-// Reaps pid within timeout; false if it is still running then.
-bool reap(pid_t pid, std::chrono::milliseconds timeout, int& status) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return true;
-    if (r < 0 && errno != EINTR) return false;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
   }
 }
 
@@ -173,15 +139,15 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
 ExitResult run_as_server(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
   std::string out_path = temp_path("as_server-out");
   std::string err_path = temp_path("as_server-err");
-  pid_t pid = spawn_server(args, -1, out_path, err_path);
-  int status = 0;
+  auto process = spawn_server(args, detail::Redirect::append_to(out_path), err_path);
   ExitResult r;
-  bool done = reap(pid, timeout, status);
+  auto status = process.wait_for(timeout);
+  bool done = status.has_value();
   if (!done) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    process.signal(SIGKILL);
+    status = process.wait();
   }
-  fill_status(status, r);
+  fill_status(*status, r);
   r.out = read_file(out_path);
   r.err = read_file(err_path);
   std::remove(out_path.c_str());
@@ -193,19 +159,10 @@ ExitResult run_as_server(const std::vector<std::string>& args, std::chrono::mill
 
 std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::string>& args,
                                                     std::chrono::milliseconds timeout) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->err_path_ = temp_path("as_server-err");
-  try {
-    p->pid_ = spawn_server(args, pipe_fds[1], "", p->err_path_);
-  } catch (...) {
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    throw;
-  }
-  ::close(pipe_fds[1]);
-  p->stdout_fd_ = pipe_fds[0];
+  p->process_ = spawn_server(args, detail::Redirect::pipe(), p->err_path_);
+  const int stdout_fd = p->process_.stdout_pipe().get();
 
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string buf;
@@ -217,11 +174,11 @@ std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::strin
       p->kill_now();
       throw std::runtime_error("as_server printed no ready line in time; stderr: " + err);
     }
-    pollfd pfd{p->stdout_fd_, POLLIN, 0};
+    pollfd pfd{stdout_fd, POLLIN, 0};
     int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
     if (n > 0) {
       char chunk[512];
-      ssize_t got = ::read(p->stdout_fd_, chunk, sizeof chunk);
+      ssize_t got = ::read(stdout_fd, chunk, sizeof chunk);
       if (got > 0) {
         buf.append(chunk, static_cast<std::size_t>(got));
         p->out_seen_.append(chunk, static_cast<std::size_t>(got));
@@ -245,8 +202,7 @@ std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::strin
 }
 
 ServerProcess::~ServerProcess() {
-  if (pid_ > 0 && !exited_) kill_now();
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  if (process_.pid() > 0 && !exited_) kill_now();
   if (!err_path_.empty()) std::remove(err_path_.c_str());
 }
 
@@ -256,17 +212,17 @@ Client ServerProcess::connect(ClientOptions options) const {
 
 ExitResult ServerProcess::wait_exit(std::chrono::milliseconds timeout) {
   if (exited_) return *exited_;
-  int status = 0;
-  if (!reap(pid_, timeout, status))
-    throw std::runtime_error("as_server (pid " + std::to_string(pid_) +
+  auto status = process_.wait_for(timeout);
+  if (!status)
+    throw std::runtime_error("as_server (pid " + std::to_string(process_.pid()) +
                              ") did not exit within the deadline; stderr: " + stderr_text());
   ExitResult r;
-  fill_status(status, r);
+  fill_status(*status, r);
   // What it printed to stdout after the ready line (the pipe is at EOF now).
-  if (stdout_fd_ >= 0) {
+  if (process_.stdout_pipe() != nullptr) {
     char chunk[512];
     ssize_t got;
-    while ((got = ::read(stdout_fd_, chunk, sizeof chunk)) > 0)
+    while ((got = ::read(process_.stdout_pipe().get(), chunk, sizeof chunk)) > 0)
       out_seen_.append(chunk, static_cast<std::size_t>(got));
   }
   r.out = out_seen_;
@@ -276,22 +232,21 @@ ExitResult ServerProcess::wait_exit(std::chrono::milliseconds timeout) {
 }
 
 ExitResult ServerProcess::signal_and_wait(int sig, std::chrono::milliseconds timeout) {
-  if (!exited_) ::kill(pid_, sig);
+  if (!exited_) process_.signal(sig);
   return wait_exit(timeout);
 }
 
 void ServerProcess::kill_now() {
-  if (exited_ || pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
+  if (exited_ || process_.pid() <= 0) return;
+  process_.signal(SIGKILL);
   wait_exit(30s);
 }
 
 bool ServerProcess::running() {
   if (exited_) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+  if (auto status = process_.try_wait()) {
     ExitResult r;
-    fill_status(status, r);
+    fill_status(*status, r);
     r.err = stderr_text();
     exited_ = std::make_unique<ExitResult>(r);
     return false;

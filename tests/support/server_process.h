@@ -2,6 +2,8 @@
 // deadlines (never fixed sleeps).
 #pragma once
 
+#include "subprocess.h"
+
 #include <agentd/client.h>
 
 #include <sys/types.h>
@@ -73,7 +75,7 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
   const std::string& server_id() const { return server_id_; }
@@ -93,8 +95,7 @@ class ServerProcess {
 
  private:
   ServerProcess() = default;
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
+  detail::Subprocess process_;  // owns the server and the read end of its stdout
   std::string err_path_;
   std::string out_seen_;
   std::uint16_t port_ = 0;

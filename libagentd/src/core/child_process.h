@@ -3,6 +3,8 @@
 // (as_server --stop-on-stdin-eof), so children never outlive their parent.
 #pragma once
 
+#include "subprocess.h"
+
 #include <sys/types.h>
 
 #include <chrono>
@@ -33,16 +35,15 @@ class ChildProcess {
   // SIGTERM, wait up to grace, then SIGKILL. Idempotent.
   void stop(std::chrono::milliseconds grace);
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.reaped() ? -1 : process_.pid(); }  // -1 once stopped
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
   const std::string& server_id() const { return server_id_; }
 
  private:
-  ChildProcess() = default;
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;   // write end of the child's stdin
-  int stdout_fd_ = -1;  // read end of the child's stdout
+  explicit ChildProcess(Subprocess process) : process_(std::move(process)) {}
+  // Owns the child; its pipes: the write end of the child's stdin, the read end of its stdout.
+  Subprocess process_;
   std::uint16_t port_ = 0;
   std::string host_;
   std::string server_id_;

@@ -1,0 +1,243 @@
+#include "subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace agentd::detail {
+
+namespace {
+
+// How often wait_for() looks again; it bounds how late an exit is noticed, nothing else.
+constexpr auto kWaitPollInterval = std::chrono::milliseconds(2);
+
+// RAII for the posix_spawn attribute objects (their destroy calls cannot fail).
+struct FileActions {
+  posix_spawn_file_actions_t actions;
+  FileActions() { posix_spawn_file_actions_init(&actions); }
+  ~FileActions() { posix_spawn_file_actions_destroy(&actions); }
+  FileActions(const FileActions&) = delete;
+  FileActions& operator=(const FileActions&) = delete;
+};
+
+struct SpawnAttr {
+  posix_spawnattr_t attr;
+  SpawnAttr() { posix_spawnattr_init(&attr); }
+  ~SpawnAttr() { posix_spawnattr_destroy(&attr); }
+  SpawnAttr(const SpawnAttr&) = delete;
+  SpawnAttr& operator=(const SpawnAttr&) = delete;
+};
+
+// fd moved to a number above the standard streams (close-on-exec), so that setting up the
+// child's 0..2 never overwrites it when this process runs with one of them closed.
+kj::AutoCloseFd above_stdio(kj::AutoCloseFd fd) {
+  if (fd.get() > STDERR_FILENO) return fd;
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  if (moved < 0) throw std::system_error(errno, std::generic_category(), "cannot create pipes");
+  return kj::AutoCloseFd(moved);
+}
+
+// A pipe for target (0, 1 or 2): the child's end is duplicated onto target by actions; returns
+// this process's end. Both ends are close-on-exec here (dup2 clears it on the child's copy).
+kj::AutoCloseFd add_pipe(FileActions& fa, int target, std::vector<kj::AutoCloseFd>& child_ends) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "cannot create pipes");
+  kj::AutoCloseFd read_end(fds[0]), write_end(fds[1]);
+  read_end = above_stdio(std::move(read_end));
+  write_end = above_stdio(std::move(write_end));
+  bool child_reads = target == STDIN_FILENO;
+  auto& child_end = child_reads ? read_end : write_end;
+  posix_spawn_file_actions_adddup2(&fa.actions, child_end.get(), target);
+  child_ends.push_back(std::move(child_end));
+  return std::move(child_reads ? write_end : read_end);
+}
+
+}  // namespace
+
+SpawnError::SpawnError(std::string program, int error)
+    : std::runtime_error(fmt::format("cannot start '{}': {}", program, std::strerror(error))),
+      program_(std::move(program)),
+      error_(error) {}
+
+Subprocess Subprocess::spawn(const SpawnOptions& options) {
+  if (options.argv.empty()) throw std::invalid_argument("Subprocess::spawn: empty argv");
+  if (options.in.kind == Redirect::Kind::append_to || options.in.kind == Redirect::Kind::to_stdout)
+    throw std::invalid_argument("Subprocess::spawn: stdin can only be inherited, a pipe or null");
+  if (options.out.kind == Redirect::Kind::to_stdout)
+    throw std::invalid_argument("Subprocess::spawn: only stderr can go to stdout");
+
+  Subprocess child;
+  FileActions fa;
+  std::vector<kj::AutoCloseFd> child_ends;  // closed here once the child has its copies
+  auto redirect = [&](const Redirect& r, int target) {
+    switch (r.kind) {
+      case Redirect::Kind::inherit:
+        break;
+      case Redirect::Kind::pipe: {
+        auto mine = add_pipe(fa, target, child_ends);
+        (target == STDIN_FILENO ? child.stdin_ : target == STDOUT_FILENO ? child.stdout_
+                                                                         : child.stderr_) =
+            std::move(mine);
+        break;
+      }
+      case Redirect::Kind::null:
+        posix_spawn_file_actions_addopen(&fa.actions, target, "/dev/null",
+                                         target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
+        break;
+      case Redirect::Kind::append_to:
+        posix_spawn_file_actions_addopen(&fa.actions, target, r.path.c_str(),
+                                         O_WRONLY | O_CREAT | O_APPEND, 0600);
+        break;
+      case Redirect::Kind::to_stdout:
+        posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, target);
+        break;
+    }
+  };
+  redirect(options.in, STDIN_FILENO);
+  redirect(options.out, STDOUT_FILENO);
+  redirect(options.err, STDERR_FILENO);
+
+  SpawnAttr sa;
+  short flags = 0;
+  if (options.new_session) flags |= POSIX_SPAWN_SETSID;
+  if (options.clear_signal_mask) {
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&sa.attr, &none);
+    flags |= POSIX_SPAWN_SETSIGMASK;
+  }
+  posix_spawnattr_setflags(&sa.attr, flags);
+
+  std::vector<char*> argv;
+  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (options.env) {
+    for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  char** env = options.env ? envp.data() : environ;
+
+  const std::string& program = options.argv[0];
+  pid_t pid = -1;
+  int rc = program.find('/') == std::string::npos
+               ? ::posix_spawnp(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), env)
+               : ::posix_spawn(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), env);
+  if (rc != 0) throw SpawnError(program, rc);  // child holds no process: nothing to reap
+  child.pid_ = pid;
+  return child;
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !released_ && !status_) {
+    ::kill(pid_, SIGKILL);
+    wait();
+  }
+}
+
+Subprocess::Subprocess(Subprocess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      released_(std::exchange(other.released_, false)),
+      status_(std::exchange(other.status_, std::nullopt)),
+      stdin_(std::move(other.stdin_)),
+      stdout_(std::move(other.stdout_)),
+      stderr_(std::move(other.stderr_)) {}
+
+Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
+  if (this != &other) {
+    Subprocess old(std::move(*this));  // its destructor disposes of the child held until now
+    pid_ = std::exchange(other.pid_, -1);
+    released_ = std::exchange(other.released_, false);
+    status_ = std::exchange(other.status_, std::nullopt);
+    stdin_ = std::move(other.stdin_);
+    stdout_ = std::move(other.stdout_);
+    stderr_ = std::move(other.stderr_);
+  }
+  return *this;
+}
+
+void Subprocess::require_process() const {
+  if (pid_ <= 0 || released_)
+    throw std::logic_error("Subprocess: no process to wait for (never started, moved or released)");
+}
+
+int Subprocess::wait() {
+  require_process();
+  while (!status_) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, 0);
+    if (r == pid_)
+      status_ = status;
+    else if (r < 0 && errno != EINTR)
+      status_ = 0;  // ECHILD: not ours to wait for (see the header)
+  }
+  return *status_;
+}
+
+std::optional<int> Subprocess::try_wait() {
+  require_process();
+  if (!status_) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_)
+      status_ = status;
+    else if (r < 0 && errno != EINTR)
+      status_ = 0;
+  }
+  return status_;
+}
+
+std::optional<int> Subprocess::wait_for(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto status = try_wait()) return status;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(kWaitPollInterval);
+  }
+}
+
+int Subprocess::terminate(std::chrono::milliseconds grace) {
+  require_process();
+  if (status_) return *status_;
+  ::kill(pid_, SIGTERM);
+  if (auto status = wait_for(grace)) return *status;
+  ::kill(pid_, SIGKILL);
+  return wait();
+}
+
+bool Subprocess::signal(int sig) {
+  if (pid_ <= 0 || released_ || status_) return false;
+  return ::kill(pid_, sig) == 0;
+}
+
+pid_t Subprocess::release() {
+  released_ = true;
+  return pid_;
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace agentd::detail
