@@ -10,7 +10,8 @@ class WebAgent : public agentd::Agent {
   explicit WebAgent(agentd::AgentInit init)
       : Agent(std::move(init)), sleep_ms_(args().value("sleep_ms", 5000)) {}
 
-  agentd::Msg reply(const agentd::Msg& x) override {
+  // The question (x) does not change the tutorial's answer: only the time it takes matters.
+  agentd::Msg reply(const agentd::Msg& /*x*/) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));  // stands in for a web fetch
     return agentd::Msg(name(), "Answer from " + name());
   }

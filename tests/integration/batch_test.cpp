@@ -539,13 +539,13 @@ class RecordingSink final : public agentd::wire::CallSink::Server {
 };
 
 struct Spec {
-  agentd::wire::CallKind kind;
-  std::string agent_id;
-  std::string call_id;
-  std::optional<Msg> msg;
-  std::string method;
-  std::string class_name;
-  std::string name;
+  agentd::wire::CallKind kind{};
+  std::string agent_id{};
+  std::string call_id{};
+  std::optional<Msg> msg{};
+  std::string method{};
+  std::string class_name{};
+  std::string name{};
   std::uint64_t inline_limit = 0;
 };
 
@@ -594,7 +594,6 @@ TEST_CASE("Session.submit reports every ticket through the sink with the right o
   WireSession w(*s, rec);
   auto& ws = w.io.waitScope;
   auto& timer = w.io.provider->getTimer();
-  auto& server = w.server;
   auto& session = w.session;
 
   // Sends specs (tickets first_ticket, first_ticket + 1, ...) in one submit and waits until the

@@ -32,27 +32,27 @@ struct ClientOptions {
 };
 
 struct ChildOptions {
-  std::vector<std::string> plugins;      // --plugin for the child
-  std::vector<std::string> plugin_dirs;  // --plugin-dir for the child
-  std::string model_config_path;
+  std::vector<std::string> plugins{};      // --plugin for the child
+  std::vector<std::string> plugin_dirs{};  // --plugin-dir for the child
+  std::string model_config_path{};
   // The as_server binary. Empty: $AGENTD_AS_SERVER, then as_server next to this program, then
   // the installed one, then $PATH.
-  std::string server_path;
+  std::string server_path{};
   // More as_server options, e.g. {"--max-workers", "64"}; the child logs at --log-level warn
   // unless these set it.
-  std::vector<std::string> extra_args;
+  std::vector<std::string> extra_args{};
   std::chrono::milliseconds start_timeout = std::chrono::seconds(30);
-  ClientOptions client;
+  ClientOptions client{};
 };
 
 struct LocalOptions {
-  std::vector<std::string> plugins;
-  std::vector<std::string> plugin_dirs;
-  std::string model_config_path;
+  std::vector<std::string> plugins{};
+  std::vector<std::string> plugin_dirs{};
+  std::string model_config_path{};
   // Agent classes compiled into this program (AGENTD_REGISTER_AGENT in it) are available too.
   std::vector<AgentClass> classes = this_module_agent_classes();
   std::size_t max_workers = 1024;
-  ClientOptions client;
+  ClientOptions client{};
 };
 
 struct AgentInfo {

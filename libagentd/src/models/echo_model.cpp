@@ -19,12 +19,13 @@ class EchoModel final : public ChatModel {
   const std::string& config_name() const override { return config_name_; }
   const std::string& model_type() const override { return model_type_; }
 
-  ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& options) override {
+  // The echo model answers the same whatever the options (it has no sampling to tune).
+  ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& /*options*/) override {
     return answer(messages, nullptr);
   }
 
   ChatResponse stream(const std::vector<Msg>& messages, const std::function<void(std::string_view)>& on_chunk,
-                      const ChatOptions& options) override {
+                      const ChatOptions& /*options*/) override {
     return answer(messages, on_chunk ? &on_chunk : nullptr);
   }
 

@@ -62,9 +62,8 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
       }
       call->call_id = req.call_id;
       // Before the call is queued, so its outcome cannot be evicted unseen.
-      KJ_IF_MAYBE(w, report.outcome) {
-        ctx.host.when_result(req.call_id, kj::mv(*w), /*wait_for_unknown=*/false);
-      }
+      if (report.outcome)
+        ctx.host.when_result(req.call_id, kj::mv(*report.outcome), /*wait_for_unknown=*/false);
       if (req.kind == Call::Kind::method_async) req.input = nullptr;
       break;
     }
@@ -74,8 +73,8 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
     case Call::Kind::method:
     case Call::Kind::memory:
       req.input = nullptr;
-      KJ_IF_MAYBE(f, report.finished) {
-        call->on_done = kj::mv(*f);
+      if (report.finished) {
+        call->on_done = kj::mv(*report.finished);
         call->has_on_done = true;
       }
       break;

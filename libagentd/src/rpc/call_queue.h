@@ -29,9 +29,9 @@ struct CallRequest {
 // How the outcome comes back, on the loop thread. What is left unset is not reported.
 struct CallReport {
   // reply / method_async: the outcome once it is in the pool.
-  kj::Maybe<kj::Function<void(const OutcomePtr&)>> outcome;
+  std::optional<kj::Function<void(const OutcomePtr&)>> outcome;
   // method / memory: the finished call (out_value, out_memory or out_error set).
-  kj::Maybe<kj::Function<void(Call&)>> finished;
+  std::optional<kj::Function<void(Call&)>> finished;
 };
 
 // Queues req on its agent (an unknown agent fails reply / method / memory through their

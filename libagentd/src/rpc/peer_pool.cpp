@@ -26,6 +26,7 @@ struct PeerPool::Peer : public kj::Refcounted {
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyClient> client;
   wire::AgentServer::Client server = nullptr;
+  std::string server_id;  // what the server at this address says it is (set once ready)
   bool broken = false;
 };
 
@@ -54,6 +55,10 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
                                    : kj::mv(stream);
             ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
             ref.server = ref.client->bootstrap().castAs<wire::AgentServer>();
+            return ref.server.infoRequest().send().then(
+                [&ref](capnp::Response<wire::AgentServer::InfoResults> r) {
+                  ref.server_id = to_std(r.getInfo().getServerId());
+                });
           });
   auto timed = io_.provider->getTimer().timeoutAfter(
       options_.connect_timeout.count() * kj::MILLISECONDS, kj::mv(connect));
@@ -65,11 +70,22 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
   return ref;
 }
 
-kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin, const std::string& call_id) {
+kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
+                                               const std::string& server_id,
+                                               const std::string& call_id) {
   ++fetches_;
   kj::Own<Peer> p = kj::addRef(peer(origin));
   Peer& ref = *p;
-  auto fetched = ref.ready.addBranch().then([&ref, call_id]() {
+  auto fetched = ref.ready.addBranch().then([&ref, origin, server_id, call_id]() -> kj::Promise<OutcomePtr> {
+    if (!server_id.empty() && ref.server_id != server_id) {
+      // The server that made the call is gone from that address (restarted or replaced): the
+      // one there now has never heard of the call, and waiting for it would be in vain.
+      return std::make_shared<const Outcome>(Error(
+          ErrorCode::unknown_call,
+          fmt::format("the result of call {} is gone: server {} made it, but the server at {} is "
+                      "now {} (restarted or replaced)",
+                      call_id, server_id, origin, ref.server_id)));
+    }
     auto req = ref.server.fetchRequest();
     req.setCallId(to_kj(call_id));
     return req.send().then([](capnp::Response<wire::AgentServer::FetchResults> r) {
@@ -112,7 +128,7 @@ void PeerPool::fetch(const std::string& origin, const std::string& server_id,
   }
   it->second = std::make_shared<Pending>();
   it->second->waiters.push_back(kj::mv(done));
-  tasks_.add(fetch_remote(origin, call_id).then([this, key](OutcomePtr out) {
+  tasks_.add(fetch_remote(origin, server_id, call_id).then([this, key](OutcomePtr out) {
     auto node = inflight_.extract(key);
     bool ok = std::holds_alternative<Msg>(*out);
     if (ok) {

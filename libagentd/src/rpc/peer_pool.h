@@ -29,10 +29,11 @@ class PeerPool {
   PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters = nullptr);
   ~PeerPool();
 
-  // Fetches the result of call_id from the server at origin ("host:port") and hands it to done
-  // (on the loop thread). Failures (unreachable origin, lost connection, timeout) reach done as
-  // an Error outcome with retryable set where retrying could help. Results fetched once are
-  // cached, so several consumers here cost one transfer.
+  // Fetches the result of call_id from the server at origin ("host:port"), which must be the
+  // server server_id (the one that made the call), and hands it to done (on the loop thread).
+  // Failures (unreachable origin, lost connection, timeout, another server now at origin) reach
+  // done as an Error outcome with retryable set where retrying could help. Results fetched once
+  // are cached, so several consumers here cost one transfer.
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
 
@@ -40,7 +41,8 @@ class PeerPool {
 
  private:
   struct Peer;
-  kj::Promise<OutcomePtr> fetch_remote(const std::string& origin, const std::string& call_id);
+  kj::Promise<OutcomePtr> fetch_remote(const std::string& origin, const std::string& server_id,
+                                       const std::string& call_id);
   Peer& peer(const std::string& origin);
 
   kj::AsyncIoContext& io_;
