@@ -1,6 +1,7 @@
 #include "peer_pool.h"
 
 #include "counting_stream.h"
+#include "task_errors.h"
 #include "value_codec.h"
 
 #include <capnp/rpc-twoparty.h>
@@ -12,13 +13,7 @@ namespace agentd::detail {
 namespace {
 constexpr std::size_t kCacheSize = 1024;
 
-class LogErrors final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& e) override {
-    spdlog::warn("peer task failed: {}", e.getDescription().cStr());
-  }
-};
-LogErrors g_log_errors;  // stateless
+TaskErrors g_peer_errors{"peer connection task"};
 }  // namespace
 
 struct PeerPool::Peer : public kj::Refcounted {
@@ -35,7 +30,7 @@ struct PeerPool::Pending {
 };
 
 PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters)
-    : io_(io), options_(options), counters_(counters), tasks_(g_log_errors) {}
+    : io_(io), options_(options), counters_(counters), tasks_(g_peer_errors) {}
 
 PeerPool::~PeerPool() = default;
 

@@ -1,6 +1,7 @@
 #include "session_impl.h"
 
 #include "call_queue.h"
+#include "task_errors.h"
 #include "value_codec.h"
 
 #include <fmt/format.h>
@@ -15,14 +16,7 @@ namespace {
 
 // Completions that could not be sent. A client that went away needs no word; anything else
 // means calls the client will never hear of, which must not pass silently.
-class LogSendErrors final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& e) override {
-    if (e.getType() == kj::Exception::Type::DISCONNECTED) return;
-    spdlog::error("could not send call completions to a client: {}", e.getDescription().cStr());
-  }
-};
-LogSendErrors g_log_send_errors;  // stateless
+TaskErrors g_send_errors{"sending call completions to a client", spdlog::level::err};
 
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
@@ -101,7 +95,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   wire::CallSink::Client sink_;
   std::vector<Item> items_;
   bool scheduled_ = false;
-  kj::TaskSet tasks_{g_log_send_errors};
+  kj::TaskSet tasks_{g_send_errors};
 };
 
 Call::Kind call_kind(wire::CallKind k) {

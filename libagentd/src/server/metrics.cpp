@@ -105,15 +105,11 @@ MetricsEndpoint::MetricsEndpoint(kj::Own<kj::ConnectionReceiver> listener, kj::T
                 .pipelineTimeout = 0 * kj::SECONDS,
                 .errorHandler = static_cast<kj::HttpServerErrorHandler&>(*this),
                 .callbacks = static_cast<kj::HttpServerCallbacks&>(*this)}),
-      tasks_(*this) {
+      tasks_(task_errors_) {
   tasks_.add(accept_loop());
 }
 
 MetricsEndpoint::~MetricsEndpoint() = default;
-
-void MetricsEndpoint::taskFailed(kj::Exception&& e) {
-  spdlog::warn("metrics endpoint: {}", e.getDescription().cStr());
-}
 
 kj::Promise<void> MetricsEndpoint::accept_loop() {
   // Our own loop rather than HttpServer::listenHttp(ConnectionReceiver&): it bounds a connection's

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "call_stats.h"
+#include "task_errors.h"
 
 #include <kj/async-io.h>
 #include <kj/compat/http.h>
@@ -47,8 +48,7 @@ std::string render_metrics(const MetricsSnapshot& s);
 // outlives this. Destroying it stops accepting and drops open connections.
 class MetricsEndpoint final : private kj::HttpService,
                               private kj::HttpServerErrorHandler,
-                              private kj::HttpServerCallbacks,
-                              private kj::TaskSet::ErrorHandler {
+                              private kj::HttpServerCallbacks {
  public:
   static constexpr kj::Duration kRequestTimeout = 10 * kj::SECONDS;
 
@@ -68,7 +68,6 @@ class MetricsEndpoint final : private kj::HttpService,
   kj::Promise<void> handleApplicationError(kj::Exception e,
                                            kj::Maybe<Response&> response) override;
   bool shouldClose() override { return true; }
-  void taskFailed(kj::Exception&& e) override;
 
   kj::Own<kj::ConnectionReceiver> listener_;
   std::uint16_t port_;
@@ -77,6 +76,7 @@ class MetricsEndpoint final : private kj::HttpService,
   kj::HttpHeaderTable header_table_;
   // Borrows timer_, header_table_ and this (as service, error handler and callbacks).
   kj::HttpServer http_;
+  TaskErrors task_errors_{"metrics endpoint"};
   kj::TaskSet tasks_;  // the accept loop and one task per connection; destroyed first
 };
 

@@ -18,14 +18,6 @@ namespace agentd::detail {
 
 namespace {
 
-class LogTaskErrors final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& e) override {
-    spdlog::error("server task failed: {}", e.getDescription().cStr());
-  }
-};
-LogTaskErrors g_task_errors;  // stateless
-
 std::chrono::milliseconds seconds_to_ms(double s) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
 }
@@ -75,7 +67,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            bytes_.data()},
       bootstrap_(make_agent_server(rpc_)),
       stop_promise_(nullptr),
-      tasks_(g_task_errors) {
+      tasks_(task_errors_) {
   if (!options_.trace_file.empty()) {
     trace_file_ = std::make_unique<TraceFile>(options_.trace_file, id_);
     host_.set_span_sink([file = trace_file_.get()](const SpanRecord& s) { file->write(s); });

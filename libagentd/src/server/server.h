@@ -16,6 +16,7 @@
 #include "sd_notify.h"
 #include "trace_file.h"
 #include "server_config.h"
+#include "task_errors.h"
 #include "worker_pool.h"
 
 #include <capnp/rpc-twoparty.h>
@@ -112,6 +113,7 @@ class Server {
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
   const SdNotifier* notifier_ = nullptr;
+  TaskErrors task_errors_{"server task", spdlog::level::err};
   kj::TaskSet tasks_;
   std::unique_ptr<TraceFile> trace_file_;  // --trace-file; written by workers (stopped first)
   std::unique_ptr<MetricsEndpoint> metrics_;  // first to go: its requests read everything above

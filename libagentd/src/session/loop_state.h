@@ -9,8 +9,10 @@
 #include "bridge.h"
 #include "call_batch.h"
 #include "result_slot.h"
+#include "task_errors.h"
 
 #include <capnp/rpc-twoparty.h>
+
 #include <kj/async-io.h>
 
 #include <cstddef>
@@ -21,20 +23,15 @@
 
 namespace agentd::detail {
 
-// Loop tasks whose failure matters report it through their call's own state (a Sync, a
-// ResultSlot, a Ticket); the task set drops what reaches it.
-class IgnoreTaskErrors final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&&) override {}
-};
-
 // Created, used and destroyed on the loop thread; other threads reach it only through
 // bridge.post(). io is borrowed and outlives it. The owner connects (stream, rpc) or serves in
 // process, sets server and where, then calls open_session().
 struct LoopState {
   kj::AsyncIoContext& io;
   Bridge bridge;
-  IgnoreTaskErrors task_errors;
+  // Loop tasks whose failure matters report it through their call's own state (a Sync, a
+  // ResultSlot, a Ticket); what reaches the task set is unexpected, and logged.
+  TaskErrors task_errors{"client connection task"};
   kj::TaskSet tasks{task_errors};
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyClient> rpc;
