@@ -207,7 +207,7 @@ ClientStats Client::stats() {
   auto st = std::make_shared<Sync<Bytes>>();
   core_->post([c = core_.get(), st]() {
     auto& loop = c->loop();
-    st->set(Bytes{loop.bytes_in, loop.bytes_out});
+    st->set(Bytes{loop.bytes.in, loop.bytes.out});
   });
   Bytes b = st->wait(core_->options().timeout, "client stats");
   ClientStats s;

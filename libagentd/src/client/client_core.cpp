@@ -86,8 +86,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
                                                        to_kj(target.host), target.port))
                         .wait(io.waitScope);
         loop.stream = kj::heap<CountingStream>(
-            timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope), loop.bytes_in,
-            loop.bytes_out);
+            timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope), loop.bytes);
       } catch (const kj::Exception& e) {
         throw Error(ErrorCode::disconnected,
                     fmt::format("cannot connect to as_server at {}: {}; is it running there?",

@@ -29,8 +29,8 @@ struct PeerPool::Pending {
   std::vector<ResultPool::Waiter> waiters;
 };
 
-PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters)
-    : io_(io), options_(options), counters_(counters), tasks_(g_peer_errors) {}
+PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, ByteCount* bytes)
+    : io_(io), options_(options), bytes_(bytes), tasks_(g_peer_errors) {}
 
 PeerPool::~PeerPool() = default;
 
@@ -46,7 +46,7 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
             return addr->connect().attach(kj::mv(addr));
           })
           .then([this, &ref](kj::Own<kj::AsyncIoStream> stream) {
-            ref.stream = counters_ ? kj::heap<CountingStream>(kj::mv(stream), counters_[0], counters_[1])
+            ref.stream = bytes_ ? kj::heap<CountingStream>(kj::mv(stream), *bytes_)
                                    : kj::mv(stream);
             ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
             ref.server = ref.client->bootstrap().castAs<wire::AgentServer>();

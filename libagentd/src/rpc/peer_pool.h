@@ -3,6 +3,7 @@
 // Loop thread only.
 #pragma once
 
+#include "counting_stream.h"
 #include "result_pool.h"
 
 #include <kj/async-io.h>
@@ -24,9 +25,9 @@ class PeerPool {
     std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);  // a producer may run long
   };
 
-  // io and timer are borrowed and outlive the pool. counters (may be null) receives bytes
-  // [peer in, peer out] of the connections this pool opens.
-  PeerPool(kj::AsyncIoContext& io, Options options, std::uint64_t* counters = nullptr);
+  // io is borrowed and outlives the pool; so does bytes (may be null), which counts the traffic
+  // of the connections this pool opens.
+  PeerPool(kj::AsyncIoContext& io, Options options, ByteCount* bytes = nullptr);
   ~PeerPool();
 
   // Fetches the result of call_id from the server at origin ("host:port"), which must be the
@@ -47,7 +48,7 @@ class PeerPool {
 
   kj::AsyncIoContext& io_;
   Options options_;
-  std::uint64_t* counters_;
+  ByteCount* bytes_;
   std::map<std::string, kj::Own<Peer>> peers_;
   struct Pending;
   std::map<std::string, std::shared_ptr<Pending>> inflight_;  // key origin|call_id

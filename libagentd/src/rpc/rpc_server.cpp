@@ -282,11 +282,11 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     out.setModelErrors(usage.errors);
     out.setModelPromptTokens(usage.prompt_tokens);
     out.setModelCompletionTokens(usage.completion_tokens);
-    if (ctx_.counters != nullptr) {
-      out.setBytesClientIn(ctx_.counters[0]);
-      out.setBytesClientOut(ctx_.counters[1]);
-      out.setBytesPeerIn(ctx_.counters[2]);
-      out.setBytesPeerOut(ctx_.counters[3]);
+    if (ctx_.bytes != nullptr) {
+      out.setBytesClientIn(ctx_.bytes->client.in);
+      out.setBytesClientOut(ctx_.bytes->client.out);
+      out.setBytesPeerIn(ctx_.bytes->peer.in);
+      out.setBytesPeerOut(ctx_.bytes->peer.out);
     }
     return kj::READY_NOW;
   }

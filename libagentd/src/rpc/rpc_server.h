@@ -4,6 +4,7 @@
 #pragma once
 
 #include "agentd.capnp.h"
+#include "counting_stream.h"
 
 #include <kj/async.h>
 
@@ -31,7 +32,7 @@ struct RpcContext {
   std::chrono::steady_clock::time_point started;
   std::function<void()> request_stop;  // the stop RPC
   std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
-  std::uint64_t* counters = nullptr;  // bytes: client in/out, peer in/out (may be null)
+  const Traffic* bytes = nullptr;  // the server's bytes by connection kind (may be null)
 };
 
 // The bootstrap capability of a server. on_fetch (may be empty) runs on the first fetch call:

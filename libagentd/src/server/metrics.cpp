@@ -57,10 +57,10 @@ std::string render_metrics(const MetricsSnapshot& s) {
   sample(o, "agentd_model_tokens_total", "kind=\"prompt\"", s.prompt_tokens);
   sample(o, "agentd_model_tokens_total", "kind=\"completion\"", s.completion_tokens);
   metric(o, "agentd_bytes_total", "counter", "RPC bytes, by connection kind and direction.");
-  sample(o, "agentd_bytes_total", "conn=\"client\",dir=\"in\"", s.bytes[0]);
-  sample(o, "agentd_bytes_total", "conn=\"client\",dir=\"out\"", s.bytes[1]);
-  sample(o, "agentd_bytes_total", "conn=\"peer\",dir=\"in\"", s.bytes[2]);
-  sample(o, "agentd_bytes_total", "conn=\"peer\",dir=\"out\"", s.bytes[3]);
+  sample(o, "agentd_bytes_total", "conn=\"client\",dir=\"in\"", s.bytes.client.in);
+  sample(o, "agentd_bytes_total", "conn=\"client\",dir=\"out\"", s.bytes.client.out);
+  sample(o, "agentd_bytes_total", "conn=\"peer\",dir=\"in\"", s.bytes.peer.in);
+  sample(o, "agentd_bytes_total", "conn=\"peer\",dir=\"out\"", s.bytes.peer.out);
   metric(o, "agentd_workers", "gauge", "Worker threads running agent code.");
   sample(o, "agentd_workers", "", s.workers);
   metric(o, "agentd_call_duration_seconds", "histogram", "Run time of finished agent calls.");

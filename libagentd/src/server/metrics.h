@@ -3,6 +3,7 @@
 #pragma once
 
 #include "call_stats.h"
+#include "counting_stream.h"
 #include "task_errors.h"
 
 #include <kj/async-io.h>
@@ -32,7 +33,7 @@ struct MetricsSnapshot {
   std::uint64_t model_errors = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
-  std::array<std::uint64_t, 4> bytes{};  // client in, client out, peer in, peer out
+  Traffic bytes;
   std::uint64_t workers = 0;
   LatencyHistogram latency;
 };

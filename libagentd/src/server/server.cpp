@@ -56,7 +56,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       peers_(io,
              PeerPool::Options{seconds_to_ms(options_.peer_connect_timeout),
                                seconds_to_ms(options_.peer_fetch_timeout)},
-             bytes_.data() + 2),
+             &bytes_.peer),
       rpc_{id_,      advertise_, host_,         peers_, catalog_, models_, workers_,
            std::chrono::steady_clock::now(), [this] { request_stop(); },
            [this](const std::string& yaml) {
@@ -64,7 +64,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
              spdlog::info("model configs replaced over RPC (version {})", version);
              return version;
            },
-           bytes_.data()},
+           &bytes_},
       bootstrap_(make_agent_server(rpc_)),
       stop_promise_(nullptr),
       tasks_(task_errors_) {
@@ -166,10 +166,10 @@ struct Server::Connection {
 
 kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
   auto conn = kj::heap<Connection>();
-  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_[0], bytes_[1]);
+  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
   CountingStream* stream = conn->stream.get();
-  auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_[2], bytes_[3]); });
+  auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_.peer); });
   conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(bootstrap)));
   auto done = conn->network->onDisconnect();
   return done.attach(kj::mv(conn));

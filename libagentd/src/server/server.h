@@ -92,7 +92,7 @@ class Server {
   kj::AsyncIoContext& io_;
   std::string id_;
   std::string advertise_;
-  std::array<std::uint64_t, 4> bytes_{};  // client in, client out, peer in, peer out
+  Traffic bytes_;
 
   // Declaration order is destruction order reversed: plugins outlive every agent they made.
   ClassCatalog catalog_;

@@ -8,6 +8,7 @@
 #include "agentd.capnp.h"
 #include "bridge.h"
 #include "call_batch.h"
+#include "counting_stream.h"
 #include "result_slot.h"
 #include "task_errors.h"
 
@@ -44,8 +45,7 @@ struct LoopState {
   bool flush_scheduled = false;
   std::uint64_t next_ticket = 0;
   std::unordered_map<std::uint64_t, Ticket> tickets;
-  std::uint64_t bytes_in = 0;   // counted by the CountingStream around the connection
-  std::uint64_t bytes_out = 0;
+  ByteCount bytes;  // counted by the CountingStream around the connection
 
   explicit LoopState(kj::AsyncIoContext& io_in) : io(io_in), bridge(io_in.unixEventPort) {}
 };
