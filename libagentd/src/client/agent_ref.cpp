@@ -33,8 +33,12 @@ AgentAddress parse_agent_ref(const Value& ref) {
 }
 
 AgentInfo read_agent_info(wire::AgentInfo::Reader r) {
-  return AgentInfo{to_std(r.getId()),     to_std(r.getName()),       to_std(r.getClassName()),
-                   r.getQueuedCalls(),    r.getCompletedCalls(),     r.getFailedCalls()};
+  return AgentInfo{.id = to_std(r.getId()),
+                   .name = to_std(r.getName()),
+                   .class_name = to_std(r.getClassName()),
+                   .queued_calls = r.getQueuedCalls(),
+                   .completed_calls = r.getCompletedCalls(),
+                   .failed_calls = r.getFailedCalls()};
 }
 
 kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentInfo>& st) {

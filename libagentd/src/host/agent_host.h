@@ -109,6 +109,8 @@ struct SpanRecord {
   std::int64_t completion_tokens = 0;
 };
 
+// TODO(durability): agents and results live in memory only; a restart loses them. The state
+// store (SQLite, group commit) belongs under this layer.
 class AgentHost {
  public:
   // catalog, services, workers and bridge are borrowed and outlive the host.

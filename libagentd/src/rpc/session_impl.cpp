@@ -22,6 +22,8 @@ using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
 // Completions waiting for the next CallSink.done. Loop thread only; the session holds it, and
 // completions that arrive after the session is gone (weak_ptr expired) are dropped.
+// TODO(backpressure): nothing bounds what a client that stops reading makes the server keep
+// here, nor how many calls one submit may queue.
 class Outbox : public std::enable_shared_from_this<Outbox> {
  public:
   explicit Outbox(wire::CallSink::Client sink) : sink_(kj::mv(sink)) {}

@@ -54,17 +54,25 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       workers_(min_workers(options_), options_.max_workers),
       host_(catalog_, services_, workers_, bridge_, pool_limits(options_)),
       peers_(io,
-             PeerPool::Options{seconds_to_ms(options_.peer_connect_timeout),
-                               seconds_to_ms(options_.peer_fetch_timeout)},
+             PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
+                               .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout)},
              &bytes_.peer),
-      rpc_{id_,      advertise_, host_,         peers_, catalog_, models_, workers_,
-           std::chrono::steady_clock::now(), [this] { request_stop(); },
-           [this](const std::string& yaml) {
-             auto version = models_.replace(parse_model_configs(yaml, "setModelConfigs"));
-             spdlog::info("model configs replaced over RPC (version {})", version);
-             return version;
-           },
-           &bytes_},
+      rpc_{.server_id = id_,
+           .advertise_address = advertise_,
+           .host = host_,
+           .peers = peers_,
+           .catalog = catalog_,
+           .models = models_,
+           .workers = workers_,
+           .started = std::chrono::steady_clock::now(),
+           .request_stop = [this] { request_stop(); },
+           .set_model_configs =
+               [this](const std::string& yaml) {
+                 auto version = models_.replace(parse_model_configs(yaml, "setModelConfigs"));
+                 spdlog::info("model configs replaced over RPC (version {})", version);
+                 return version;
+               },
+           .bytes = &bytes_},
       bootstrap_(make_agent_server(rpc_)),
       stop_promise_(nullptr),
       tasks_(task_errors_) {
