@@ -1,17 +1,15 @@
 // ServerServices::model(): every call is counted for the agent that made it and for its config.
 #include "server_services.h"
 #include "model_registry.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
 #include <catch2/catch.hpp>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
+using namespace agentd::test;
 using agentd::detail::ServerServices;
 using agentd::detail::ModelRegistry;
-using Catch::Matchers::Contains;
 
 TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]") {
   ModelRegistry models;

@@ -3,6 +3,7 @@
 // round, the max_iters bound, bad config names, usage in info; and the dialog demo program.
 #include "fake_model_server.h"
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -18,12 +19,6 @@
 #include <vector>
 
 using namespace agentd::test;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

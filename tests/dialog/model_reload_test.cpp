@@ -2,6 +2,7 @@
 // keeps the old configs), setModelConfigs replaces them over RPC (a bad one is refused with
 // config_error), and agents see the new configs on their next call.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -14,12 +15,6 @@
 #include <vector>
 
 using namespace agentd::test;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

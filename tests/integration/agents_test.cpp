@@ -2,6 +2,7 @@
 // ping), ids, bad classes and arguments, agent exceptions, per-agent order, parallelism,
 // memory, observe and named methods.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -12,13 +13,6 @@
 #include <chrono>
 
 using namespace agentd::test;
-using agentd::AgentRef;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

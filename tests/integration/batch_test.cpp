@@ -4,6 +4,7 @@
 // Session / CallSink wire contract driven directly.
 #include "server_process.h"
 #include "value_codec.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -22,14 +23,6 @@
 #include <vector>
 
 using namespace agentd::test;
-using agentd::AgentRef;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Placeholder;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

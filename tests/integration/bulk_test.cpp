@@ -3,6 +3,7 @@
 // one loop turn; a call too big for one message fails alone; a result read after it left the
 // pool fails with `expired` instead of waiting.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -15,15 +16,6 @@
 #include <vector>
 
 using namespace agentd::test;
-using agentd::AgentRef;
-using agentd::Client;
-using agentd::ClientOptions;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Placeholder;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 TEST_CASE("replies issued in bulk from many threads all arrive, with a tiny result pool",
           "[bulk]") {

@@ -1,6 +1,7 @@
 // Faults a client must survive: a refused connection, a server killed mid-call, calls on a
 // dead connection. Each is a retryable agentd::Error, never a hang.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -10,12 +11,6 @@
 #include <signal.h>
 
 using namespace agentd::test;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 }  // namespace

@@ -1,6 +1,7 @@
 // Child mode (the client starts and stops its own as_server, which also stops when the parent
 // dies) and local mode (same API, agents in this process) give what independent mode gives.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/agentd.h>
 
@@ -13,13 +14,6 @@
 #include <unistd.h>
 
 using namespace agentd::test;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Placeholder;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 // A class compiled into this program: local mode hosts it without a plugin.
 class ShoutAgent : public agentd::Agent {

@@ -3,6 +3,7 @@
 // duplicate call ids, expiry from the result pool, and get(timeout).
 #include "server_process.h"
 #include "value_codec.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -12,14 +13,6 @@
 #include <kj/async-io.h>
 
 using namespace agentd::test;
-using agentd::AgentRef;
-using agentd::Client;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Placeholder;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

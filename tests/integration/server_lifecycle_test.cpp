@@ -1,6 +1,7 @@
 // as_server's life: the ready line, SIGTERM/SIGINT (running replies finish within the grace,
 // queued ones fail with `stopping`, exit 0), the stop RPC, and a reply that outlasts the grace.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -11,10 +12,6 @@
 #include <regex>
 
 using namespace agentd::test;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 TEST_CASE("the ready line names the bound address, the server id and the pid", "[lifecycle]") {
   auto s = ServerProcess::start(standard_args({"--server-id", "srv-ready"}));

@@ -3,6 +3,7 @@
 #include "chat_models.h"
 #include "model_config.h"
 #include "model_registry.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
@@ -17,14 +18,9 @@
 using agentd::ChatModel;
 using agentd::ChatOptions;
 using agentd::ChatResponse;
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
+using namespace agentd::test;
 using agentd::test::fake_model_server;
 using agentd::test::unique_key;
-using Catch::Matchers::Contains;
-using namespace std::chrono_literals;
 
 namespace {
 

@@ -1,5 +1,6 @@
 // Model config parsing: the accepted forms, and one test per error a bad config must report.
 #include "model_config.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
@@ -9,12 +10,10 @@
 #include <set>
 #include <string>
 
-using agentd::Error;
-using agentd::ErrorCode;
+using namespace agentd::test;
 using agentd::detail::load_model_configs;
 using agentd::detail::model_config_from_json;
 using agentd::detail::parse_model_configs;
-using Catch::Matchers::Contains;
 
 namespace {
 

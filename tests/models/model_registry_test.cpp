@@ -2,6 +2,7 @@
 #include "model_registry.h"
 
 #include "fake_model_server.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
@@ -10,14 +11,10 @@
 #include <atomic>
 #include <thread>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
+using namespace agentd::test;
 using agentd::detail::ModelConfig;
 using agentd::detail::ModelRegistry;
 using agentd::detail::parse_model_configs;
-using Catch::Matchers::Contains;
 
 namespace {
 

@@ -2,6 +2,7 @@
 // per-call debug lines, a bad --log-format, and the Prometheus /metrics endpoint on
 // --metrics-port (counters, the latency histogram, 404s, a malformed request, a busy port).
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -22,9 +23,6 @@
 #include <stdexcept>
 
 using namespace agentd::test;
-using agentd::Msg;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

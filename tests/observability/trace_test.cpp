@@ -2,6 +2,7 @@
 // (Client::traces / AgentServer.traces), with the call ids of the placeholders a call consumed,
 // and --trace-file writing one OpenTelemetry-style JSON line per span.
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/client.h>
 
@@ -17,10 +18,7 @@
 #include <sstream>
 
 using namespace agentd::test;
-using agentd::Msg;
 using agentd::TraceSpan;
-using agentd::Value;
-using Catch::Matchers::Contains;
 
 namespace {
 

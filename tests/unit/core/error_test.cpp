@@ -1,4 +1,6 @@
 // agentd::Error: stable code names, retryability, and what() naming code, agent, class, cause.
+#include "test_names.h"
+
 #include <agentd/error.h>
 
 #include <catch2/catch.hpp>
@@ -6,9 +8,7 @@
 #include <set>
 #include <string>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using Catch::Matchers::Contains;
+using namespace agentd::test;
 
 namespace {
 constexpr ErrorCode kAll[] = {

@@ -8,18 +8,15 @@
 #include "plugin_loader.h"
 #include "result_pool.h"
 #include "worker_pool.h"
+#include "test_names.h"
 
 #include <catch2/catch.hpp>
 #include <kj/async-io.h>
 
 #include <stdexcept>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
+using namespace agentd::test;
 using namespace agentd::detail;
-using Catch::Matchers::Contains;
 
 namespace {
 

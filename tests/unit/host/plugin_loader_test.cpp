@@ -3,6 +3,7 @@
 #include "plugin_loader.h"
 
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
@@ -10,12 +11,10 @@
 
 #include <algorithm>
 
-using agentd::Error;
-using agentd::ErrorCode;
+using namespace agentd::test;
 using agentd::detail::ClassCatalog;
 using agentd::detail::PluginLoader;
 using agentd::test::TempDir;
-using Catch::Matchers::Contains;
 
 namespace {
 

@@ -1,6 +1,7 @@
 // ResultPool: pending -> complete, waiters, many reads, eviction by size and age, unknown ids,
 // duplicate call ids.
 #include "result_pool.h"
+#include "test_names.h"
 
 #include <catch2/catch.hpp>
 
@@ -8,14 +9,9 @@
 #include <string>
 #include <vector>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
+using namespace agentd::test;
 using agentd::detail::OutcomePtr;
 using agentd::detail::ResultPool;
-using Catch::Matchers::Contains;
-using namespace std::chrono_literals;
 
 namespace {
 

@@ -3,17 +3,16 @@
 #include "server_config.h"
 
 #include "server_process.h"
+#include "test_names.h"
 
 #include <agentd/error.h>
 
 #include <catch2/catch.hpp>
 
-using agentd::Error;
-using agentd::ErrorCode;
+using namespace agentd::test;
 using agentd::detail::ParsedArgs;
 using agentd::detail::parse_server_args;
 using agentd::test::TempDir;
-using Catch::Matchers::Contains;
 
 namespace {
 

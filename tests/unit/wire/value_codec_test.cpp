@@ -1,15 +1,13 @@
 // value_codec: every Value kind, Msg and Error survive the trip through the wire form.
 #include "value_codec.h"
+#include "test_names.h"
 
 #include <capnp/message.h>
 #include <catch2/catch.hpp>
 
 #include <limits>
 
-using agentd::Error;
-using agentd::ErrorCode;
-using agentd::Msg;
-using agentd::Value;
+using namespace agentd::test;
 namespace detail = agentd::detail;
 namespace wire = agentd::wire;
 
