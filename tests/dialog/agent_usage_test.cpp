@@ -13,7 +13,7 @@ using agentd::detail::ModelRegistry;
 
 TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]") {
   ModelRegistry models;
-  ServerServices services{models, {}};
+  ServerServices services{models};
 
   // echo counts words: 3 prompt tokens, and it answers with the same 3 words.
   auto r1 = services.model("echo", "agent-1")->chat({Msg("user", "one two three", "user")});
@@ -44,7 +44,7 @@ TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]")
 
 TEST_CASE("an unknown config names the known ones and records nothing", "[dialog][usage]") {
   ModelRegistry models;
-  ServerServices services{models, {}};
+  ServerServices services{models};
   try {
     services.model("nope", "agent-1");
     FAIL("expected config_error");

@@ -29,6 +29,7 @@ AgentAddress parse_agent_ref(const Value& ref) {
                 "the agent reference names no reachable server (\"" + address +
                     "\"); agents in local mode cannot be reached from other processes");
   out.id = ref[kRefKey]["id"].get<std::string>();
+  out.server_id = ref[kRefKey].value("server_id", std::string{});
   return out;
 }
 
@@ -162,7 +163,15 @@ AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
 
 AgentRef connect_agent(Agent& caller, const Value& ref) {
   if (caller.services() == nullptr) return AgentRef::from_value(ref);
-  return caller.services()->connect_agent(ref);
+  auto where = detail::parse_agent_ref(ref);
+  // The hosting server's shared link to that server (no connection or thread of its own).
+  auto core = caller.services()->link_to(where.host, where.port, where.server_id);
+  auto info = core->sync<AgentInfo>(
+      "look up agent " + where.id,
+      [id = where.id](detail::LoopState& loop, detail::Sync<AgentInfo>& st) -> kj::Promise<void> {
+        return detail::agent_info(loop, id, st);
+      });
+  return AgentRef(std::move(core), info.id, info.name, info.class_name);
 }
 
 }  // namespace agentd

@@ -20,6 +20,7 @@ struct AgentAddress {
   std::string host;
   std::uint16_t port = 0;
   std::string id;
+  std::string server_id;  // empty in references that do not say
 };
 
 // Any thread. Throws Error(bad_args) for a Value that is not an agent reference or names no

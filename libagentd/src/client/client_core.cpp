@@ -44,6 +44,46 @@ ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<Chi
   }
 }
 
+ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(options) {
+  attached_ = std::make_unique<LoopState>(attached.io);
+  LoopState& loop = *attached_;
+  loop.tasks.add(loop.bridge.run());
+  loop.server = kj::mv(attached.server);
+  loop.where = attached.address;
+  address_ = std::move(attached.address);
+  server_id_ = std::move(attached.server_id);
+  port_ = attached.port;
+  open_session(loop);
+  KJ_IF_MAYBE(lost, attached.lost) {
+    // The connection is gone: refuse new calls (the owner makes a new core for the address)
+    // and fail the ones still waiting. The state itself stays until detach().
+    auto close = [this]() {
+      bridge_.store(nullptr);
+      fail_all_tickets(*attached_, Error::retryable(ErrorCode::disconnected,
+                                                    "lost the connection to as_server at " +
+                                                        address_ + " before the call finished"));
+    };
+    // (Copies: then() would keep a reference to an lvalue lambda.)
+    loop.tasks.add(lost->then([close]() { close(); }, [close](kj::Exception&&) { close(); }));
+  }
+  loop_ = &loop;
+  bridge_.store(&loop.bridge);
+}
+
+void ClientCore::detach() {
+  if (!attached_) return;
+  bridge_.store(nullptr);
+  LoopState& loop = *attached_;
+  loop.bridge.close();
+  fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected,
+                                          "the server holding the connection to " + address_ +
+                                              " is stopping"));
+  loop.session = nullptr;
+  loop.server = nullptr;
+  loop_ = nullptr;
+  attached_.reset();
+}
+
 ClientCore::~ClientCore() {
   post([this]() {
     if (quit_ && quit_->isWaiting()) quit_->fulfill();

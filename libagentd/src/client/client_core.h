@@ -3,6 +3,8 @@
 // as_server (independent mode, or a child process the core stops when it goes), or to a Server
 // in this process (local mode). User threads reach that thread through post() and block on
 // plain condition variables (sync.h) for answers.
+// An attached core has no thread: it lives on a server's loop and uses a connection the server
+// owns; that is how a server's agents reach other agents (pooled_connector.h).
 #pragma once
 
 #include <agentd/client.h>
@@ -42,8 +44,25 @@ class ClientCore {
   // opened the session; throws Error (disconnected, or what the local Server throws) otherwise.
   // child, when given, is the as_server at target, stopped when the core goes.
   ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child = nullptr);
+
+  // A core on another loop, over a connection it does not own.
+  struct Attached {
+    kj::AsyncIoContext& io;              // that loop's
+    wire::AgentServer::Client server;    // usable at once (a promise capability is fine)
+    kj::Maybe<kj::Promise<void>> lost;   // settles when the connection goes (none: it cannot)
+    std::string address;                 // "host:port", as placeholders made here name it
+    std::string server_id;
+    std::uint16_t port = 0;
+  };
+  // On attached.io's loop thread. Opens the session at once (pipelined).
+  ClientCore(Attached attached, ClientOptions options);
+  // On that loop thread, before the connection's owner goes: closes the core (posts are
+  // dropped, waits fail with disconnected) and releases its capabilities and loop state.
+  void detach();
+
   // On a user thread, never the loop thread (loop-thread code holds no reference to the core):
-  // closes the session, joins the loop thread, then stops the child.
+  // closes the session, joins the loop thread, then stops the child. An attached core must have
+  // been detached (its owner keeps it until then).
   ~ClientCore();
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
@@ -138,6 +157,7 @@ class ClientCore {
   std::thread thread_;
   std::atomic<Bridge*> bridge_{nullptr};
   LoopState* loop_ = nullptr;  // loop thread only
+  std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()
   kj::Own<kj::PromiseFulfiller<void>> quit_;
   std::string address_;
   std::string server_id_;

@@ -1,12 +1,16 @@
-// The client layer's way for a server to reach agents named by reference: a client connection
-// per server address, shared by the server's agents (see AgentConnector in agent_services.h).
+// How a server's agents reach the agents they name by reference (AgentConnector in
+// agent_services.h): one client connection per server address, shared by all of the server's
+// agents, with no thread of its own. It lives on the server's loop and goes over the server's
+// pooled peer connection to that address (the one placeholder fetches use), or, for agents on
+// the same server, over the server's own bootstrap capability: no socket at all.
 #pragma once
 
 #include "agent_services.h"
+#include "server.h"
 
 namespace agentd::detail {
 
-// Thread-safe; connections open on first use and close when the last copy of it goes.
-AgentConnector pooled_agent_connector();
+// What as_server's main() and local mode give their Server.
+ConnectorFactory pooled_agent_connector();
 
 }  // namespace agentd::detail

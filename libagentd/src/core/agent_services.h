@@ -1,5 +1,5 @@
-// AgentServices: what the hosting server gives each agent (models, the agents it names by
-// reference). The host and agents program against this interface; the server implements it
+// AgentServices: what the hosting server gives each agent (models, a way to the agents it names
+// by reference). The host and agents program against this interface; the server implements it
 // (server/server_services.h), so nothing below the server depends on how it is done.
 #pragma once
 
@@ -14,6 +14,7 @@
 namespace agentd::detail {
 
 class UsageCounter;  // models/model_registry.h
+class ClientCore;    // client/client_core.h
 
 class AgentServices {
  public:
@@ -30,15 +31,18 @@ class AgentServices {
   // Thread-safe: drops agent_id's usage counter (the host calls it when the agent is deleted).
   virtual void forget_agent(const std::string& agent_id) = 0;
 
-  // Thread-safe: the agent that ref (AgentRef::to_value()) names, on this server or another.
-  // Throws Error (bad_args for a ref naming no reachable server, disconnected).
-  virtual AgentRef connect_agent(const Value& ref) = 0;
+  // Thread-safe (agent code, on workers): the client connection this server's agents share to
+  // the server at host:port, whose id is server_id (empty: not known). connect_agent() builds
+  // agent references on it. Throws Error (bad_args when this server cannot reach other agents,
+  // disconnected).
+  virtual std::shared_ptr<ClientCore> link_to(const std::string& host, std::uint16_t port,
+                                              const std::string& server_id) = 0;
 };
 
-// How a server reaches the agents its agents name by reference. main() chooses it (as_server
-// and local mode pass the client layer's pooled connector); a server without one refuses.
-// TODO(perf): serve these through the server's peer connections (rpc/peer_pool.h) instead of a
-// client connection, and its thread, per peer address.
-using AgentConnector = std::function<AgentRef(const Value& ref)>;
+// How a server reaches the servers its agents name by reference: link_to() as a function.
+// main() chooses it (as_server and local mode pass the client layer's, which shares the
+// server's own peer connections); a server without one refuses.
+using AgentConnector = std::function<std::shared_ptr<ClientCore>(
+    const std::string& host, std::uint16_t port, const std::string& server_id)>;
 
 }  // namespace agentd::detail

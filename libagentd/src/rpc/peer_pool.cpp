@@ -103,6 +103,22 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
       .attach(kj::mv(p));
 }
 
+wire::AgentServer::Client PeerPool::server_at(const std::string& origin) {
+  kj::Own<Peer> p = kj::addRef(peer(origin));
+  Peer& ref = *p;
+  return ref.ready.addBranch()
+      .then([&ref]() -> wire::AgentServer::Client { return ref.server; })
+      .attach(kj::mv(p));
+}
+
+kj::Promise<void> PeerPool::lost(const std::string& origin) {
+  kj::Own<Peer> p = kj::addRef(peer(origin));
+  Peer& ref = *p;
+  return ref.ready.addBranch()
+      .then([&ref]() { return ref.client->onDisconnect(); })
+      .attach(kj::mv(p));
+}
+
 void PeerPool::fetch(const std::string& origin, const std::string& server_id,
                      const std::string& call_id, ResultPool::Waiter done) {
   std::string key = origin + "|" + call_id;

@@ -3,6 +3,7 @@
 // Loop thread only.
 #pragma once
 
+#include "agentd.capnp.h"
 #include "counting_stream.h"
 #include "result_pool.h"
 
@@ -37,6 +38,12 @@ class PeerPool {
   // are cached, so several consumers here cost one transfer.
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
+
+  // The server at origin over the pooled connection: a promise capability until connected
+  // (calls on it fail if the connection cannot be made).
+  wire::AgentServer::Client server_at(const std::string& origin);
+  // Settles when the pooled connection to origin is lost, or could not be made.
+  kj::Promise<void> lost(const std::string& origin);
 
   std::uint64_t fetches() const { return fetches_; }
 

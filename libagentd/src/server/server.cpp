@@ -45,11 +45,11 @@ std::size_t min_workers(const ServerOptions& o) {
 }  // namespace
 
 Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes,
-               AgentConnector connector)
+               ConnectorFactory connector)
     : options_(std::move(options)),
       io_(io),
       id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
-      services_(models_, std::move(connector)),
+      services_(models_),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
       host_(catalog_, services_, workers_, bridge_, pool_limits(options_)),
@@ -92,6 +92,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   tasks_.add(bridge_.run());
   tasks_.add(sweep_loop());
   if (options_.stop_on_stdin_eof) tasks_.add(watch_stdin());
+  if (connector) services_.set_connector(connector(*this));
 }
 
 Server::~Server() {

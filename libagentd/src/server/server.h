@@ -30,13 +30,17 @@
 
 namespace agentd::detail {
 
+class Server;
+// Makes the server's AgentConnector once the server exists (main() passes the client layer's).
+using ConnectorFactory = std::function<AgentConnector(Server& server)>;
+
 class Server {
  public:
   // Loads plugins (and extra_classes, e.g. a local-mode program's own) and model configs.
-  // Throws Error (plugin_error, config_error) before anything starts. io is borrowed. connector
-  // is how agents here reach agents they name by reference (empty: they cannot).
+  // Throws Error (plugin_error, config_error) before anything starts. io is borrowed.
+  // connector makes how agents here reach agents they name by reference (empty: they cannot).
   Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentClass> extra_classes = {},
-         AgentConnector connector = {});
+         ConnectorFactory connector = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -62,6 +66,16 @@ class Server {
 
   // The bootstrap capability (local mode uses it without a network).
   wire::AgentServer::Client bootstrap() { return bootstrap_; }
+
+  // Any thread: runs fn on this server's loop thread (now, when called there); dropped once
+  // the server is stopping.
+  void on_loop(kj::Function<void()> fn) { host_.on_loop(kj::mv(fn)); }
+  kj::AsyncIoContext& io() { return io_; }
+  // Loop thread: the server at origin ("host:port") over this server's pooled peer connection
+  // to it (usable at once), and a promise that settles when that connection is lost or cannot
+  // be made.
+  wire::AgentServer::Client peer(const std::string& origin) { return peers_.server_at(origin); }
+  kj::Promise<void> peer_lost(const std::string& origin) { return peers_.lost(origin); }
 
   const std::string& id() const { return id_; }
   const std::string& advertise_address() const { return advertise_; }

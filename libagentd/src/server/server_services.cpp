@@ -28,7 +28,8 @@ void ServerServices::forget_agent(const std::string& agent_id) {
   usage_.erase(agent_id);
 }
 
-AgentRef ServerServices::connect_agent(const Value& ref) {
+std::shared_ptr<ClientCore> ServerServices::link_to(const std::string& host, std::uint16_t port,
+                                                    const std::string& server_id) {
   AgentConnector connector;
   {
     std::lock_guard lock(connector_mu_);
@@ -36,7 +37,12 @@ AgentRef ServerServices::connect_agent(const Value& ref) {
   }
   if (!connector)
     throw Error(ErrorCode::bad_args, "this server has no way to reach other agents by reference");
-  return connector(ref);
+  return connector(host, port, server_id);
+}
+
+void ServerServices::set_connector(AgentConnector connector) {
+  std::lock_guard lock(connector_mu_);
+  connector_ = std::move(connector);
 }
 
 void ServerServices::close() {

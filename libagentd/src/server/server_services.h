@@ -14,22 +14,25 @@ namespace agentd::detail {
 
 class ServerServices final : public AgentServices {
  public:
-  // models is borrowed and must outlive every agent that uses these services. connector may be
-  // empty: connect_agent() then fails with bad_args.
-  ServerServices(ModelRegistry& models, AgentConnector connector)
-      : models_(models), connector_(std::move(connector)) {}
+  // models is borrowed and must outlive every agent that uses these services. Until
+  // set_connector(), link_to() fails with bad_args.
+  explicit ServerServices(ModelRegistry& models) : models_(models) {}
+
+  // Loop thread, before agents run.
+  void set_connector(AgentConnector connector);
 
   std::shared_ptr<ChatModel> model(const std::string& config_name,
                                    const std::string& agent_id) override;
   std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id) override;
   void forget_agent(const std::string& agent_id) override;
-  AgentRef connect_agent(const Value& ref) override;
+  std::shared_ptr<ClientCore> link_to(const std::string& host, std::uint16_t port,
+                                      const std::string& server_id) override;
 
   // Thread-safe: the model usage of agent_id's calls so far (zeros when it made none).
   ModelUsage agent_usage(const std::string& agent_id) const;
 
-  // Drops the connector and the connections it holds (before the server goes away). Agents
-  // must not run any more.
+  // Loop thread: drops the connector and the connections it holds (before the server's peer
+  // connections and loop go away). Agents must not run any more.
   void close();
 
  private:
