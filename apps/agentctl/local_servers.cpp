@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include <kj/io.h>
 #include <fmt/format.h>
 
 namespace agentctl {
@@ -75,16 +76,16 @@ class StateLock {
  public:
   explicit StateLock(const std::string& dir) {
     auto path = dir + "/lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0)
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) fd_ = kj::AutoCloseFd(fd);  // closed however the constructor ends
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0)
       throw LocalError(fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
   }
-  ~StateLock() { ::close(fd_); }
   StateLock(const StateLock&) = delete;
   StateLock& operator=(const StateLock&) = delete;
 
  private:
-  int fd_ = -1;
+  kj::AutoCloseFd fd_;  // the lock goes with it
 };
 
 std::string state_file(const std::string& dir) { return dir + "/servers.json"; }

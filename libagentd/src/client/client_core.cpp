@@ -93,7 +93,7 @@ ClientCore::~ClientCore() {
 }
 
 void ClientCore::check_open(const std::string& what) const {
-  if (!open()) throw Error(ErrorCode::disconnected, what + ": the client is closed", "", "", true);
+  if (!open()) throw Error(ErrorCode::disconnected, what + ": the client is closed");
 }
 
 void ClientCore::thread_main(Target target, std::promise<void> started) {
@@ -130,8 +130,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       } catch (const kj::Exception& e) {
         throw Error(ErrorCode::disconnected,
                     fmt::format("cannot connect to as_server at {}: {}; is it running there?",
-                                where, e.getDescription().cStr()),
-                    "", "", true);
+                                where, e.getDescription().cStr()));
       }
       loop.rpc = kj::heap<capnp::TwoPartyClient>(*loop.stream);
       loop.server = loop.rpc->bootstrap().castAs<wire::AgentServer>();
@@ -144,8 +143,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       } catch (const kj::Exception& e) {
         throw Error(ErrorCode::disconnected,
                     fmt::format("{} accepted the connection but did not answer as an as_server: {}",
-                                where, e.getDescription().cStr()),
-                    "", "", true);
+                                where, e.getDescription().cStr()));
       }
       port_ = target.port;
     }
@@ -172,7 +170,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     // Shut down on this thread: refuse posts, drop capabilities, then the connection.
     bridge_.store(nullptr);
     loop.bridge.close();
-    fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed", "", "", true));
+    fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));
     loop.session = nullptr;
     loop_ = nullptr;
   } catch (...) {

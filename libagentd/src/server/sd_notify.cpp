@@ -20,28 +20,20 @@ SdNotifier::SdNotifier(std::string socket, std::chrono::microseconds watchdog)
     socket_.clear();
     return;
   }
-  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) socket_.clear();
+  fd_ = kj::AutoCloseFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd_.get() < 0) socket_.clear();
 }
 
-SdNotifier::~SdNotifier() {
-  if (fd_ >= 0) ::close(fd_);
-}
+SdNotifier::~SdNotifier() = default;
 
+// A moved-from notifier is disabled (no socket name, no fd).
 SdNotifier::SdNotifier(SdNotifier&& other) noexcept
-    : socket_(std::move(other.socket_)), watchdog_(other.watchdog_),
-      fd_(std::exchange(other.fd_, -1)) {
-  other.socket_.clear();
-}
+    : socket_(std::exchange(other.socket_, {})), watchdog_(other.watchdog_), fd_(kj::mv(other.fd_)) {}
 
 SdNotifier& SdNotifier::operator=(SdNotifier&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    socket_ = std::move(other.socket_);
-    watchdog_ = other.watchdog_;
-    fd_ = std::exchange(other.fd_, -1);
-    other.socket_.clear();
-  }
+  socket_ = std::exchange(other.socket_, {});
+  watchdog_ = other.watchdog_;
+  fd_ = kj::mv(other.fd_);
   return *this;
 }
 
@@ -60,7 +52,7 @@ SdNotifier SdNotifier::from_environment() {
 }
 
 bool SdNotifier::notify(std::string_view state) const {
-  if (fd_ < 0 || state.empty()) return false;
+  if (fd_.get() < 0 || state.empty()) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_.data(), socket_.size());
@@ -69,7 +61,7 @@ bool SdNotifier::notify(std::string_view state) const {
   else ++len;                                        // a path: count its NUL
   ssize_t n;
   do {
-    n = ::sendto(fd_, state.data(), state.size(), MSG_NOSIGNAL,
+    n = ::sendto(fd_.get(), state.data(), state.size(), MSG_NOSIGNAL,
                  reinterpret_cast<const sockaddr*>(&addr), len);
   } while (n < 0 && errno == EINTR);
   return n == static_cast<ssize_t>(state.size());

@@ -7,6 +7,8 @@
 // Thread-safety: notify() may be called from any thread (one sendto per call).
 #pragma once
 
+#include <kj/io.h>
+
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -41,7 +43,7 @@ class SdNotifier {
  private:
   std::string socket_;
   std::chrono::microseconds watchdog_{0};
-  int fd_ = -1;  // an unbound AF_UNIX SOCK_DGRAM socket, opened by the constructor
+  kj::AutoCloseFd fd_;  // an unbound AF_UNIX SOCK_DGRAM socket, opened by the constructor
 };
 
 }  // namespace agentd::detail

@@ -14,8 +14,7 @@ void open_session(LoopState& loop) {
     loop.tasks.add(loop.rpc->onDisconnect().then([&loop]() {
       fail_all_tickets(loop, Error(ErrorCode::disconnected,
                                    "lost the connection to as_server at " + loop.where +
-                                       " before the call finished",
-                                   "", "", true));
+                                       " before the call finished"));
     }));
   }
 }

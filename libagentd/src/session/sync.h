@@ -46,7 +46,7 @@ struct Sync {
     std::unique_lock lock(mu);
     if (!cv.wait_for(lock, timeout, [this] { return value || error; }))
       throw Error(ErrorCode::timeout,
-                  fmt::format("{}: no answer within {} ms", what, timeout.count()), "", "", true);
+                  fmt::format("{}: no answer within {} ms", what, timeout.count()));
     if (error) throw *error;
     return std::move(*value);
   }
