@@ -28,7 +28,8 @@ std::string echo_configs(const Names& names) {
 
 }  // namespace
 
-TEST_CASE("SIGHUP reloads --model-config-path; a broken file keeps the old configs", "[dialog][reload]") {
+TEST_CASE("SIGHUP reloads --model-config-path, and a broken file keeps the old configs",
+          "[dialog][reload]") {
   TempDir dir;
   const std::string path = dir.write("models.yaml", echo_configs({"alpha"}));
   auto server = ServerProcess::start(standard_args({"--plugin", AGENTD_DIALOG_PLUGIN, "--model-config-path", path}));
@@ -61,7 +62,8 @@ TEST_CASE("SIGHUP reloads --model-config-path; a broken file keeps the old confi
   CHECK(server->running());
 }
 
-TEST_CASE("setModelConfigs replaces the configs; a bad one is refused with config_error", "[dialog][reload]") {
+TEST_CASE("setModelConfigs replaces the configs, and a bad one is refused with config_error",
+          "[dialog][reload]") {
   auto server = ServerProcess::start(standard_args({"--plugin", AGENTD_DIALOG_PLUGIN}));
   Client c = server->connect();
   CHECK(c.info().model_configs == Names{"echo"});

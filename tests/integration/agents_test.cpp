@@ -114,7 +114,8 @@ TEST_CASE("a constructor that throws gives bad_args with its reason", "[agents]"
   CHECK(s.client.create_agent("FlakyAgent", "", Value::object(), "fc").id() == "fc");
 }
 
-TEST_CASE("an agent that throws fails that call, naming agent, class and cause; all else goes on",
+TEST_CASE("an agent that throws fails that call, naming agent, class and cause, "
+          "and all else goes on",
           "[agents]") {
   Served s;
   auto flaky = s.client.create_agent("FlakyAgent", "F", Value::object(), "flaky-1");

@@ -106,7 +106,7 @@ TEST_CASE("create_agents beyond its in-flight window makes every agent", "[batch
   CHECK(right == kCount);
 }
 
-TEST_CASE("create_agents without a prefix names agents by their ids; zero makes none",
+TEST_CASE("create_agents without a prefix names agents by their ids, and zero makes none",
           "[batch][create_agents]") {
   Served s;
   auto agents = s.client.create_agents("TrailAgent", 5);

@@ -76,7 +76,7 @@ TEST_CASE("one reply per agent to many agents, all in flight before any get(), a
   CHECK(right == kAgents);
 }
 
-TEST_CASE("a call too big for one message fails alone with too_large; calls around it succeed",
+TEST_CASE("a call too big for one message fails alone with too_large, and calls around it succeed",
           "[bulk]") {
   auto server = ServerProcess::start(standard_args());
   Client c = server->connect();

@@ -235,7 +235,7 @@ TEST_CASE("results evicted from the pool give an expired error naming the call",
   CHECK(c.info().max_pool_size == 2);
 }
 
-TEST_CASE("get(timeout) gives a retryable timeout; the placeholder stays usable",
+TEST_CASE("get(timeout) gives a retryable timeout, and the placeholder stays usable",
           "[placeholders]") {
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();

@@ -46,7 +46,8 @@ TEST_CASE("get() of an unknown config names the known ones", "[models][registry]
   }
 }
 
-TEST_CASE("replace() swaps all configs at once; models in use keep working", "[models][registry]") {
+TEST_CASE("replace() swaps all configs at once, and models in use keep working",
+          "[models][registry]") {
   ModelRegistry registry;
   registry.replace(configs("- {config_name: a, model_type: echo, model_name: first}\n"));
   CHECK(registry.version() == 2);

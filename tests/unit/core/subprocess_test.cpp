@@ -241,7 +241,7 @@ TEST_CASE("terminate: SIGTERM, and SIGKILL after the grace when that is ignored"
   CHECK(std::chrono::steady_clock::now() - start >= 200ms);  // it waited the grace out first
 }
 
-TEST_CASE("destruction kills and reaps; release leaves the process running", "[subprocess]") {
+TEST_CASE("destruction kills and reaps, and release leaves the process running", "[subprocess]") {
   pid_t killed;
   {
     auto p = Subprocess::spawn(command({"sleep", "30"}));

@@ -58,7 +58,8 @@ TEST_CASE("posts from many threads all run on the loop thread, in per-thread ord
   CHECK(on_loop);
 }
 
-TEST_CASE("posts after close never run; the bridge destroys them on its own thread", "[bridge]") {
+TEST_CASE("posts after close never run, and the bridge destroys them on its own thread",
+          "[bridge]") {
   auto io = kj::setupAsyncIo();
   Ignore ignore;
   auto tasks = kj::heap<kj::TaskSet>(ignore);

@@ -55,7 +55,7 @@ TEST_CASE("blocking tasks do not hold back others: the pool grows", "[worker_poo
   pool.stop();
 }
 
-TEST_CASE("the pool never exceeds max_threads; queued tasks run as threads free up",
+TEST_CASE("the pool never exceeds max_threads, and queued tasks run as threads free up",
           "[worker_pool]") {
   WorkerPool pool(1, 3);
   Gate gate;

@@ -226,7 +226,7 @@ TEST_CASE("completions that together exceed one message's limit all reach the cl
   for (auto bytes : p.heard.message_bytes) CHECK(bytes < kMaxMessageBytes);
 }
 
-TEST_CASE("an answer too big for one message fails alone with too_large; the session lives",
+TEST_CASE("an answer too big for one message fails alone with too_large, and the session lives",
           "[session][bulk]") {
   // A CopyAgent that heard 17 MiB remembers it twice (input and answer), and so do its other two
   // answers: its memory is about 100 MiB, which no single message can carry.

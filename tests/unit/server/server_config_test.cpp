@@ -71,7 +71,7 @@ TEST_CASE("every option is read from the command line", "[server_config]") {
   CHECK(o.stop_on_stdin_eof);
 }
 
-TEST_CASE("help text explains every option with its default; version names the version",
+TEST_CASE("help text explains every option with its default, and version names the version",
           "[server_config]") {
   auto h = parse({"--help"});
   CHECK(h.action == ParsedArgs::Action::help);

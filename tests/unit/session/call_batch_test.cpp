@@ -1,0 +1,437 @@
+// The client's connection core (libagentd/src/session) in-process: a LoopState connected to a
+// real Server over kj::newTwoWayPipe, both on this thread's loop, set up the way
+// client/client_core.cpp does it over TCP. The test plays the client's user threads: it queues
+// calls with send_spec (call_batch.h), runs the loop, and reads what reached the tickets
+// (CallDone dispatch, call_done.h) and what failed them (loop_state.h).
+//
+// The session capability is wrapped so the test sees every Session.submit and Session.read the
+// client makes: batching is about how many messages leave, not only about the answers.
+#include "call_batch.h"
+
+#include "call_done.h"
+#include "loop_state.h"
+#include "result_slot.h"
+#include "server.h"
+#include "value_codec.h"
+
+#include <agentd/agent.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <catch2/catch.hpp>
+#include <kj/async-io.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace agentd;
+using namespace agentd::detail;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Replies of a GatedAgent block until the test opens the gate.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = true;
+  void wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return open; });
+  }
+  void set(bool o) {
+    {
+      std::lock_guard lock(mu);
+      open = o;
+    }
+    cv.notify_all();
+  }
+};
+Gate g_gate;
+
+// Answers with its input's text and remembers both (so memory shows the order calls ran in).
+class EchoAgent : public Agent {
+ public:
+  using Agent::Agent;
+  Msg reply(const Msg& x) override {
+    memory().add(x);
+    Msg out(name(), x.text());
+    memory().add(out);
+    return out;
+  }
+};
+
+class GatedAgent : public Agent {
+ public:
+  using Agent::Agent;
+  Msg reply(const Msg& x) override {
+    g_gate.wait();
+    return Msg(name(), x.text());
+  }
+};
+
+// What went through the session: the number of calls in each submit, and the reads.
+struct SessionLog {
+  std::vector<unsigned> submits;
+  std::vector<std::string> reads;
+};
+
+// Forwards to the server's session, logging each request.
+class LoggingSession final : public wire::Session::Server {
+ public:
+  LoggingSession(wire::Session::Client inner, SessionLog& log) : inner_(kj::mv(inner)), log_(log) {}
+
+  kj::Promise<void> submit(SubmitContext context) override {
+    auto calls = context.getParams().getCalls();
+    log_.submits.push_back(calls.size());
+    auto req = inner_.submitRequest();
+    req.setCalls(calls);
+    return req.send().ignoreResult();
+  }
+
+  kj::Promise<void> read(ReadContext context) override {
+    log_.reads.push_back(to_std(context.getParams().getCallId()));
+    auto req = inner_.readRequest();
+    req.setCallId(context.getParams().getCallId());
+    return req.send().then([context](capnp::Response<wire::Session::ReadResults> r) mutable {
+      context.getResults().setOutcome(r.getOutcome());
+    });
+  }
+
+ private:
+  wire::Session::Client inner_;
+  SessionLog& log_;  // outlives this
+};
+
+// What became of tickets with callbacks (create, observe, memory): how often each ran.
+struct Answers {
+  std::map<std::string, int> done;
+  std::map<std::string, int> failed;
+  std::map<std::string, std::string> created;  // create: the new agent's id
+  std::map<std::string, std::size_t> memory;   // memory: how many messages
+  std::map<std::string, Error> errors;         // CallDone errors and failures
+};
+
+Ticket counted(Answers& a, const std::string& key) {
+  Ticket t;
+  t.on_done = [&a, key](wire::CallDone::Reader d) {
+    ++a.done[key];
+    if (d.isCreated()) a.created[key] = to_std(d.getCreated());
+    if (d.isMemory()) a.memory[key] = d.getMemory().size();
+    if (d.isError()) a.errors.insert_or_assign(key, read_error(d.getError()));
+  };
+  t.on_fail = [&a, key](const Error& e) {
+    ++a.failed[key];
+    a.errors.insert_or_assign(key, e);
+  };
+  return t;
+}
+
+// A server and a client connection core talking to it over a pipe, on this thread's loop.
+struct Connected {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  detail::Server server{[] {
+                          ServerOptions o;
+                          o.server_id = "batch-test";
+                          return o;
+                        }(),
+                        io,
+                        {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}};
+  kj::TwoWayPipe pipe = kj::newTwoWayPipe();
+  // The server's end of the connection (the test drops it to cut the connection).
+  kj::Own<kj::AsyncIoStream> server_end = kj::mv(pipe.ends[0]);
+  kj::Own<capnp::TwoPartyClient> server_rpc = kj::heap<capnp::TwoPartyClient>(
+      *server_end, server.bootstrap(), capnp::rpc::twoparty::Side::SERVER);
+  SessionLog log;
+  Answers answers;
+  std::unique_ptr<LoopState> loop;
+  std::string last_call_id;
+
+  Connected() {
+    g_gate.set(true);
+    loop = std::make_unique<LoopState>(io);
+    loop->stream = kj::mv(pipe.ends[1]);
+    loop->rpc = kj::heap<capnp::TwoPartyClient>(*loop->stream);
+    loop->server = loop->rpc->bootstrap().castAs<wire::AgentServer>();
+    loop->where = "the test pipe";
+    open_session(*loop);
+    loop->session = kj::heap<LoggingSession>(kj::mv(loop->session), log);
+  }
+  ~Connected() {
+    g_gate.set(true);  // no worker may stay blocked in a GatedAgent
+    loop.reset();      // the client's state goes first, as when a Client closes
+  }
+
+  // Runs the loop until pred holds or timeout passes; returns pred().
+  bool pump_until(const std::function<bool()>& pred,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred() && std::chrono::steady_clock::now() < deadline)
+      io.provider->getTimer().afterDelay(1 * kj::MILLISECONDS).wait(io.waitScope);
+    return pred();
+  }
+
+  // A round trip to the server: whatever it sent before answering has arrived.
+  void ping() { loop->server.pingRequest().send().wait(io.waitScope); }
+
+  void lose_connection() {
+    server_rpc = nullptr;
+    server_end = nullptr;
+  }
+
+  // Queues the creation of agent id of class cls (answered into answers under "create id").
+  void create(const std::string& cls, const std::string& id) {
+    auto spec = spec_for(wire::CallKind::CREATE, id);
+    spec.class_name = cls;
+    send_spec(*loop, std::move(spec), counted(answers, "create " + id));
+  }
+
+  // Queues a reply of agent to text whose result lands in the returned slot; its call id is
+  // then last_call_id.
+  std::shared_ptr<ResultSlot> reply(const std::string& agent, const std::string& text,
+                                    std::uint64_t inline_limit = kInlineLimit) {
+    auto spec = spec_for(wire::CallKind::REPLY, agent);
+    spec.call_id = last_call_id = new_id();
+    spec.msg = Msg("user", text, "user");
+    spec.inline_limit = inline_limit;
+    auto slot = std::make_shared<ResultSlot>();
+    Ticket t;
+    t.slot = slot;
+    t.call_id = spec.call_id;
+    send_spec(*loop, std::move(spec), std::move(t));
+    return slot;
+  }
+
+  void observe(const std::string& agent, const std::string& text, const std::string& key) {
+    auto spec = spec_for(wire::CallKind::OBSERVE, agent);
+    spec.msg = Msg("user", text, "user");
+    send_spec(*loop, std::move(spec), counted(answers, key));
+  }
+
+  void memory(const std::string& agent, const std::string& key) {
+    send_spec(*loop, spec_for(wire::CallKind::MEMORY, agent), counted(answers, key));
+  }
+};
+
+bool settled(ResultSlot& s) {
+  std::lock_guard lock(s.mu);
+  return s.value.has_value() || s.error.has_value();
+}
+std::optional<Msg> value_of(ResultSlot& s) {
+  std::lock_guard lock(s.mu);
+  return s.value;
+}
+std::optional<Error> error_of(ResultSlot& s) {
+  std::lock_guard lock(s.mu);
+  return s.error;
+}
+bool all_settled(const std::vector<std::shared_ptr<ResultSlot>>& slots) {
+  for (const auto& s : slots)
+    if (!settled(*s)) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("calls issued in one loop turn leave as one Session.submit and each is answered once",
+          "[call_batch]") {
+  Connected c;
+  constexpr int kReplies = 20;
+  constexpr int kObserves = 5;
+  c.create("EchoAgent", "e1");
+  std::vector<std::shared_ptr<ResultSlot>> slots;
+  for (int i = 0; i < kReplies; ++i) slots.push_back(c.reply("e1", "hi " + std::to_string(i)));
+  for (int i = 0; i < kObserves; ++i) c.observe("e1", "seen", "observe " + std::to_string(i));
+  c.memory("e1", "memory");
+  // Nothing has left yet: the calls wait for the end of this loop turn.
+  CHECK(c.log.submits.empty());
+  CHECK(c.loop->batch.size() == 1 + kReplies + kObserves + 1);
+  CHECK(c.loop->tickets.size() == 1 + kReplies + kObserves + 1);
+
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty() && all_settled(slots); }));
+  CHECK(c.log.submits == std::vector<unsigned>{1 + kReplies + kObserves + 1});
+  for (int i = 0; i < kReplies; ++i) {
+    INFO("reply " << i);
+    auto v = value_of(*slots[i]);
+    REQUIRE(v);
+    CHECK(v->text() == "hi " + std::to_string(i));
+    CHECK(v->name == "e1");
+  }
+  CHECK(c.answers.created["create e1"] == "e1");
+  // The calls ran in the order they were issued: memory saw every reply and observation.
+  CHECK(c.answers.memory["memory"] == 2 * kReplies + kObserves);
+  CHECK(c.answers.errors.empty());
+  CHECK(c.answers.failed.empty());
+
+  // Whatever the server sent has arrived: still one answer per ticket.
+  c.ping();
+  CHECK(c.answers.done.size() == 1 + kObserves + 1);
+  for (const auto& [key, n] : c.answers.done) {
+    INFO(key);
+    CHECK(n == 1);
+  }
+
+  // Calls of a later turn are the next submit.
+  auto later = c.reply("e1", "again");
+  c.observe("e1", "seen", "observe later");
+  REQUIRE(c.pump_until([&] { return settled(*later) && c.loop->tickets.empty(); }));
+  CHECK(c.log.submits == std::vector<unsigned>{1 + kReplies + kObserves + 1, 2});
+  CHECK(value_of(*later)->text() == "again");
+  CHECK(c.answers.done["observe later"] == 1);
+}
+
+TEST_CASE("a turn's calls are cut into several submits before one would pass kBatchBytes or "
+          "4096 calls",
+          "[call_batch]") {
+  Connected c;
+  c.create("EchoAgent", "e1");
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+  c.log.submits.clear();
+
+  SECTION("bytes: a call that would take the batch past kBatchBytes starts the next one") {
+    const std::string third(kBatchBytes * 3 / 8, 'x');  // 3 MiB: two fit in a batch, three do not
+    for (int i = 0; i < 3; ++i) c.observe("e1", third, "big " + std::to_string(i));
+    c.observe("e1", "small", "small");
+    REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+    CHECK(c.log.submits == std::vector<unsigned>{2, 2});
+    CHECK(c.answers.done.size() == 5);  // the create and the four observes
+    CHECK(c.answers.errors.empty());
+  }
+  SECTION("count: 4096 calls make a full batch") {
+    for (int i = 0; i < 4100; ++i) c.observe("e1", "m", "observe " + std::to_string(i));
+    REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+    CHECK(c.log.submits == std::vector<unsigned>{4096, 4});
+    CHECK(c.answers.done.size() == 4101);
+    CHECK(c.answers.errors.empty());
+  }
+}
+
+TEST_CASE("a call too big for any message fails alone with too_large, and the calls around it go",
+          "[call_batch]") {
+  Connected c;
+  c.create("EchoAgent", "e1");
+  auto before = c.reply("e1", "before");
+  auto big = c.reply("e1", std::string(kMaxMessageBytes + 1024, 'b'));
+  auto after = c.reply("e1", "after");
+  REQUIRE(c.pump_until([&] { return all_settled({before, big, after}) && c.loop->tickets.empty(); }));
+  auto e = error_of(*big);
+  REQUIRE(e);
+  CHECK(e->code() == ErrorCode::too_large);
+  CHECK_FALSE(e->retryable());
+  CHECK_THAT(e->message(), Contains("more than one message can carry"));
+  CHECK(value_of(*before)->text() == "before");
+  CHECK(value_of(*after)->text() == "after");
+  // The big call never left: one submit before it, one after it.
+  CHECK(c.log.submits == std::vector<unsigned>{2, 1});
+}
+
+TEST_CASE("a result over the inline limit is read in full once it is wanted", "[call_batch]") {
+  Connected c;
+  c.create("EchoAgent", "e1");
+  const std::string text(1000, 'r');
+
+  SECTION("wanted before the answer came: read at once") {
+    auto slot = c.reply("e1", text, /*inline_limit=*/100);
+    slot->wanted = true;  // get() was called
+    REQUIRE(c.pump_until([&] { return settled(*slot); }));
+    CHECK(slot->too_large);
+    auto v = value_of(*slot);
+    REQUIRE(v);
+    CHECK(v->text() == text);
+    CHECK(c.log.reads.size() == 1);
+  }
+  SECTION("wanted later: nothing is read until then") {
+    auto slot = c.reply("e1", text, /*inline_limit=*/100);
+    REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+    c.ping();
+    CHECK(slot->too_large);
+    CHECK_FALSE(settled(*slot));
+    CHECK(c.log.reads.empty());
+    // What Placeholder::get() does on the loop thread.
+    slot->wanted = true;
+    slot->full_requested = true;
+    request_result(*c.loop, c.last_call_id, slot);
+    REQUIRE(c.pump_until([&] { return settled(*slot); }));
+    auto v = value_of(*slot);
+    REQUIRE(v);
+    CHECK(v->text() == text);
+    CHECK(c.log.reads == std::vector<std::string>{c.last_call_id});
+  }
+}
+
+TEST_CASE("a placeholder dropped before its call left is sent unreported, and its result still "
+          "lands in the server's pool",
+          "[call_batch]") {
+  Connected c;
+  c.create("EchoAgent", "e1");
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+  c.log.submits.clear();
+  std::string call_id;
+  {
+    auto spec = spec_for(wire::CallKind::REPLY, "e1");
+    spec.call_id = call_id = new_id();
+    spec.msg = Msg("user", "kept", "user");
+    spec.inline_limit = kInlineLimit;
+    Ticket t;
+    t.slot = std::make_shared<ResultSlot>();  // the ticket holds the only reference
+    t.call_id = spec.call_id;
+    send_spec(*c.loop, std::move(spec), std::move(t));
+  }
+  REQUIRE(c.pump_until([&] { return c.log.submits.size() == 1; }));
+  CHECK(c.log.submits == std::vector<unsigned>{1});
+  // Forgotten at once: nothing waits for a CallDone that will not come.
+  CHECK(c.loop->tickets.empty());
+
+  auto req = c.loop->session.readRequest();
+  req.setCallId(to_kj(call_id));
+  auto r = req.send().wait(c.io.waitScope);
+  REQUIRE(r.getOutcome().isMsg());
+  CHECK(read_msg(r.getOutcome().getMsg()).text() == "kept");
+}
+
+TEST_CASE("a lost connection fails every waiting ticket with a retryable disconnected error",
+          "[call_batch]") {
+  Connected c;
+  c.create("GatedAgent", "g");
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+  g_gate.set(false);
+  std::vector<std::shared_ptr<ResultSlot>> slots;
+  for (int i = 0; i < 3; ++i) slots.push_back(c.reply("g", "r" + std::to_string(i)));
+  c.memory("g", "memory");  // waits behind the replies
+  // The first reply runs (and blocks); the rest wait in the agent's mailbox.
+  REQUIRE(c.pump_until([&] { return c.server.metrics().calls_running == 1; }));
+  REQUIRE(c.loop->tickets.size() == 4);
+
+  c.lose_connection();
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty() && all_settled(slots); }));
+  auto check_disconnected = [](const Error& e) {
+    CHECK(e.code() == ErrorCode::disconnected);
+    CHECK(e.retryable());
+    CHECK_THAT(e.message(), Contains("the test pipe"));
+  };
+  for (auto& s : slots) {
+    auto e = error_of(*s);
+    REQUIRE(e);
+    check_disconnected(*e);
+  }
+  CHECK(c.answers.failed["memory"] == 1);
+  CHECK(c.answers.done.count("memory") == 0);
+  REQUIRE(c.answers.errors.count("memory") == 1);
+  check_disconnected(c.answers.errors.at("memory"));
+
+  // A call issued afterwards fails the same way instead of waiting forever.
+  auto late = c.reply("g", "late");
+  c.memory("g", "late memory");
+  REQUIRE(c.pump_until([&] { return settled(*late) && c.loop->tickets.empty(); }));
+  auto e = error_of(*late);
+  REQUIRE(e);
+  CHECK(e->code() == ErrorCode::disconnected);
+  CHECK(e->retryable());
+  CHECK(c.answers.failed["late memory"] == 1);
+}
