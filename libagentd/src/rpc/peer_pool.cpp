@@ -13,7 +13,6 @@ namespace agentd::detail {
 namespace {
 constexpr std::size_t kCacheSize = 1024;
 
-TaskErrors g_peer_errors{"peer connection task"};
 }  // namespace
 
 struct PeerPool::Peer : public kj::Refcounted {
@@ -30,7 +29,7 @@ struct PeerPool::Pending {
 };
 
 PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, ByteCount* bytes)
-    : io_(io), options_(options), bytes_(bytes), tasks_(g_peer_errors) {}
+    : io_(io), options_(options), bytes_(bytes), tasks_(task_errors_) {}
 
 PeerPool::~PeerPool() = default;
 
@@ -57,9 +56,16 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
           });
   auto timed = io_.provider->getTimer().timeoutAfter(
       options_.connect_timeout.count() * kj::MILLISECONDS, kj::mv(connect));
-  ref.ready = timed.eagerlyEvaluate([&ref](kj::Exception&& e) {
+  const auto limit_ms = options_.connect_timeout.count();
+  ref.ready = timed.eagerlyEvaluate([&ref, origin, limit_ms](kj::Exception&& e) {
                      ref.broken = true;
-                     kj::throwFatalException(kj::mv(e));
+                     // Whatever went wrong (refused, unreachable, no answer within the
+                     // limit), the peer could not be reached: a disconnect, not an overload.
+                     kj::throwFatalException(kj::Exception(
+                         kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                         kj::str("could not connect to the server at ", origin.c_str(),
+                                 " within ", limit_ms, " ms (--peer-connect-timeout): ",
+                                 e.getDescription())));
                    }).fork();
   peers_[origin] = kj::mv(p);
   return ref;

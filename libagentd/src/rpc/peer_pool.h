@@ -6,6 +6,7 @@
 #include "agentd.capnp.h"
 #include "counting_stream.h"
 #include "result_pool.h"
+#include "task_errors.h"
 
 #include <kj/async-io.h>
 
@@ -61,6 +62,7 @@ class PeerPool {
   std::map<std::string, std::shared_ptr<Pending>> inflight_;  // key origin|call_id
   std::map<std::string, OutcomePtr> cache_;                   // bounded, FIFO
   std::deque<std::string> cache_order_;
+  TaskErrors task_errors_{"peer connection task"};
   kj::TaskSet tasks_;
   std::uint64_t fetches_ = 0;
 };

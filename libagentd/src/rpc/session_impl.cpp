@@ -14,9 +14,6 @@ namespace agentd::detail {
 
 namespace {
 
-// Completions that could not be sent. A client that went away needs no word; anything else
-// means calls the client will never hear of, which must not pass silently.
-TaskErrors g_send_errors{"sending call completions to a client", spdlog::level::err};
 
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
@@ -97,7 +94,10 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   wire::CallSink::Client sink_;
   std::vector<Item> items_;
   bool scheduled_ = false;
-  kj::TaskSet tasks_{g_send_errors};
+  // Completions that could not be sent. A client that went away needs no word; anything else
+  // means calls the client will never hear of, which must not pass silently.
+  TaskErrors send_errors_{"sending call completions to a client", spdlog::level::err};
+  kj::TaskSet tasks_{send_errors_};
 };
 
 Call::Kind call_kind(wire::CallKind k) {
