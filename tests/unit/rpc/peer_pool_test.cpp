@@ -6,6 +6,7 @@
 #include "server.h"
 #include "server_process.h"
 #include "value_codec.h"
+#include "gate.h"
 
 #include <agentd/agent.h>
 
@@ -28,24 +29,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Replies of a GatedAgent block until the test opens the gate.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = true;
-  void wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [this] { return open; });
-  }
-  void set(bool o) {
-    {
-      std::lock_guard lock(mu);
-      open = o;
-    }
-    cv.notify_all();
-  }
-};
-Gate g_gate;
+agentd::test::Gate g_gate;  // GateAgent / GatedAgent replies wait on it
 
 class EchoAgent : public Agent {
  public:

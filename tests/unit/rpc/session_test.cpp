@@ -4,6 +4,7 @@
 // one flush, which is how a bulk load behaves (hundreds of thousands per loop turn).
 #include "server.h"
 #include "value_codec.h"
+#include "gate.h"
 
 #include <agentd/agent.h>
 
@@ -24,24 +25,7 @@ using namespace agentd::detail;
 
 namespace {
 
-// Every reply of a GateAgent blocks until the test opens the gate.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  void wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [this] { return open; });
-  }
-  void set(bool o) {
-    {
-      std::lock_guard lock(mu);
-      open = o;
-    }
-    cv.notify_all();
-  }
-};
-Gate g_gate;
+agentd::test::Gate g_gate;  // GateAgent / GatedAgent replies wait on it
 
 class GateAgent : public Agent {
  public:

@@ -13,6 +13,7 @@
 #include "result_slot.h"
 #include "server.h"
 #include "value_codec.h"
+#include "gate.h"
 
 #include <agentd/agent.h>
 
@@ -36,24 +37,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Replies of a GatedAgent block until the test opens the gate.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = true;
-  void wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [this] { return open; });
-  }
-  void set(bool o) {
-    {
-      std::lock_guard lock(mu);
-      open = o;
-    }
-    cv.notify_all();
-  }
-};
-Gate g_gate;
+agentd::test::Gate g_gate;  // GateAgent / GatedAgent replies wait on it
 
 // Answers with its input's text and remembers both (so memory shows the order calls ran in).
 class EchoAgent : public Agent {
