@@ -302,14 +302,27 @@ const std::vector<std::string_view> kRetryClientArgs = {"timeout", "max_retries"
                                                         "retry_max_delay"};
 
 const std::vector<TypeSpec>& type_specs() {
+  static const std::vector<std::string_view> sdk_client = {"base_url", "api_key", "default_headers"};
+  static const std::vector<std::string_view> openai_client = {"base_url", "api_key", "organization",
+                                                              "default_headers"};
+  static const std::vector<std::string_view> ollama_fields = {"options", "keep_alive", "host"};
+  static const std::vector<std::string_view> ollama_client = {"host", "base_url", "headers"};
   static const std::vector<TypeSpec> specs = {
-      {"dashscope_chat", true, {}, {"base_url", "api_key", "default_headers"}},
+      {"anthropic_chat", true, {}, sdk_client},
+      {"dashscope_chat", true, {}, sdk_client},
+      {"dashscope_text_embedding", true, {}, sdk_client},
       {"echo", false, {"delay_ms"}, {}},
-      {"ollama_chat", true, {"options", "keep_alive", "host"}, {"host", "base_url", "headers"}},
-      {"openai_chat",
-       true,
-       {"organization"},
-       {"base_url", "api_key", "organization", "default_headers"}},
+      {"gemini_chat", true, {}, sdk_client},
+      {"gemini_embedding", true, {}, sdk_client},
+      {"litellm_chat", true, {}, sdk_client},
+      {"ollama_chat", true, ollama_fields, ollama_client},
+      {"ollama_embedding", true, ollama_fields, ollama_client},
+      {"ollama_generate", true, ollama_fields, ollama_client},
+      {"openai_chat", true, {"organization"}, openai_client},
+      {"openai_embedding", true, {"organization"}, openai_client},
+      {"yi_chat", true, {"temperature", "top_p", "max_tokens"}, sdk_client},
+      {"zhipuai_chat", true, {}, sdk_client},
+      {"zhipuai_embedding", true, {}, sdk_client},
       {"post_api_chat",
        false,
        {"api_url", "headers", "json_args", "post_args", "messages_key", "max_retries", "retry_interval",
@@ -370,8 +383,7 @@ class ConfigValidator {
     if (spec == nullptr) {
       std::vector<std::string_view> names;
       for (const auto& s : type_specs()) names.push_back(s.name);
-      fail_at("model_type", false,
-              "unknown model_type '" + c.model_type + "'; valid model_types: " + join(names));
+      fail_at("model_type", false, unsupported_model_type_message(c.model_type));
     }
 
     std::vector<std::string_view> allowed = kCommonFields;
@@ -396,18 +408,38 @@ class ConfigValidator {
     c.stream = optional_bool(raw_, "stream", false);
     read_retry_args(c, client_args, "client_args");
 
-    if (c.model_type == "openai_chat") {
-      c.base_url = optional_url(client_args, "base_url", "https://api.openai.com/v1", "client_args");
+    // Each provider's documented default base URL; client_args.base_url overrides it.
+    static const std::map<std::string_view, std::string_view> kDefaultBaseUrls = {
+        {"anthropic_chat", "https://api.anthropic.com"},
+        {"dashscope_chat", "https://dashscope.aliyuncs.com/api/v1"},
+        {"dashscope_text_embedding", "https://dashscope.aliyuncs.com/api/v1"},
+        {"gemini_chat", "https://generativelanguage.googleapis.com/v1beta"},
+        {"gemini_embedding", "https://generativelanguage.googleapis.com/v1beta"},
+        {"litellm_chat", "http://localhost:4000"},  // a LiteLLM proxy's default address
+        {"openai_chat", "https://api.openai.com/v1"},
+        {"openai_embedding", "https://api.openai.com/v1"},
+        {"yi_chat", "https://api.lingyiwanwu.com/v1"},
+        {"zhipuai_chat", "https://open.bigmodel.cn/api/paas/v4"},
+        {"zhipuai_embedding", "https://open.bigmodel.cn/api/paas/v4"},
+    };
+    const bool ollama = c.model_type.rfind("ollama_", 0) == 0;
+    if (auto url = kDefaultBaseUrls.find(c.model_type); url != kDefaultBaseUrls.end()) {
+      c.base_url = optional_url(client_args, "base_url", std::string(url->second), "client_args");
       c.headers = string_map(optional_object(client_args, "default_headers", "client_args"),
                              "client_args.default_headers");
       std::string org = optional_string(raw_, "organization",
                                         optional_string(client_args, "organization", "", "client_args"));
       if (!org.empty()) c.headers["OpenAI-Organization"] = org;
-    } else if (c.model_type == "dashscope_chat") {
-      c.base_url = optional_url(client_args, "base_url", "https://dashscope.aliyuncs.com/api/v1", "client_args");
-      c.headers = string_map(optional_object(client_args, "default_headers", "client_args"),
-                             "client_args.default_headers");
-    } else if (c.model_type == "ollama_chat") {
+      if (c.model_type == "yi_chat") {  // AgentScope's Yi template: sampling settings at the top level
+        for (const char* key : {"temperature", "top_p", "max_tokens"}) {
+          if (!raw_.contains(key) || raw_[key].is_null()) continue;
+          if (!raw_[key].is_number()) {
+            fail_at(key, false, std::string("field '") + key + "' must be a number, got " + describe(raw_[key]));
+          }
+          if (!c.generate_args.contains(key)) c.generate_args[key] = raw_[key];
+        }
+      }
+    } else if (ollama) {
       std::string host = optional_url(client_args, "host", "", "client_args");
       if (host.empty()) host = optional_url(client_args, "base_url", "", "client_args");
       c.base_url = optional_url(raw_, "host", host.empty() ? "http://localhost:11434" : host);
@@ -656,6 +688,26 @@ std::vector<ModelConfig> validate_document(const Value& doc, std::string_view so
 }
 
 }  // namespace
+
+std::string unsupported_model_type_message(std::string_view type) {
+  // AgentScope model types agentd does not implement, and what they do.
+  static const std::map<std::string_view, std::string_view> kAgentScopeOnly = {
+      {"dashscope_image_synthesis", "image synthesis"},
+      {"dashscope_multimodal", "multimodal chat"},
+      {"openai_dall_e", "image synthesis"},
+      {"post_api_dall_e", "image synthesis"},
+      {"post_api_embedding", "a generic POST embedding API; use openai_embedding for OpenAI-compatible ones"},
+      {"openai_tts", "speech synthesis"},
+      {"dashscope_tts", "speech synthesis"},
+  };
+  std::string valid;
+  for (const auto& name : known_model_types()) valid += (valid.empty() ? "" : ", ") + name;
+  if (auto it = kAgentScopeOnly.find(type); it != kAgentScopeOnly.end()) {
+    return "model_type '" + std::string(type) + "' (" + std::string(it->second) +
+           ") is not supported by agentd; supported model_types: " + valid;
+  }
+  return "unknown model_type '" + std::string(type) + "'; valid model_types: " + valid;
+}
 
 const std::vector<std::string>& known_model_types() {
   static const std::vector<std::string> names = [] {
