@@ -258,3 +258,32 @@ TEST_CASE("gemini_chat: malformed or blocked answers are model_errors", "[models
   CHECK(cut.retryable());
   CHECK_THAT(cut.message(), Contains("ended before it was complete"));
 }
+
+TEST_CASE("anthropic_chat and gemini_chat: the results of parallel tool calls go back in one turn",
+          "[models][anthropic][gemini][tools]") {
+  Msg call("assistant", Value(""), "assistant");
+  call.metadata = {{"tool_calls", Value::parse(R"([
+      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+      {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}])")}};
+  Msg r1("get_weather", Value("sunny"), "tool");
+  r1.metadata = {{"tool_call_id", "c1"}};
+  Msg r2("get_time", Value("noon"), "tool");
+  r2.metadata = {{"tool_call_id", "c2"}};
+  const std::vector<Msg> msgs = {Msg("user", Value("weather and time?"), "user"), call, r1, r2};
+
+  auto ant = unique_key("antpar");
+  anthropic(ant, "ok")->chat(msgs);
+  Value ant_msgs = fake_model_server().requests(ant)[0]["body"]["messages"];
+  REQUIRE(ant_msgs.size() == 3);
+  CHECK(ant_msgs[2] == Value::parse(R"({"role": "user", "content": [
+      {"type": "tool_result", "tool_use_id": "c1", "content": "sunny"},
+      {"type": "tool_result", "tool_use_id": "c2", "content": "noon"}]})"));
+
+  auto gem = unique_key("gempar");
+  gemini(gem, "ok")->chat(msgs);
+  Value contents = fake_model_server().requests(gem)[0]["body"]["contents"];
+  REQUIRE(contents.size() == 3);
+  CHECK(contents[2] == Value::parse(R"({"role": "user", "parts": [
+      {"functionResponse": {"name": "get_weather", "response": {"content": "sunny"}}},
+      {"functionResponse": {"name": "get_time", "response": {"content": "noon"}}}]})"));
+}

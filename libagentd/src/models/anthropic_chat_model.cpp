@@ -39,10 +39,14 @@ void anthropic_messages(const std::vector<Msg>& messages, Value& body) {
       continue;
     }
     if (role == "tool") {
-      out.push_back({{"role", "user"},
-                     {"content", Value::array({{{"type", "tool_result"},
-                                                {"tool_use_id", m.value("tool_call_id", "")},
-                                                {"content", text}}})}});
+      Value result = {{"type", "tool_result"}, {"tool_use_id", m.value("tool_call_id", "")}, {"content", text}};
+      // The results of one turn's tool calls go back together, in one user message.
+      if (!out.empty() && out.back()["role"] == "user" && out.back()["content"].is_array() &&
+          !out.back()["content"].empty() && out.back()["content"].back().value("type", "") == "tool_result") {
+        out.back()["content"].push_back(std::move(result));
+      } else {
+        out.push_back({{"role", "user"}, {"content", Value::array({std::move(result)})}});
+      }
       continue;
     }
     if (auto calls = m.find("tool_calls"); calls != m.end()) {

@@ -68,7 +68,13 @@ class GeminiChatModel final : public HttpChatModel {
         parts.push_back({{"functionResponse",
                           {{"name", call_names.count(id) != 0 ? call_names[id] : id},
                            {"response", {{"content", text}}}}}});
-        contents.push_back({{"role", "user"}, {"parts", std::move(parts)}});
+        // The responses to one turn's function calls go back together, in one user turn.
+        if (!contents.empty() && contents.back()["role"] == "user" &&
+            contents.back()["parts"].back().contains("functionResponse")) {
+          contents.back()["parts"].push_back(std::move(parts[0]));
+        } else {
+          contents.push_back({{"role", "user"}, {"parts", std::move(parts)}});
+        }
         continue;
       }
       if (!text.empty()) parts.push_back({{"text", text}});
