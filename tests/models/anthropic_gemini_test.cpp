@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -286,4 +287,20 @@ TEST_CASE("anthropic_chat and gemini_chat: the results of parallel tool calls go
   CHECK(contents[2] == Value::parse(R"({"role": "user", "parts": [
       {"functionResponse": {"name": "get_weather", "response": {"content": "sunny"}}},
       {"functionResponse": {"name": "get_time", "response": {"content": "noon"}}}]})"));
+}
+
+TEST_CASE("anthropic_chat and gemini_chat: a slow endpoint times out, is retried, then reported",
+          "[models][anthropic][gemini][timeout]") {
+  ChatOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  for (bool is_gemini : {false, true}) {
+    INFO("gemini " << is_gemini);
+    auto key = unique_key("slow");
+    auto model = is_gemini ? gemini(key, "slow-1500") : anthropic(key, "slow-1500");
+    Error e = error_from([&] { model->chat(conversation(), options); });
+    CHECK(e.code() == ErrorCode::model_error);
+    CHECK(e.retryable());
+    CHECK_THAT(e.message(), Contains("timed out after 200 ms"));
+    CHECK(fake_model_server().requests(key).size() == 3);  // 1 + max_retries
+  }
 }
