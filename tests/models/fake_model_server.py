@@ -10,6 +10,14 @@ apart, <scenario> says how to misbehave, and <api path> is one of
     api/chat                                         Ollama native (JSON or NDJSON)
     api/v1/services/aigc/text-generation/generation  DashScope native (JSON or SSE)
     post                                             AgentScope's generic POST API
+    v1/messages                                      Anthropic Messages (JSON or SSE)
+    v1beta/models/<m>:generateContent                Gemini (and :streamGenerateContent?alt=sse)
+    api/generate                                     Ollama completion (JSON or NDJSON)
+    v1/embeddings                                    OpenAI embeddings
+    api/embed                                        Ollama embeddings
+    api/v1/services/embeddings/text-embedding/text-embedding   DashScope embeddings
+    v1beta/models/<m>:batchEmbedContents             Gemini embeddings
+Embeddings of a text t are [len(t), words(t), position of t in the request].
 GET /requests/<key> returns what was received under <key>: [{"path","headers","body","t"}].
 
 Scenarios (tokens separated by "-"):
@@ -31,6 +39,8 @@ Scenarios (tokens separated by "-"):
     keyecho                 401 whose message repeats the Authorization header's key
     custom                  (post) answers {"result": {"text": ...}}
     openai                  (post) answers in OpenAI's form
+    wrongcount              (embeddings) one embedding fewer than texts
+    notnumbers              (embeddings) an embedding holding strings
 """
 import json
 import os
@@ -131,7 +141,7 @@ class Handler(BaseHTTPRequestHandler):
         if len(parts) < 4 or parts[0] != "s":
             self.send_json(404, {"error": {"message": "no such path " + self.path}})
             return
-        key, scenario, api = parts[1], parts[2], "/".join(parts[3:])
+        key, scenario, api = parts[1], parts[2], "/".join(parts[3:]).split("?")[0]
         try:
             body = json.loads(raw)
         except ValueError:
@@ -151,8 +161,11 @@ class Handler(BaseHTTPRequestHandler):
         # Failures common to every API.
         if name == "fail" and (args[1] == 0 or n <= args[1]):
             status = args[0]
-            if api == "api/chat":
+            if api.startswith("api/") and not api.startswith("api/v1/"):
                 self.send_json(status, {"error": "ollama says status %d" % status})
+            elif api == "v1/messages":
+                self.send_json(status, {"type": "error", "error": {"type": "overloaded_error",
+                                                                   "message": "anthropic says status %d" % status}})
             elif api.startswith("api/v1/services"):
                 self.send_json(status, {"code": "Throttling", "message": "dashscope says status %d" % status,
                                         "request_id": "r-1"})
@@ -187,6 +200,35 @@ class Handler(BaseHTTPRequestHandler):
             self.dashscope(body, name, args, n)
         elif api == "post":
             self.post_api(body, name)
+        elif api == "v1/messages":
+            self.anthropic(body, name, args, n)
+        elif api.startswith("v1beta/models/") and api.endswith(":batchEmbedContents"):
+            texts = [r["content"]["parts"][0]["text"] for r in body.get("requests", [])]
+            vectors = self.vectors(texts, name)
+            self.send_json(200, {"embeddings": [{"values": v} for v in vectors]})
+        elif api.startswith("v1beta/models/") and (":generateContent" in api or ":streamGenerateContent" in api):
+            self.gemini(body, name, args, n, stream=":streamGenerateContent" in api)
+        elif api == "api/generate":
+            self.ollama_generate(body, name, args, n)
+        elif api == "v1/embeddings":
+            texts = body.get("input", [])
+            vectors = self.vectors(texts, name)
+            self.send_json(200, {"object": "list", "model": body.get("model"),
+                                 "data": [{"object": "embedding", "index": i, "embedding": v}
+                                          for i, v in reversed(list(enumerate(vectors)))],
+                                 "usage": {"prompt_tokens": sum(words(t) for t in texts),
+                                           "total_tokens": sum(words(t) for t in texts)}})
+        elif api == "api/embed":
+            texts = body.get("input", [])
+            self.send_json(200, {"model": body.get("model"), "embeddings": self.vectors(texts, name),
+                                 "prompt_eval_count": sum(words(t) for t in texts)})
+        elif api == "api/v1/services/embeddings/text-embedding/text-embedding":
+            texts = body.get("input", {}).get("texts", [])
+            vectors = self.vectors(texts, name)
+            self.send_json(200, {"request_id": "r-1",
+                                 "output": {"embeddings": [{"text_index": i, "embedding": v}
+                                                           for i, v in enumerate(vectors)]},
+                                 "usage": {"total_tokens": sum(words(t) for t in texts)}})
         else:
             self.send_json(404, {"error": {"message": "no such api " + api}})
 
@@ -319,6 +361,133 @@ class Handler(BaseHTTPRequestHandler):
                                  "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
         else:
             self.send_json(200, {"data": {"response": {"choices": [{"message": {"content": reply}}]}}})
+
+
+    # --- Embeddings (all APIs) ----------------------------------------------------------------
+    def vectors(self, texts, name):
+        out = [[float(len(t)), float(words(t)), float(i)] for i, t in enumerate(texts)]
+        if name == "wrongcount":
+            out = out[:-1]
+        if name == "notnumbers" and out:
+            out[0] = ["a", "b"]
+        return out
+
+    # --- Anthropic Messages -------------------------------------------------------------------
+    def anthropic(self, body, name, args, n):
+        messages = body.get("messages", [])
+        last = messages[-1] if messages else {}
+        content = last.get("content")
+        if isinstance(content, list):  # tool results
+            content = " ".join(b.get("content", "") if isinstance(b.get("content"), str) else ""
+                               for b in content if b.get("type") == "tool_result")
+        reply = "echo: " + (content or "")
+        usage = {"input_tokens": 9, "output_tokens": words(reply)}
+        tool = name == "tools"
+        if not body.get("stream"):
+            blocks = ([{"type": "text", "text": "Let me check."},
+                       {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]
+                      if tool else [{"type": "text", "text": reply}])
+            self.send_json(200, {"id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model"),
+                                 "content": blocks, "stop_reason": "tool_use" if tool else "end_turn",
+                                 "usage": usage})
+            return
+        self.start_stream("text/event-stream", chunked=(name != "truncated"))
+
+        def event(kind, obj):
+            obj["type"] = kind
+            self.write_piece(("event: %s\ndata: %s\n\n" % (kind, json.dumps(obj))).encode())
+
+        event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                                            "usage": {"input_tokens": 9, "output_tokens": 1}}})
+        event("ping", {})
+        if name == "errorinstream":
+            event("error", {"error": {"type": "overloaded_error", "message": "overloaded mid-stream"}})
+            self.end_stream()
+            return
+        event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        pieces = (["Let ", "me ", "check."] if tool else
+                  [w if i == len(reply.split(" ")) - 1 else w + " " for i, w in enumerate(reply.split(" "))])
+        for i, p in enumerate(pieces):
+            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}})
+            if name == "truncated" and i == 1:
+                self.close_connection = True
+                return
+        event("content_block_stop", {"index": 0})
+        if tool:
+            event("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1",
+                                                                        "name": "get_weather", "input": {}}})
+            for piece in ["{\"city\"", ": \"Par", "is\"}"]:
+                event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta",
+                                                                    "partial_json": piece}})
+            event("content_block_stop", {"index": 1})
+        event("message_delta", {"delta": {"stop_reason": "tool_use" if tool else "end_turn"},
+                                "usage": {"output_tokens": len(pieces)}})
+        event("message_stop", {})
+        self.end_stream()
+
+    # --- Gemini -------------------------------------------------------------------------------
+    def gemini(self, body, name, args, n, stream):
+        contents = body.get("contents", [])
+        last_parts = contents[-1]["parts"] if contents else []
+        text = "".join(p.get("text", "") for p in last_parts)
+        text += "".join(p["functionResponse"]["response"].get("content", "") for p in last_parts
+                        if "functionResponse" in p)
+        reply = "echo: " + text
+        usage = {"promptTokenCount": 6, "candidatesTokenCount": words(reply), "totalTokenCount": 6 + words(reply)}
+        tool = name == "tools"
+
+        def candidate(parts, finish=None):
+            c = {"content": {"role": "model", "parts": parts}, "index": 0}
+            if finish:
+                c["finishReason"] = finish
+            return c
+
+        if not stream:
+            if name == "blocked":
+                self.send_json(200, {"promptFeedback": {"blockReason": "SAFETY"}})
+                return
+            parts = ([{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}] if tool
+                     else [{"text": reply}])
+            self.send_json(200, {"candidates": [candidate(parts, "STOP")], "usageMetadata": usage,
+                                 "modelVersion": "fake"})
+            return
+        self.start_stream("text/event-stream", chunked=(name != "truncated"))
+        if tool:
+            self.sse({"candidates": [candidate([{"functionCall": {"name": "get_weather",
+                                                                  "args": {"city": "Paris"}}}], "STOP")],
+                      "usageMetadata": usage})
+            self.end_stream()
+            return
+        pieces = reply.split(" ")
+        for i, w in enumerate(pieces):
+            last = i == len(pieces) - 1
+            self.sse({"candidates": [candidate([{"text": w if last else w + " "}], "STOP" if last else None)],
+                      "usageMetadata": usage if last else {"promptTokenCount": 6}})
+            if i == 0 and name == "garbagestream":
+                self.write_piece(b"data: {this is not json\n\n")
+            if name == "truncated" and i == 1:
+                self.close_connection = True
+                return
+        self.end_stream()
+
+    # --- Ollama /api/generate -------------------------------------------------------------------
+    def ollama_generate(self, body, name, args, n):
+        reply = "echo: " + body.get("prompt", "")
+        if not body.get("stream", True):
+            self.send_json(200, {"model": body.get("model"), "response": reply, "done": True,
+                                 "done_reason": "stop", "prompt_eval_count": 4, "eval_count": words(reply)})
+            return
+        self.start_stream("application/x-ndjson")
+        pieces = reply.split(" ")
+        for i, w in enumerate(pieces):
+            text = w if i == len(pieces) - 1 else w + " "
+            self.write_piece((json.dumps({"model": body.get("model"), "response": text, "done": False}) + "\n").encode())
+            if name == "truncated" and i == 1:
+                self.end_stream()
+                return
+        self.write_piece((json.dumps({"model": body.get("model"), "response": "", "done": True, "done_reason": "stop",
+                                      "prompt_eval_count": 4, "eval_count": len(pieces)}) + "\n").encode())
+        self.end_stream()
 
 
 class Server(ThreadingHTTPServer):

@@ -178,7 +178,10 @@ TEST_CASE("config error: JSON syntax names line and column", "[models][config][e
 TEST_CASE("config error: unknown model_type lists the valid ones", "[models][config][errors]") {
   auto msg = error_of("- config_name: gpt\n  model_type: opena_chat\n  model_name: x\n");
   CHECK_THAT(msg, Contains("models.yaml:2:15") && Contains("'gpt'") && Contains("unknown model_type 'opena_chat'") &&
-                      Contains("dashscope_chat, echo, ollama_chat, openai_chat, post_api_chat"));
+                      Contains("anthropic_chat, dashscope_chat, dashscope_text_embedding, echo, gemini_chat, "
+                               "gemini_embedding, litellm_chat, ollama_chat, ollama_embedding, ollama_generate, "
+                               "openai_chat, openai_embedding, post_api_chat, yi_chat, zhipuai_chat, "
+                               "zhipuai_embedding"));
 }
 
 TEST_CASE("config error: unknown model_type in JSON has a position too", "[models][config][errors]") {

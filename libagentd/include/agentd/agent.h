@@ -80,8 +80,8 @@ class Agent {
   Memory& memory() { return memory_; }
   const Memory& memory() const { return memory_; }
 
-  // The model configured under config_name on the hosting server (see --model-config-path).
-  // Throws agentd::Error (config_error) naming the known configs when there is none.
+  // The model configured under config_name on the hosting server (see --model-config-path):
+  // chat types answer chat()/stream(), embedding types embed() (see agentd/model.h). Throws agentd::Error (config_error) naming the known configs when there is none.
   std::shared_ptr<ChatModel> model(const std::string& config_name);
 
   // Names of the methods register_method() added, sorted.

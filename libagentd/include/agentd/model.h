@@ -1,4 +1,7 @@
-// agentd::ChatModel: a configured LLM endpoint, as agents see it (Agent::model("config_name")).
+// agentd::ChatModel: a configured model endpoint, as agents see it (Agent::model("config_name")).
+// Chat types (openai_chat, anthropic_chat, gemini_chat, ...) answer chat() and stream(); embedding
+// types (openai_embedding, ollama_embedding, ...) answer embed(). Asking a model for what its type
+// does not do throws agentd::Error(model_error) naming the config and its model_type.
 #pragma once
 
 #include <agentd/msg.h>
@@ -34,6 +37,19 @@ struct ChatResponse {
   std::chrono::milliseconds latency{0};
 };
 
+struct EmbedOptions {
+  Value generate_args = Value::object();             // merged over the config's generate_args
+  std::optional<std::chrono::milliseconds> timeout;  // per call; the config's timeout otherwise
+};
+
+// What embed() returns: one vector per input text, in the order given, and the usage the
+// endpoint reported (prompt_tokens; counted like chat tokens in the model's usage counters).
+struct EmbeddingResponse {
+  std::vector<std::vector<double>> embeddings;
+  Usage usage;
+  std::chrono::milliseconds latency{0};
+};
+
 // Thread-safe: agents on different worker threads may share one ChatModel.
 // Failures throw agentd::Error with code model_error naming the config, the HTTP status and the
 // endpoint's message (never the API key).
@@ -50,6 +66,10 @@ class ChatModel {
   virtual ChatResponse stream(const std::vector<Msg>& messages,
                               const std::function<void(std::string_view chunk)>& on_chunk,
                               const ChatOptions& options = {}) = 0;
+
+  // Embeds each text (embedding types only). The default throws model_error: "model 'name'
+  // (model_type T) does not make embeddings".
+  virtual EmbeddingResponse embed(const std::vector<std::string>& texts, const EmbedOptions& options = {});
 };
 
 }  // namespace agentd

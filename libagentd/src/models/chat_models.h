@@ -6,6 +6,7 @@
 #include "http_client.h"
 #include "model_config.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,15 +21,46 @@ std::shared_ptr<ChatModel> make_openai_chat_model(const ModelConfig& config);
 std::shared_ptr<ChatModel> make_ollama_chat_model(const ModelConfig& config);
 std::shared_ptr<ChatModel> make_dashscope_chat_model(const ModelConfig& config);
 std::shared_ptr<ChatModel> make_post_api_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_anthropic_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_gemini_chat_model(const ModelConfig& config);
+std::shared_ptr<ChatModel> make_ollama_generate_model(const ModelConfig& config);
+// openai_embedding, zhipuai_embedding, ollama_embedding, dashscope_text_embedding, gemini_embedding.
+std::shared_ptr<ChatModel> make_embedding_model(const ModelConfig& config);
 
-// Base of the HTTP model types: builds a request, POSTs it with retries, parses the answer.
+// What every HTTP model type shares: the config, its headers and retry policy, and POSTing JSON.
 // Immutable after construction, so one instance serves any number of threads at once.
-class HttpChatModel : public ChatModel {
+class HttpModel : public ChatModel {
  public:
-  explicit HttpChatModel(ModelConfig config);
+  explicit HttpModel(ModelConfig config);
 
   const std::string& config_name() const override { return config_.config_name; }
   const std::string& model_type() const override { return config_.model_type; }
+
+  // Throws Error(model_error) "model 'config_name': message" (api key redacted).
+  [[noreturn]] void fail(std::string message, bool retryable = false) const;
+  // Parses JSON from the endpoint, or fails naming it as garbage.
+  Value parse_json(std::string_view text, std::string_view what) const;
+  const ModelConfig& config() const { return config_; }
+
+ protected:
+  CallSite site() const { return CallSite{config_.config_name, config_.api_key}; }
+  // Authentication headers; default "Authorization: Bearer <api_key>" when a key is set.
+  virtual std::vector<std::string> auth_headers() const;
+  // The request with the config's headers, auth_headers() and `extra_headers` added.
+  HttpRequest make_http_request(std::string url, const Value& body, std::vector<std::string> extra_headers,
+                                std::chrono::milliseconds timeout, bool stream) const;
+  const RetryPolicy& retry_policy() const { return retry_; }
+
+ private:
+  ModelConfig config_;
+  std::vector<std::string> headers_;  // config headers, "Name: value"
+  RetryPolicy retry_;
+};
+
+// Base of the HTTP chat model types: builds a request, POSTs it with retries, parses the answer.
+class HttpChatModel : public HttpModel {
+ public:
+  using HttpModel::HttpModel;
 
   // Streams internally when the config says `stream: true`.
   ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& options) override;
@@ -58,16 +90,6 @@ class HttpChatModel : public ChatModel {
       const std::function<void(std::string_view)>& on_chunk) const = 0;
   // Whether this type can stream at all; stream() falls back to one chunk when not.
   virtual bool can_stream() const { return true; }
-  // Authentication headers; default "Authorization: Bearer <api_key>" when a key is set.
-  virtual std::vector<std::string> auth_headers() const;
-
-  // Throws Error(model_error) "model 'config_name': message" (api key redacted).
-  [[noreturn]] void fail(std::string message, bool retryable = false) const;
-  // Parses JSON from the endpoint, or fails naming it as garbage.
-  Value parse_json(std::string_view text, std::string_view what) const;
-
-  const ModelConfig& config() const { return config_; }
-  CallSite site() const { return CallSite{config_.config_name, config_.api_key}; }
 
   // The config's generate_args with the call's merged over them ("stream" removed).
   Value merged_generate_args(const ChatOptions& options) const;
@@ -78,10 +100,6 @@ class HttpChatModel : public ChatModel {
  private:
   ChatResponse run(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk,
                    const ChatOptions& options, bool stream);
-
-  ModelConfig config_;
-  std::vector<std::string> headers_;  // config headers + auth, "Name: value"
-  RetryPolicy retry_;
 };
 
 // Messages in OpenAI's Chat Completions form (also DashScope's and AgentScope's post API):

@@ -8,7 +8,7 @@
 
 namespace agentd::detail {
 
-HttpChatModel::HttpChatModel(ModelConfig config) : config_(std::move(config)) {
+HttpModel::HttpModel(ModelConfig config) : config_(std::move(config)) {
   retry_.max_retries = config_.max_retries;
   retry_.initial_delay = config_.retry_initial_delay;
   retry_.max_delay = config_.retry_max_delay;
@@ -19,16 +19,16 @@ HttpChatModel::HttpChatModel(ModelConfig config) : config_(std::move(config)) {
   }
 }
 
-std::vector<std::string> HttpChatModel::auth_headers() const {
+std::vector<std::string> HttpModel::auth_headers() const {
   if (config_.api_key.empty()) return {};
   return {"Authorization: Bearer " + config_.api_key};
 }
 
-void HttpChatModel::fail(std::string message, bool retryable) const {
+void HttpModel::fail(std::string message, bool retryable) const {
   throw_model_error(site(), std::move(message), retryable);
 }
 
-Value HttpChatModel::parse_json(std::string_view text, std::string_view what) const {
+Value HttpModel::parse_json(std::string_view text, std::string_view what) const {
   Value v = Value::parse(text, nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded()) {
     std::string start(text.substr(0, 200));
@@ -38,8 +38,21 @@ Value HttpChatModel::parse_json(std::string_view text, std::string_view what) co
   return v;
 }
 
+HttpRequest HttpModel::make_http_request(std::string url, const Value& body, std::vector<std::string> extra_headers,
+                                         std::chrono::milliseconds timeout, bool stream) const {
+  HttpRequest request;
+  request.url = std::move(url);
+  request.body = body.dump(-1, ' ', false, Value::error_handler_t::replace);
+  request.headers = headers_;
+  for (auto& h : auth_headers()) request.headers.push_back(std::move(h));
+  for (auto& h : extra_headers) request.headers.push_back(std::move(h));
+  request.timeout = timeout;
+  request.stream = stream;
+  return request;
+}
+
 Value HttpChatModel::merged_generate_args(const ChatOptions& options) const {
-  Value args = config_.generate_args.is_object() ? config_.generate_args : Value::object();
+  Value args = config().generate_args.is_object() ? config().generate_args : Value::object();
   if (options.generate_args.is_object()) {
     for (const auto& [k, v] : options.generate_args.items()) args[k] = v;
   }
@@ -53,9 +66,9 @@ ChatResponse HttpChatModel::make_response(std::string text, Value tool_calls, st
   ChatResponse r;
   r.msg = Msg("assistant", Value(std::move(text)), "assistant");
   Value meta = Value::object();
-  meta["config_name"] = config_.config_name;
-  meta["model_type"] = config_.model_type;
-  if (!config_.model_name.empty()) meta["model_name"] = config_.model_name;
+  meta["config_name"] = config().config_name;
+  meta["model_type"] = config().model_type;
+  if (!config().model_name.empty()) meta["model_name"] = config().model_name;
   if (!finish_reason.empty()) meta["finish_reason"] = finish_reason;
   meta["usage"] = {{"prompt_tokens", usage.prompt_tokens},
                    {"completion_tokens", usage.completion_tokens},
@@ -70,7 +83,7 @@ ChatResponse HttpChatModel::make_response(std::string text, Value tool_calls, st
 }
 
 ChatResponse HttpChatModel::chat(const std::vector<Msg>& messages, const ChatOptions& options) {
-  return run(messages, nullptr, options, config_.stream && can_stream());
+  return run(messages, nullptr, options, config().stream && can_stream());
 }
 
 ChatResponse HttpChatModel::stream(const std::vector<Msg>& messages,
@@ -89,24 +102,18 @@ ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
                                 bool stream) {
   const auto started = std::chrono::steady_clock::now();
   Request built = build_request(messages, options, stream);
-  HttpRequest request;
-  request.url = std::move(built.url);
-  request.body = built.body.dump(-1, ' ', false, Value::error_handler_t::replace);
-  request.headers = headers_;
-  for (auto& h : auth_headers()) request.headers.push_back(std::move(h));
-  for (auto& h : built.headers) request.headers.push_back(std::move(h));
-  request.timeout = options.timeout.value_or(config_.timeout);
-  request.stream = stream;
+  HttpRequest request = make_http_request(std::move(built.url), built.body, std::move(built.headers),
+                                          options.timeout.value_or(config().timeout), stream);
 
   ChatResponse response;
   if (stream) {
     static const std::function<void(std::string_view)> ignore = [](std::string_view) {};
     // One parser serves all attempts: post_with_retries retries only before any byte reached it.
     std::unique_ptr<StreamParser> parser = make_stream_parser(on_chunk != nullptr && *on_chunk ? *on_chunk : ignore);
-    post_with_retries(site(), retry_, request, [&parser](std::string_view bytes) { parser->feed(bytes); });
+    post_with_retries(site(), retry_policy(), request, [&parser](std::string_view bytes) { parser->feed(bytes); });
     response = parser->finish();
   } else {
-    HttpResponse http = post_with_retries(site(), retry_, request);
+    HttpResponse http = post_with_retries(site(), retry_policy(), request);
     response = parse_response(parse_json(http.body, "the answer"));
   }
   response.latency =

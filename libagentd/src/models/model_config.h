@@ -47,6 +47,11 @@ struct ModelConfig {
 // The model types make_chat_model knows, sorted.
 const std::vector<std::string>& known_model_types();
 
+// "unknown model_type 'T'; valid model_types: ..." — or, for a type AgentScope has that agentd
+// does not implement (image synthesis, multimodal, ...), "model_type 'T' is not supported by agentd
+// (...); supported model_types: ...".
+std::string unsupported_model_type_message(std::string_view type);
+
 // Parses a model config document. `source_name` names it in messages (a file path, "setModelConfigs").
 // Text whose first non-blank character is '[' or '{' is read as JSON, anything else as YAML.
 // An empty document yields no configs.

@@ -5,6 +5,7 @@
 #include "chat_models.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 namespace agentd::detail {
@@ -19,6 +20,13 @@ ModelUsage& ModelUsage::operator+=(const ModelUsage& other) {
 }
 
 void UsageCounter::record(const ChatResponse& response) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  prompt_tokens_.fetch_add(response.usage.prompt_tokens, std::memory_order_relaxed);
+  completion_tokens_.fetch_add(response.usage.completion_tokens, std::memory_order_relaxed);
+  latency_ms_.fetch_add(response.latency.count(), std::memory_order_relaxed);
+}
+
+void UsageCounter::record(const EmbeddingResponse& response) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   prompt_tokens_.fetch_add(response.usage.prompt_tokens, std::memory_order_relaxed);
   completion_tokens_.fetch_add(response.usage.completion_tokens, std::memory_order_relaxed);
@@ -60,12 +68,16 @@ class CountingChatModel final : public ChatModel {
     return counted([&] { return model_->stream(messages, on_chunk, options); });
   }
 
+  EmbeddingResponse embed(const std::vector<std::string>& texts, const EmbedOptions& options) override {
+    return counted([&] { return model_->embed(texts, options); });
+  }
+
  private:
   template <typename F>
-  ChatResponse counted(F&& call) {
+  std::invoke_result_t<F> counted(F&& call) {
     const auto started = std::chrono::steady_clock::now();
     try {
-      ChatResponse r = call();
+      auto r = call();
       for (const auto& c : counters_) c->record(r);
       return r;
     } catch (...) {
@@ -103,10 +115,17 @@ std::shared_ptr<ChatModel> make_chat_model(const ModelConfig& config) {
   if (type == "ollama_chat") return make_ollama_chat_model(config);
   if (type == "dashscope_chat") return make_dashscope_chat_model(config);
   if (type == "post_api_chat") return make_post_api_chat_model(config);
-  std::string valid;
-  for (const auto& name : known_model_types()) valid += (valid.empty() ? "" : ", ") + name;
-  throw Error(ErrorCode::config_error, "model config '" + config.config_name + "': unknown model_type '" + type +
-                                           "'; valid model_types: " + valid);
+  if (type == "anthropic_chat") return make_anthropic_chat_model(config);
+  if (type == "gemini_chat") return make_gemini_chat_model(config);
+  if (type == "ollama_generate") return make_ollama_generate_model(config);
+  // The OpenAI chat protocol; model_config set each provider's base URL.
+  if (type == "zhipuai_chat" || type == "yi_chat" || type == "litellm_chat") return make_openai_chat_model(config);
+  if (type == "openai_embedding" || type == "zhipuai_embedding" || type == "ollama_embedding" ||
+      type == "dashscope_text_embedding" || type == "gemini_embedding") {
+    return make_embedding_model(config);
+  }
+  throw Error(ErrorCode::config_error, "model config '" + config.config_name + "': " +
+                                           unsupported_model_type_message(type));
 }
 
 ModelRegistry::ModelRegistry() { replace({}); }

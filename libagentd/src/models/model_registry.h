@@ -31,6 +31,7 @@ struct ModelUsage {
 class UsageCounter {
  public:
   void record(const ChatResponse& response);
+  void record(const EmbeddingResponse& response);  // its tokens count as prompt tokens
   void record_error(std::chrono::milliseconds latency);
   ModelUsage snapshot() const;
 
