@@ -27,3 +27,14 @@ def test_dialog():
     out = run("dialog.py", "--rounds", "2")
     assert "Alice on 127.0.0.1:" in out and "Round limit reached after 2 rounds." in out
     assert "Alice: " in out and "Bob: " in out and "model calls" in out
+
+
+def test_bench_python_rows_run():
+    """The W1/W2 Python driver runs (its pass/fail is the bench's business, not a test's)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "agentd-bench", "python_rows.py")
+    build = os.path.dirname(os.environ["AGENTD_TEST_PLUGIN_DIR"])
+    r = subprocess.run([sys.executable, script, "--quick", "--bench", os.path.join(build, "bin", "agentd-bench"),
+                        "--plugin-dir", os.environ["AGENTD_TEST_PLUGIN_DIR"]],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    assert "reply().get() p50" in r.stdout and "replies in flight" in r.stdout
