@@ -9,6 +9,7 @@
 #include <agentd/error.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
+#include <agentd/version.h>
 
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
@@ -349,7 +350,7 @@ PYBIND11_MODULE(_agentd, m) {
   using namespace agentd;
   using namespace agentd::python;
   m.doc() = "agentd: drive agentd agent servers from Python (the C++ client underneath).";
-  m.attr("__version__") = "0.1.0";
+  m.attr("__version__") = agentd::version();
 
   m.def("_set_default_server_path", [](std::string p) { default_server_path() = std::move(p); });
 

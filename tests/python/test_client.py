@@ -185,3 +185,14 @@ def pid_alive(pid):
 def conftest_plugins():
     from conftest import PLUGINS
     return PLUGINS
+
+
+def test_plugin_dirs_and_extra_args():
+    from conftest import PLUGIN_DIR
+    with agentd.Client.spawn_child(plugin_dirs=[PLUGIN_DIR], extra_args=["--max-pool-size", "100"]) as c:
+        info = c.info()
+        assert "WebAgent" in info.classes and "EchoAgent" in info.classes
+        assert info.max_pool_size == 100
+    with agentd.Client.local(plugin_dirs=[PLUGIN_DIR], max_workers=4) as c:
+        assert "TrailAgent" in c.info().classes
+        assert c.create_agent("TrailAgent", "T")(Msg("user", "x")).content == "x>T"
