@@ -337,8 +337,6 @@ auto released(const PyClient& self, F&& f) {
 }
 
 std::string repr_msg(const Msg& m) {
-  std::string text = m.text();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
   return "Msg(name=" + std::string(py::repr(py::str(m.name))) + ", role=" +
          std::string(py::repr(py::str(m.role))) + ", content=" +
          std::string(py::repr(from_value(m.content))).substr(0, 80) + ")";

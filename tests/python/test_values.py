@@ -93,3 +93,12 @@ def test_one_mib_hand_off_between_servers(shared_server):
 def test_one_mib_from_python(remote_client):
     blob = remote_client.create_agent("BlobAgent", "Blob")
     assert blob(Msg("user", b"\x07" * MIB)).content == {"size": MIB}
+
+
+def test_reprs(client):
+    assert repr(Msg("a", {"k": b"\x00"})) == "Msg(name='a', role='assistant', content={'k': b'\\x00'})"
+    a = client.create_agent("EchoAgent", "R")
+    assert repr(a).startswith("AgentRef(id=") and "class_name='EchoAgent'" in repr(a)
+    p = a(Msg("user", "x"))
+    assert repr(p) == f"Placeholder(call_id='{p.call_id}')"
+    assert repr(client).startswith("Client(address=")
