@@ -10,6 +10,7 @@ PACKAGES=(
   libyaml-cpp-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libcurl4-openssl-dev libssl-dev libsqlite3-dev
   catch2 python3 systemd
+  python3-dev pybind11-dev python3-pytest
 )
 
 missing=()

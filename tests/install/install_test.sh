@@ -23,6 +23,23 @@ done
 find "$ROOT" -name 'as_server.service' | grep -q . || { echo "FAIL: unit files not installed"; exit 1; }
 echo "ok: installed into $ROOT"
 
+# The Python package, when built: importable from the installed tree (it finds the installed
+# libagentd relative to itself), and it drives an installed plugin in local mode.
+PYPKG=$(find "$ROOT" -path '*-packages/agentd/__init__.py' -print -quit)
+if [ -n "$PYPKG" ]; then
+  for f in __init__.pyi py.typed; do
+    [ -e "$(dirname "$PYPKG")/$f" ] || { echo "FAIL: the Python package has no $f"; exit 1; }
+  done
+  ECHO_PLUGIN=$(find "$ROOT" -name 'libecho_agent.so' -print -quit)
+  out=$(cd "$WORK" && PYTHONPATH=$(dirname "$(dirname "$PYPKG")") python3 -c "
+import agentd, sys
+with agentd.Client.local(plugins=[sys.argv[1]]) as c:
+    print(c.create_agent('EchoAgent', 'E')(agentd.Msg('user', 'py ok')).content)
+" "$ECHO_PLUGIN") || { echo "FAIL: the installed Python package did not work"; exit 1; }
+  [ "$out" = "py ok" ] || { echo "FAIL: the installed Python package printed '$out'"; exit 1; }
+  echo "ok: installed Python package: $PYPKG"
+fi
+
 # The installed binaries' RUNPATH names the configured prefix, not this temporary one.
 export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 

@@ -1,0 +1,33 @@
+"""agentd: drive agentd agent servers from Python, with the C++ client underneath.
+
+    import agentd
+    with agentd.Client.spawn_child(plugins=["libweb_agent.so"]) as client:
+        a = client.create_agent("WebAgent", "W0")
+        p = a(agentd.Msg("user", "page_1"))   # returns at once: a Placeholder
+        print(p.content)                      # waits until the reply is there
+
+Client.connect(host, port) reaches a running as_server (independent mode), Client.spawn_child
+starts one for this program (child mode), Client.local hosts the agents in this process.
+"""
+import os as _os
+
+from . import _agentd
+
+from ._agentd import (  # noqa: F401
+    AgentInfo,
+    AgentRef,
+    Client,
+    Error,
+    Msg,
+    Placeholder,
+    ServerInfo,
+    __version__,
+)
+
+__all__ = ["AgentInfo", "AgentRef", "Client", "Error", "Msg", "Placeholder", "ServerInfo"]
+
+# Child mode in a build tree: use the as_server built beside this package (build/bin) unless
+# $AGENTD_AS_SERVER or server_path says otherwise; installed, the library finds the installed one.
+_built = _os.path.normpath(_os.path.join(_os.path.dirname(__file__), "..", "..", "bin", "as_server"))
+if _os.path.isfile(_built):
+    _agentd._set_default_server_path(_built)

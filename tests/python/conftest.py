@@ -1,0 +1,94 @@
+"""Fixtures for the agentd Python tests: real as_server processes on loopback.
+
+CTest sets PYTHONPATH (build/python), AGENTD_AS_SERVER, AGENTD_TEST_PLUGIN_DIR (build/plugins)
+and AGENTD_TEST_GOOD_PLUGIN_DIR (build/test_plugins/good); see tests/python/CMakeLists.txt.
+"""
+import os
+import subprocess
+import time
+
+import pytest
+
+import agentd
+
+AS_SERVER = os.environ["AGENTD_AS_SERVER"]
+PLUGIN_DIR = os.environ["AGENTD_TEST_PLUGIN_DIR"]
+TEST_PLUGIN_DIR = os.environ["AGENTD_TEST_GOOD_PLUGIN_DIR"]
+PLUGINS = [
+    os.path.join(PLUGIN_DIR, "libecho_agent.so"),
+    os.path.join(PLUGIN_DIR, "libweb_agent.so"),
+    os.path.join(TEST_PLUGIN_DIR, "libtest_agents.so"),
+]
+READY = "as_server ready: listening on "
+
+
+class Server:
+    """An as_server started by a test (--port 0); its ready line names the port."""
+
+    def __init__(self, extra=()):
+        args = [AS_SERVER, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"]
+        for p in PLUGINS:
+            args += ["--plugin", p]
+        self.proc = subprocess.Popen(list(args) + list(extra), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("as_server exited early: " + self.proc.stderr.read())
+            if READY in line:
+                address = line.split(READY, 1)[1].split()[0]
+                self.host, port = address.rsplit(":", 1)
+                self.port = int(port)
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("as_server printed no ready line")
+
+    def connect(self, **kw):
+        return agentd.Client.connect(self.host, self.port, **kw)
+
+    def wait_exit(self, timeout=30):
+        return self.proc.wait(timeout=timeout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def shared_server():
+    s = Server()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+def make_client(mode, shared):
+    if mode == "local":
+        return agentd.Client.local(plugins=PLUGINS)
+    if mode == "child":
+        return agentd.Client.spawn_child(plugins=PLUGINS)
+    return shared.connect()
+
+
+@pytest.fixture(params=["local", "child", "independent"])
+def client(request, shared_server):
+    """A client in each of the three modes (independent: a server shared by the session)."""
+    with make_client(request.param, shared_server) as c:
+        yield c
+
+
+@pytest.fixture(params=["child", "independent"])
+def remote_client(request, shared_server):
+    """A client whose agents run in another process."""
+    with make_client(request.param, shared_server) as c:
+        yield c
