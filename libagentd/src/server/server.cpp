@@ -175,7 +175,7 @@ struct Server::Connection {
 
 kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
   auto conn = kj::heap<Connection>();
-  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client);
+  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
   CountingStream* stream = conn->stream.get();
   auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_.peer); });
@@ -260,7 +260,31 @@ kj::Promise<void> Server::run() {
     if (host_.running_calls() > 0)
       spdlog::info("waiting up to {} s for {} running call(s)", options_.shutdown_grace,
                    host_.running_calls());
-    return drain(deadline);
+    return drain(deadline).then([this, deadline]() { return settle(deadline); });
+  });
+}
+
+kj::Promise<void> Server::settle(kj::TimePoint deadline) {
+  // The last calls' completions are posted to the bridge, gather in their session's outbox for
+  // a loop turn, leave as messages queued behind the connection's earlier writes, and are then
+  // written. A marker posted now runs after every completion posted before it; a few more turns
+  // let the outboxes flush and the writes start; then wait for the writes to finish.
+  auto marker = kj::newPromiseAndFulfiller<void>();
+  bridge_.post([f = kj::mv(marker.fulfiller)]() mutable { f->fulfill(); });
+  const auto limit = std::min(deadline, io_.provider->getTimer().now() + 2 * kj::SECONDS);
+  return marker.promise.then([]() { return kj::evalLater([]() {}); })
+      .then([]() { return kj::evalLater([]() {}); })
+      .then([]() { return kj::evalLater([]() {}); })
+      .then([this, limit]() { return wait_for_writes(limit, 0); });
+}
+
+kj::Promise<void> Server::wait_for_writes(kj::TimePoint limit, int quiet_checks) {
+  auto& timer = io_.provider->getTimer();
+  // Twice in a row with nothing in flight: no message is still on its way to a socket.
+  quiet_checks = writes_in_flight_ == 0 ? quiet_checks + 1 : 0;
+  if (quiet_checks >= 2 || timer.now() >= limit) return kj::READY_NOW;
+  return timer.afterDelay(1 * kj::MILLISECONDS).then([this, limit, quiet_checks]() {
+    return wait_for_writes(limit, quiet_checks);
   });
 }
 

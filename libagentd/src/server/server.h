@@ -98,6 +98,9 @@ class Server {
   kj::Promise<void> accept_loop();
   kj::Promise<void> sweep_loop();
   kj::Promise<void> drain(kj::TimePoint deadline);
+  // After the last call: until its completions are written to the clients (bounded).
+  kj::Promise<void> settle(kj::TimePoint deadline);
+  kj::Promise<void> wait_for_writes(kj::TimePoint limit, int quiet_checks);
   kj::Promise<void> watch_stdin();
   kj::Promise<void> signal_loop(int signo);
   kj::Promise<void> notify_loop(kj::Duration interval);
@@ -107,6 +110,7 @@ class Server {
   std::string id_;
   std::string advertise_;
   Traffic bytes_;
+  std::size_t writes_in_flight_ = 0;  // on client connections (see settle())
 
   // Declaration order is destruction order reversed: plugins outlive every agent they made.
   ClassCatalog catalog_;

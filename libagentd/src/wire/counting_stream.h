@@ -22,9 +22,11 @@ struct Traffic {
 
 class CountingStream final : public kj::AsyncIoStream {
  public:
-  // counts is borrowed and outlives the stream.
-  CountingStream(kj::Own<kj::AsyncIoStream> inner, ByteCount& counts)
-      : inner_(kj::mv(inner)), counts_(&counts) {}
+  // counts is borrowed and outlives the stream; so does writes_in_flight (may be null), which
+  // counts the writes started on this stream and not yet finished.
+  CountingStream(kj::Own<kj::AsyncIoStream> inner, ByteCount& counts,
+                 std::size_t* writes_in_flight = nullptr)
+      : inner_(kj::mv(inner)), counts_(&counts), in_flight_(writes_in_flight) {}
 
   // Counts into other counts from now on, moving what was counted so far over to them (a server
   // learns only after accepting a connection that a peer server is on the other end).
@@ -47,14 +49,14 @@ class CountingStream final : public kj::AsyncIoStream {
   kj::Promise<void> write(const void* buffer, size_t size) override {
     counts_->out += size;
     own_.out += size;
-    return inner_->write(buffer, size);
+    return tracked(inner_->write(buffer, size));
   }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     for (auto p : pieces) {
       counts_->out += p.size();
       own_.out += p.size();
     }
-    return inner_->write(pieces);
+    return tracked(inner_->write(pieces));
   }
   kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
   void shutdownWrite() override { inner_->shutdownWrite(); }
@@ -69,8 +71,17 @@ class CountingStream final : public kj::AsyncIoStream {
   void getpeername(struct sockaddr* addr, kj::uint* length) override { inner_->getpeername(addr, length); }
 
  private:
+  // A write counted in *in_flight_ until it finishes, fails or is cancelled. The stream's owner
+  // destroys the RPC system (and so its pending writes) before the stream.
+  kj::Promise<void> tracked(kj::Promise<void> write) {
+    if (in_flight_ == nullptr) return write;
+    ++*in_flight_;
+    return write.attach(kj::defer([counter = in_flight_]() { --*counter; }));
+  }
+
   kj::Own<kj::AsyncIoStream> inner_;
   ByteCount* counts_;
+  std::size_t* in_flight_;
   ByteCount own_;  // this connection's bytes
 };
 
