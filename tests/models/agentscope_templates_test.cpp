@@ -86,7 +86,7 @@ TEST_CASE("a type agentd does not implement is refused, naming it and listing th
                     Contains("model config 'img'") && Contains("'openai_dall_e' (image synthesis) is not supported"));
 }
 
-TEST_CASE("yi_chat's top-level sampling fields must be numbers; generate_args wins", "[models][config][errors]") {
+TEST_CASE("yi_chat's top-level sampling fields must be numbers, and generate_args wins", "[models][config][errors]") {
   auto c = parse_model_configs("- {config_name: y, model_type: yi_chat, model_name: yi, temperature: 0.3, "
                                "generate_args: {temperature: 0.9}}\n",
                                "t.yaml");

@@ -129,7 +129,7 @@ TEST_CASE("anthropic_chat: tool calls and results go back as tool_use and tool_r
       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "sunny"}]}])"));
 }
 
-TEST_CASE("anthropic_chat: 529/5xx and 429 are retried; 4xx is reported with Anthropic's message",
+TEST_CASE("anthropic_chat: 529/5xx and 429 are retried, and 4xx is reported with Anthropic's message",
           "[models][anthropic][retry]") {
   auto key = unique_key("ant529");
   CHECK(anthropic(key, "fail-529-2")->chat(conversation()).msg.content == "echo: hello there model");
@@ -228,7 +228,7 @@ TEST_CASE("gemini_chat: functionDeclarations out, functionCall back, functionRes
       {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"content": "sunny"}}}]}])"));
 }
 
-TEST_CASE("gemini_chat: 5xx and 429 are retried; errors carry Google's message", "[models][gemini][retry]") {
+TEST_CASE("gemini_chat: 5xx and 429 are retried, and errors carry Google's message", "[models][gemini][retry]") {
   auto key = unique_key("gem503");
   CHECK(gemini(key, "fail-503-1")->chat(conversation()).msg.content == "echo: hello there model");
   CHECK(fake_model_server().requests(key).size() == 2);

@@ -82,7 +82,7 @@ TEST_CASE("ollama_generate: /api/generate with prompt, system, options and keep_
   CHECK(fake_model_server().requests(key)[1]["body"]["prompt"] == "alice: hi\nbob: hello");
 }
 
-TEST_CASE("ollama_generate: streams NDJSON; a cut stream and errors are model_errors",
+TEST_CASE("ollama_generate: streams NDJSON, and a cut stream and errors are model_errors",
           "[models][ollama_generate][stream]") {
   std::vector<std::string> chunks;
   ChatResponse r = ollama_generate(unique_key("genstream"), "ok")
