@@ -69,9 +69,11 @@ void anthropic_messages(const std::vector<Msg>& messages, Value& body) {
   body["messages"] = std::move(out);
 }
 
-class AnthropicChatModel final : public HttpChatModel {
+class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
+
+  friend class StreamingChatModel<AnthropicChatModel>;  // makes our Parser
 
  protected:
   std::vector<std::string> auth_headers() const override {
@@ -207,10 +209,6 @@ class AnthropicChatModel final : public HttpChatModel {
     bool stopped_ = false;
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace

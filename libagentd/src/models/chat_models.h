@@ -102,6 +102,21 @@ class HttpChatModel : public HttpModel {
                    const ChatOptions& options, bool stream);
 };
 
+// Base of the HTTP chat model types that read a streamed answer with their nested `Parser`
+// (made from the model and the chunk callback): make_stream_parser() written once. A type
+// declares `friend class StreamingChatModel<Type>;` so this may construct its Parser.
+template <typename Model>
+class StreamingChatModel : public HttpChatModel {
+ public:
+  using HttpChatModel::HttpChatModel;
+
+ protected:
+  std::unique_ptr<StreamParser> make_stream_parser(
+      const std::function<void(std::string_view)>& on_chunk) const override {
+    return std::make_unique<typename Model::Parser>(static_cast<const Model&>(*this), on_chunk);
+  }
+};
+
 // Messages in OpenAI's Chat Completions form (also DashScope's and AgentScope's post API):
 // {"role", "content"}; an assistant Msg with metadata["tool_calls"] carries them; a "tool" Msg
 // carries metadata["tool_call_id"]. An empty role is sent as "user".

@@ -6,9 +6,11 @@
 namespace agentd::detail {
 namespace {
 
-class DashScopeChatModel final : public HttpChatModel {
+class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
+
+  friend class StreamingChatModel<DashScopeChatModel>;  // makes our Parser
 
  protected:
   Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
@@ -116,10 +118,6 @@ class DashScopeChatModel final : public HttpChatModel {
     Usage usage_;
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace

@@ -32,15 +32,17 @@ Value parse_arguments(const Value& args) {
   return parsed.is_object() ? parsed : Value::object();
 }
 
-class GeminiChatModel final : public HttpChatModel {
+class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
 
   // "gemini-pro" and AgentScope's "models/gemini-pro" name the same model.
   std::string model_path() const {
     const std::string& name = config().model_name;
     return name.rfind("models/", 0) == 0 ? name : "models/" + name;
   }
+
+  friend class StreamingChatModel<GeminiChatModel>;  // makes our Parser
 
  protected:
   std::vector<std::string> auth_headers() const override {
@@ -213,10 +215,6 @@ class GeminiChatModel final : public HttpChatModel {
     Usage usage_;
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace

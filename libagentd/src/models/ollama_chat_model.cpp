@@ -39,9 +39,11 @@ Value tool_calls_to_ollama(const Value& calls) {
   return out;
 }
 
-class OllamaChatModel final : public HttpChatModel {
+class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
+
+  friend class StreamingChatModel<OllamaChatModel>;  // makes our Parser
 
  protected:
   Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
@@ -153,10 +155,6 @@ class OllamaChatModel final : public HttpChatModel {
     Usage usage_;
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace

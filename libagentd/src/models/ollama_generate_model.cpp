@@ -11,9 +11,11 @@ bool is_top_level_key(const std::string& key) {
          key == "template" || key == "context" || key == "images";
 }
 
-class OllamaGenerateModel final : public HttpChatModel {
+class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
+
+  friend class StreamingChatModel<OllamaGenerateModel>;  // makes our Parser
 
  protected:
   Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
@@ -123,10 +125,6 @@ class OllamaGenerateModel final : public HttpChatModel {
     Usage usage_;
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace

@@ -18,9 +18,11 @@ std::string content_text(const Value& content) {
   return content.dump();
 }
 
-class OpenAIChatModel final : public HttpChatModel {
+class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
  public:
-  using HttpChatModel::HttpChatModel;
+  using StreamingChatModel::StreamingChatModel;
+
+  friend class StreamingChatModel<OpenAIChatModel>;  // makes our Parser
 
  protected:
   Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
@@ -138,10 +140,6 @@ class OpenAIChatModel final : public HttpChatModel {
     Value extra_ = Value::object();
   };
 
-  std::unique_ptr<StreamParser> make_stream_parser(
-      const std::function<void(std::string_view)>& on_chunk) const override {
-    return std::make_unique<Parser>(*this, on_chunk);
-  }
 };
 
 }  // namespace
