@@ -1,5 +1,6 @@
 // The model clients over real HTTP, against fake_model_server.py (a child process on loopback).
 #include "fake_model_server.h"
+#include "model_test_support.h"
 #include "chat_models.h"
 #include "model_config.h"
 #include "model_registry.h"
@@ -26,12 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::shared_ptr<ChatModel> model_from_yaml(const std::string& yaml) {
-  auto configs = agentd::detail::parse_model_configs(yaml, "test.yaml");
-  REQUIRE(configs.size() == 1);
-  return agentd::detail::make_chat_model(configs[0]);
-}
-
 // An openai_chat model at scenario `scenario` under `key`, with small retry delays; `client`
 // overrides client_args (written as a JSON flow mapping, which YAML reads as is).
 std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& scenario, const std::string& extra = "",
@@ -44,22 +39,6 @@ std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& sce
   return model_from_yaml("- config_name: gpt\n  model_type: openai_chat\n  model_name: test-model\n"
                          "  api_key: sk-secret-key-123\n" +
                          extra + "  client_args: " + args.dump() + "\n");
-}
-
-std::vector<Msg> conversation(const std::string& last = "hello there model") {
-  return {Msg("system", Value("You are a test."), "system"), Msg("user", Value(last), "user")};
-}
-
-// The agentd::Error `call` throws (fails the test if it throws nothing or something else).
-template <typename F>
-Error error_from(F&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected an agentd::Error");
-  throw;  // unreachable
 }
 
 double seconds_between(const Value& a, const Value& b) { return b["t"].get<double>() - a["t"].get<double>(); }
