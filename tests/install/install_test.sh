@@ -31,7 +31,9 @@ if [ -n "$PYPKG" ]; then
     [ -e "$(dirname "$PYPKG")/$f" ] || { echo "FAIL: the Python package has no $f"; exit 1; }
   done
   ECHO_PLUGIN=$(find "$ROOT" -name 'libecho_agent.so' -print -quit)
-  out=$(cd "$WORK" && PYTHONPATH=$(dirname "$(dirname "$PYPKG")") python3 -c "
+  # AGENTD_PYTHON_PRELOAD: the sanitizer runtimes, when the package was built sanitized.
+  out=$(cd "$WORK" && PYTHONPATH=$(dirname "$(dirname "$PYPKG")") \
+        LD_PRELOAD="${AGENTD_PYTHON_PRELOAD:-}" ASAN_OPTIONS=detect_leaks=0 python3 -c "
 import agentd, sys
 with agentd.Client.local(plugins=[sys.argv[1]]) as c:
     print(c.create_agent('EchoAgent', 'E')(agentd.Msg('user', 'py ok')).content)
