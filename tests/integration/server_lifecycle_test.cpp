@@ -66,6 +66,7 @@ TEST_CASE("SIGTERM and SIGINT stop the server gracefully: the running reply fini
   auto r = s->wait_exit(20s);
   CHECK(r.exit_code == 0);
   CHECK_FALSE(can_connect(s->port()));
+  CHECK_THAT(s->stderr_text(), !Contains(" error "));  // a clean stop logs no error
 }
 
 TEST_CASE("the stop request stops the server with exit 0", "[lifecycle]") {

@@ -152,7 +152,9 @@ std::uint16_t Server::listen() {
     }
     spdlog::info("metrics at http://{}:{}/metrics", options_.host, metrics_->port());
   }
-  tasks_.add(accept_loop());
+  accepting_ = accept_loop().eagerlyEvaluate([](kj::Exception&& e) {
+    spdlog::error("accepting connections failed: {}", e.getDescription().cStr());
+  });
   return port;
 }
 
@@ -253,7 +255,8 @@ kj::Promise<void> Server::run() {
   return kj::mv(stop_promise_).then([this]() {
     stopping_ = true;
     if (notifier_) notifier_->notify("STOPPING=1\nSTATUS=stopping: " + status_text());
-    listener_ = nullptr;  // stop accepting
+    accepting_ = nullptr;  // stop accepting: cancel the pending accept, then close the socket
+    listener_ = nullptr;
     host_.begin_stop();
     auto deadline = io_.provider->getTimer().now() +
                     static_cast<std::int64_t>(options_.shutdown_grace * 1000) * kj::MILLISECONDS;

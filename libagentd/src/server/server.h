@@ -127,6 +127,7 @@ class Server {
   struct Connection;  // one accepted connection with its own RPC system
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
   kj::Own<kj::ConnectionReceiver> listener_;
+  kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
