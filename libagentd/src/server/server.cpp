@@ -159,9 +159,8 @@ std::uint16_t Server::listen() {
 }
 
 kj::Promise<void> Server::accept_loop() {
+  // run() cancels this loop (accepting_) before it drops the listener, so listener_ is set here.
   return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-    // A connection that completed in the same turn as a stop: run() has dropped the listener.
-    if (!listener_) return kj::READY_NOW;
     tasks_.add(serve(kj::mv(stream)));
     return accept_loop();
   });
