@@ -47,7 +47,9 @@ Workloads (all by default; choose with --workloads W1,W5):
   W6  a --message-bytes message from an agent on server 1 to one on server 2: time and bytes
       through this client, vs fetching the message directly (server byte counters in info());
       each repeat keeps the median of five of each
-  W7  --agents agents whose reply blocks --block-ms, all called at once: total time
+  W7  --agents agents whose reply blocks --block-ms, all called at once: total time; then
+      --async-agents asynchronous agents (WaitAgent) each waiting --wait-ms without a thread,
+      all called at once: total time and the server's thread count
   W9  bulk: create --bulk-n agents, one reply to each with every call in flight before the
       first get(), then read them all in order (replies/s, server RSS); on a fresh child each
       repeat when the bench owns servers. Not in the default set (a million agents take about
@@ -120,6 +122,9 @@ int main(int argc, char** argv) {
     ("message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")
     ("agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")
     ("block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)")
+    ("async-agents", po::value<std::size_t>()->value_name("N"),
+     "W7 asynchronous agents waiting at once (default 100000; quick 2000)")
+    ("wait-ms", po::value<int>()->value_name("MS"), "W7 asynchronous wait per reply (default 1000; quick 200)")
     ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)");
 
   po::variables_map vm;
@@ -154,6 +159,8 @@ int main(int argc, char** argv) {
   cfg.message_bytes = size("message-bytes", 1 << 20, 1 << 20);
   cfg.agents = size("agents", 1000, 50);
   cfg.block_ms = ms("block-ms", 1000, 200);
+  cfg.async_agents = size("async-agents", 100000, 2000);
+  cfg.wait_ms = ms("wait-ms", 1000, 200);
   cfg.bulk_n = size("bulk-n", 1000000, 2000);
 
   Report report;

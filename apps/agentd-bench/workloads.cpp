@@ -2,6 +2,8 @@
 
 #include "baselines.h"
 
+#include <dirent.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -185,6 +187,38 @@ std::string Deployment::describe() const {
 
 // ---- W1: call latency ----
 
+// The asynchronous echo (examples/async_agents): its reply runs on the server's loop thread
+// without a hop to a worker and back, against the bare Cap'n Proto echo, alternating runs.
+void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
+  Client& c = dep.client(0);
+  AgentRef a = c.create_agent("AsyncEchoAgent", "bench-w1-async");
+  Msg msg = text_msg(cfg.payload);
+  CapnpEchoServer echo;
+  Row reply50{"W1", "async agent reply().get() p50", "us"};
+  Row reply99{"W1", "async agent reply().get() p99", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
+    for (int i = 0; i < 50; ++i) a.reply(msg).get();
+    std::vector<double> replies;
+    for (std::size_t i = 0; i < cfg.calls; ++i) {
+      auto t0 = Clock::now();
+      Msg m = a.reply(msg).get();
+      replies.push_back(micros_since(t0));
+      expect(m.content == msg.content, "W1: the async echo agent answered something else");
+    }
+    auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+    reply50.agentd.add(percentile(replies, 50));
+    reply99.agentd.add(percentile(replies, 99));
+    reply50.baseline.add(percentile(capnp, 50));
+    reply99.baseline.add(percentile(capnp, 99));
+  }
+  for (Row* row : {&reply50, &reply99}) row->baseline_name = "capnp echo";
+  reply50.target = at_most_ratio(1.2, "<= 1.2x");
+  report.rows.push_back(std::move(reply50));
+  report.rows.push_back(std::move(reply99));
+  cleanup(dep, 0, {a}, 1);
+}
+
 void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
   Client& c = dep.client(0);
@@ -240,6 +274,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
     report.rows.push_back(std::move(*row));
   cleanup(dep, 0, {a}, 1);
+  if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, report);
 }
 
 // ---- W2: throughput ----
@@ -487,6 +522,8 @@ void run_w6(const Config& cfg, Deployment& dep, Report& report) {
 
 // ---- W7: blocking concurrency ----
 
+void run_w7_async(const Config& cfg, Deployment& dep, Report& report);
+
 void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
   Client& c = dep.client(0);
@@ -508,6 +545,56 @@ void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   }
   row.target = at_most(1.5 * block_s, fmt::format("< {:.3g} s", 1.5 * block_s));
   report.rows.push_back(std::move(row));
+  cleanup(dep, 0, agents, cfg.threads);
+  if (dep.has_class(0, "WaitAgent")) run_w7_async(cfg, dep, report);
+}
+
+// Threads of process pid (0 when it is not on this machine).
+std::size_t thread_count(std::int64_t pid) {
+  std::size_t n = 0;
+  DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
+}
+
+// Asynchronous agents waiting on a timer (sleep_for): every call in flight at once, none holding
+// a thread. The server's threads are counted while all of them wait.
+void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
+  Client& c = dep.client(0);
+  progress(fmt::format("W7 creating {} asynchronous agents", cfg.async_agents));
+  auto agents = c.create_agents("WaitAgent", cfg.async_agents, Value{{"sleep_ms", cfg.wait_ms}});
+  Msg msg = text_msg(cfg.payload);
+  const double wait_s = cfg.wait_ms / 1000.0;
+  const bool same_machine = dep.owned();
+  const std::int64_t pid = c.info().pid;
+  Row row{"W7", fmt::format("{} async agents waiting {} ms, called at once", cfg.async_agents,
+                            cfg.wait_ms),
+          "s"};
+  row.baseline_name = "one wait";
+  Row threads{"W7", "server threads while they all wait", "threads"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W7 async repeat {}/{}", r + 1, cfg.repeat));
+    auto t0 = Clock::now();
+    std::vector<Placeholder> ps;
+    ps.reserve(agents.size());
+    for (auto& a : agents) ps.push_back(a.reply(msg));
+    // Sampled while the calls are suspended (their wait has not ended yet).
+    if (same_machine && seconds_since(t0) < wait_s)
+      threads.agentd.add(static_cast<double>(thread_count(pid)));
+    for (auto& p : ps) expect(p.get().content == msg.content, "W7: wrong async echo");
+    row.agentd.add(seconds_since(t0));
+    row.baseline.add(wait_s);
+  }
+  const double limit = 2.5 * wait_s;
+  row.target = at_most(limit, fmt::format("<= {:.3g} s", limit));
+  report.rows.push_back(std::move(row));
+  if (!threads.agentd.empty()) {
+    threads.target = at_most(63, "< 64");
+    report.rows.push_back(std::move(threads));
+  }
   cleanup(dep, 0, agents, cfg.threads);
 }
 

@@ -34,6 +34,8 @@ struct Config {
   std::size_t message_bytes = 1 << 20;  // W6 message size
   std::size_t agents = 1000;        // W7 blocking agents
   int block_ms = 1000;              // W7 block per reply
+  std::size_t async_agents = 100000;  // W7 asynchronous agents (WaitAgent), all waiting at once
+  int wait_ms = 1000;                 // W7 asynchronous wait (sleep_for) per reply
   std::size_t bulk_n = 1000000;     // W9 agents, one reply each, all in flight at once
 };
 

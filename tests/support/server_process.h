@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 inline std::string as_server_path() { return AGENTD_AS_SERVER_BINARY; }
 inline std::string echo_plugin() { return AGENTD_ECHO_PLUGIN; }
 inline std::string web_plugin() { return AGENTD_WEB_PLUGIN; }
+inline std::string async_plugin() { return AGENTD_ASYNC_PLUGIN; }
 inline std::string test_agents_plugin() { return AGENTD_TEST_AGENTS_PLUGIN; }
 
 // --port 0, the echo and test-agents plugins, quiet logs: what most tests start a server with.

@@ -3,6 +3,7 @@
 
 #include <agentd/model.h>
 #include <agentd/msg.h>
+#include <agentd/task.h>
 #include <agentd/value.h>
 #include <agentd/version.h>
 
@@ -54,7 +55,9 @@ struct AgentInit {
 //
 // Threading: the host calls an agent's methods one at a time, in the order its callers issued
 // them, on worker threads (never on the RPC thread), so agent code may block and needs no locks
-// for its own state. Different agents run in parallel.
+// for its own state. Different agents run in parallel. An agent that waits most of the time (on
+// models, timers, other agents) is better written as an AsyncAgent (below), which waits without
+// holding a thread.
 class Agent {
  public:
   explicit Agent(AgentInit init);
@@ -99,6 +102,55 @@ class Agent {
   AgentInit init_;
   Memory memory_;
   std::map<std::string, Method, std::less<>> methods_;
+};
+
+// An agent whose calls are coroutines: override reply_async() (and, if wanted, observe_async()
+// and call_async()), and register the class with AGENTD_REGISTER_AGENT like any agent.
+//
+//   class Greeter : public agentd::AsyncAgent {
+//    public:
+//     using AsyncAgent::AsyncAgent;
+//     agentd::Task<agentd::Msg> reply_async(const agentd::Msg& x) override {
+//       co_await agentd::sleep_for(std::chrono::seconds(1));              // a timer, no thread
+//       std::vector<agentd::Msg> prompt(1, x);  // no braced lists in coroutines (GCC 12)
+//       auto answer = co_await model("gpt")->chat_async(prompt);            // HTTP on the loop
+//       co_return agentd::Msg(name(), answer.msg.content);
+//     }
+//   };
+//
+// Threading: the code runs on the hosting server's event-loop thread between suspensions (see
+// agentd/task.h): it must not block; co_await instead, or co_await agentd::run_blocking(fn).
+// Actor semantics are those of every agent: a call that is suspended still holds its agent, so
+// the agent's next call starts only after it finishes, in the order the calls were made; other
+// agents (and the server's connections) go on meanwhile. The arguments (x, method, args) stay
+// valid until the call finishes. GCC 12 miscompiles braced initializer lists inside coroutine
+// bodies: build such values in ordinary functions. What a coroutine throws, before or after a suspension, fails the
+// call exactly as a throwing reply() does. The constructor and destructor still run on workers.
+class AsyncAgent : public Agent {
+ public:
+  using Agent::Agent;
+
+  virtual Task<Msg> reply_async(const Msg& x) = 0;
+
+  // Default: observe(x) (adds x to memory()).
+  virtual Task<void> observe_async(const Msg& x);
+
+  // A named method. Default: the methods registered with register_async_method(), then those
+  // registered with register_method(); an unknown name fails with unknown_method listing both.
+  virtual Task<Value> call_async(const std::string& method, const Value& args);
+
+  // Names of the methods register_async_method() and register_method() added, sorted.
+  std::vector<std::string> async_method_names() const;
+
+ protected:
+  using AsyncMethod = std::function<Task<Value>(const Value& args)>;
+  void register_async_method(std::string name, AsyncMethod fn);
+
+ private:
+  // The host calls reply_async(); this fails with a message saying so if anything calls it.
+  Msg reply(const Msg& x) final;
+
+  std::map<std::string, AsyncMethod, std::less<>> async_methods_;
 };
 
 using AgentFactory = std::unique_ptr<Agent> (*)(AgentInit init);

@@ -23,6 +23,18 @@ namespace agentd {
 namespace detail {
 class ClientCore;
 struct PlaceholderState;
+
+// What `co_await placeholder` returns (see Placeholder::operator co_await).
+struct PlaceholderAwaiter {
+  std::shared_ptr<PlaceholderState> state;
+  std::uint64_t watch = 0;
+  AliveFlag flag;
+  PlaceholderAwaiter(std::shared_ptr<PlaceholderState> s) : state(std::move(s)) {}
+  ~PlaceholderAwaiter();
+  bool await_ready();
+  bool await_suspend(std::coroutine_handle<> h);
+  Msg await_resume();
+};
 }  // namespace detail
 
 struct ClientOptions {
@@ -120,6 +132,11 @@ class Placeholder {
   Msg get() const;
   // Blocks at most timeout; throws Error(timeout, retryable) after it.
   Msg get(std::chrono::milliseconds timeout) const;
+
+  // Inside an asynchronous agent (agentd/task.h): `agentd::Msg m = co_await p;` waits for the
+  // message without holding a thread and throws what get() would throw. There get() fails at
+  // once instead (it would block the server's event loop).
+  detail::PlaceholderAwaiter operator co_await() const { return detail::PlaceholderAwaiter(s_); }
 
   const std::string& call_id() const;
   // The producing server's advertised address ("host:port"; empty in local mode).
@@ -243,7 +260,8 @@ class Client {
 // Inside agent code: the agent an AgentRef::to_value() names, reached over a connection the
 // hosting server keeps per address (one per peer server, shared by its agents).
 // Throws Error(bad_args) when ref is not an agent reference, Error(disconnected) when its server
-// cannot be reached.
+// cannot be reached. A blocking agent's call checks that the agent exists; an asynchronous
+// agent's (which must not wait) trusts the reference, and a missing agent fails the first call.
 AgentRef connect_agent(Agent& caller, const Value& ref);
 
 }  // namespace agentd

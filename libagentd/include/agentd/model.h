@@ -5,6 +5,7 @@
 #pragma once
 
 #include <agentd/msg.h>
+#include <agentd/task.h>
 #include <agentd/value.h>
 
 #include <chrono>
@@ -66,6 +67,19 @@ class ChatModel {
   virtual ChatResponse stream(const std::vector<Msg>& messages,
                               const std::function<void(std::string_view chunk)>& on_chunk,
                               const ChatOptions& options = {}) = 0;
+
+  // chat() and stream() for asynchronous agents (agentd/task.h): `co_await m->chat_async(msgs)`.
+  // HTTP model types send the request on the server's event loop (connections kept alive and
+  // shared per endpoint, at most the config's max_concurrency requests at once, the rest queued)
+  // and hold no thread while waiting; retries, timeouts and usage are those of chat(). A model
+  // type without an asynchronous transport runs chat() on a worker thread (run_blocking).
+  // on_chunk runs on the loop thread. (The defaults are `ChatOptions()`, not `{}`: GCC 12
+  // destroys a braced temporary twice when a coroutine passes it to a coroutine.)
+  virtual Task<ChatResponse> chat_async(std::vector<Msg> messages,
+                                        ChatOptions options = ChatOptions());
+  virtual Task<ChatResponse> stream_async(std::vector<Msg> messages,
+                                          std::function<void(std::string_view chunk)> on_chunk,
+                                          ChatOptions options = ChatOptions());
 
   // Embeds each text (embedding types only). The default throws model_error: "model 'name'
   // (model_type T) does not make embeddings".

@@ -166,6 +166,14 @@ AgentRef connect_agent(Agent& caller, const Value& ref) {
   auto where = detail::parse_agent_ref(ref);
   // The hosting server's shared link to that server (no connection or thread of its own).
   auto core = caller.services()->link_to(where.host, where.port, where.server_id);
+  if (detail::AsyncLoop* loop = detail::current_async_loop();
+      loop != nullptr && loop->on_loop_thread()) {
+    // Asynchronous agent code must not wait here: the reference's own name and class stand in
+    // for the lookup, and a missing agent fails the first call (unknown_agent) instead.
+    const Value& r = ref[detail::kRefKey];
+    return AgentRef(std::move(core), where.id, r.value("name", std::string{}),
+                    r.value("class", std::string{}));
+  }
   auto info = core->sync<AgentInfo>(
       "look up agent " + where.id,
       [id = where.id](detail::LoopState& loop, detail::Sync<AgentInfo>& st) -> kj::Promise<void> {

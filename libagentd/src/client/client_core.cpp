@@ -92,6 +92,15 @@ ClientCore::~ClientCore() {
   if (child_) child_->stop(std::chrono::seconds(15));
 }
 
+void ClientCore::check_not_on_loop(const std::string& what) {
+  AsyncLoop* loop = current_async_loop();
+  if (loop != nullptr && loop->on_loop_thread())
+    throw Error(ErrorCode::bad_request,
+                fmt::format("{} would block the server's event loop: inside an asynchronous "
+                            "agent, co_await the placeholder (reply() / call_async()) instead",
+                            what));
+}
+
 void ClientCore::check_open(const std::string& what) const {
   if (!open()) throw Error(ErrorCode::disconnected, what + ": the client is closed");
 }

@@ -122,6 +122,10 @@ class ClientCore {
     return wait_counted(*st, what);
   }
 
+  // Throws Error(bad_request) when called on a server's event-loop thread (inside an
+  // asynchronous agent), where waiting would block that loop for good.
+  static void check_not_on_loop(const std::string& what);
+
   // Any thread: false once the client is closed (posts are then dropped).
   bool open() const { return bridge_.load() != nullptr; }
   // Any thread: throws Error(disconnected, retryable) "<what>: the client is closed" unless open.
@@ -146,6 +150,7 @@ class ClientCore {
   // A user thread's wait for an answer posted for (counted as one request and one wait).
   template <typename T>
   T wait_counted(Sync<T>& st, const std::string& what) {
+    check_not_on_loop(what);
     check_open(what);
     requests_.fetch_add(1, std::memory_order_relaxed);
     waits_.fetch_add(1, std::memory_order_relaxed);

@@ -50,11 +50,36 @@ void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state) {
   });
 }
 
+PlaceholderAwaiter::~PlaceholderAwaiter() {
+  if (watch != 0) state->slot->unwatch(watch);
+}
+
+bool PlaceholderAwaiter::await_ready() {
+  state->fetch();
+  std::lock_guard lock(state->slot->mu);
+  return state->slot->value || state->slot->error;
+}
+
+bool PlaceholderAwaiter::await_suspend(std::coroutine_handle<> h) {
+  AsyncLoop& loop = require_async_loop("co_await on a placeholder");
+  watch = state->slot->watch([&loop, h, alive = flag.alive]() { loop.resume(h, alive); });
+  return watch != 0;  // 0: settled meanwhile, go on at once
+}
+
+Msg PlaceholderAwaiter::await_resume() {
+  watch = 0;
+  auto& slot = *state->slot;
+  std::lock_guard lock(slot.mu);
+  if (slot.error) throw *slot.error;
+  return *slot.value;
+}
+
 }  // namespace detail
 
 Msg Placeholder::get() const { return get(s_->core->options().timeout); }
 
 Msg Placeholder::get(std::chrono::milliseconds timeout) const {
+  detail::ClientCore::check_not_on_loop("Placeholder::get()");
   if (!s_->requested.load()) {
     s_->core->requests_.fetch_add(1, std::memory_order_relaxed);
     s_->core->waits_.fetch_add(1, std::memory_order_relaxed);

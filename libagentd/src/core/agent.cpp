@@ -4,6 +4,8 @@
 
 #include "agent_services.h"
 
+#include <algorithm>
+
 namespace agentd {
 
 
@@ -39,5 +41,45 @@ std::vector<std::string> Agent::method_names() const {
 }
 
 void Agent::register_method(std::string name, Method fn) { methods_[std::move(name)] = std::move(fn); }
+
+}  // namespace agentd
+
+namespace agentd {
+
+Msg AsyncAgent::reply(const Msg&) {
+  throw Error(ErrorCode::internal,
+              "AsyncAgent::reply was called; the host calls reply_async() of asynchronous agents",
+              id(), class_name());
+}
+
+Task<void> AsyncAgent::observe_async(const Msg& x) {
+  observe(x);
+  co_return;
+}
+
+Task<Value> AsyncAgent::call_async(const std::string& method, const Value& args) {
+  if (auto it = async_methods_.find(method); it != async_methods_.end())
+    co_return co_await it->second(args);
+  auto sync_names = method_names();
+  if (std::find(sync_names.begin(), sync_names.end(), method) != sync_names.end())
+    co_return call(method, args);
+  std::string known;
+  for (const auto& n : async_method_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(ErrorCode::unknown_method,
+              "no method '" + method + "'; known methods: " + (known.empty() ? "(none)" : known),
+              id(), class_name());
+}
+
+std::vector<std::string> AsyncAgent::async_method_names() const {
+  std::vector<std::string> out = method_names();
+  for (const auto& [n, _] : async_methods_) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void AsyncAgent::register_async_method(std::string name, AsyncMethod fn) {
+  async_methods_[std::move(name)] = std::move(fn);
+}
 
 }  // namespace agentd

@@ -2,12 +2,14 @@
 
 #include "agent_services.h"
 #include "model_registry.h"
+#include "async_loop.h"
 #include "bridge.h"
 #include "plugin_loader.h"
 #include "worker_pool.h"
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <coroutine>
 #include <spdlog/spdlog.h>
 
 namespace agentd::detail {
@@ -17,6 +19,7 @@ struct AgentSlot {
   std::string name;
   std::string class_name;
   std::unique_ptr<Agent> agent;  // touched by the worker running the head call, else loop thread
+  AsyncAgent* async = nullptr;   // agent, when it is an AsyncAgent (its calls run on the loop)
   // A list, not a deque: an empty std::deque allocates ~600 bytes, and most agents sit idle.
   std::list<std::shared_ptr<Call>> mailbox;
   bool busy = true;          // a call (or the constructor) is on a worker
@@ -54,12 +57,10 @@ AgentInfoRow row_of(const AgentSlot& s) {
                       s.completed, s.failed};
 }
 
-// Runs agent code; converts whatever it throws into an Error naming the agent.
-template <typename F>
-std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f) {
+// What agent code threw (the exception being handled), as an Error naming the agent.
+Error describe_exception(const AgentSlot& s, const std::string& what) {
   try {
-    f();
-    return std::nullopt;
+    throw;
   } catch (const Error& e) {
     // Errors the agent raised on purpose (or a model call's error) keep their code.
     return Error(e.code(), fmt::format("{} failed: {}", what, e.message()), s.id, s.class_name,
@@ -73,14 +74,26 @@ std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f)
   }
 }
 
+// Runs agent code; converts whatever it throws into an Error naming the agent.
+template <typename F>
+std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f) {
+  try {
+    f();
+    return std::nullopt;
+  } catch (...) {
+    return describe_exception(s, what);
+  }
+}
+
 }  // namespace
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-                     Bridge& bridge, ResultPool::Limits result_limits)
+                     Bridge& bridge, LoopScheduler& scheduler, ResultPool::Limits result_limits)
     : catalog_(catalog),
       services_(services),
       workers_(workers),
       bridge_(bridge),
+      scheduler_(scheduler),
       loop_thread_(std::this_thread::get_id()),
       results_(result_limits) {}
 
@@ -175,7 +188,12 @@ std::vector<SpanRecord> AgentHost::recent_spans(std::size_t limit) const {
   return out;
 }
 
-AgentHost::~AgentHost() = default;
+AgentHost::~AgentHost() {
+  // Asynchronous calls still suspended (the grace period passed): destroy their frames, which
+  // cancels what they wait on. Each frame removes itself from the set as it goes.
+  std::vector<void*> frames(async_frames_.begin(), async_frames_.end());
+  for (void* f : frames) std::coroutine_handle<>::from_address(f).destroy();
+}
 
 std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
                                                    const std::string& name, Value args,
@@ -225,6 +243,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         return;
       }
       slot->agent = std::move(*holder);
+      slot->async = dynamic_cast<AsyncAgent*>(slot->agent.get());
       slot->busy = false;
       slot->constructing = false;
       if (slot->removed) {
@@ -343,7 +362,10 @@ void AgentHost::pump(const std::shared_ptr<AgentSlot>& slot) {
     }
     slot->busy = true;
     ++running_;
-    run_on_worker(slot, std::move(call));
+    if (slot->async != nullptr)
+      start_async(slot, std::move(call));
+    else
+      run_on_worker(slot, std::move(call));
   }
 }
 
@@ -521,6 +543,108 @@ void AgentHost::destroy_agent(AgentSlot& slot) {
   // The destructor is agent code: it runs on a worker.
   auto agent = std::shared_ptr<Agent>(std::move(slot.agent));
   workers_.submit([agent]() mutable { agent.reset(); });
+}
+
+// ---- asynchronous agents ----
+
+// The coroutine that runs one asynchronous call: started by run_async, it frees its own frame
+// when it ends (final_suspend never suspends). While it exists its frame is in the host's
+// async_frames_, so the host can destroy it if it is still suspended when the host goes.
+struct AgentHost::AsyncRun {
+  struct promise_type {
+    std::unordered_set<void*>* registry = nullptr;
+    AsyncRun get_return_object() {
+      return AsyncRun{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }  // the body catches everything
+    ~promise_type() {
+      if (registry != nullptr)
+        registry->erase(std::coroutine_handle<promise_type>::from_promise(*this).address());
+    }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+void AgentHost::start_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
+  // Never run agent code here: the caller holds the lock (and may be a worker, or inside
+  // another agent's completion). The drain runs it at the top of a loop turn.
+  auto run = [this, slot = std::move(slot), call = std::move(call)]() mutable {
+    run_async(std::move(slot), std::move(call));
+  };
+  if (std::this_thread::get_id() == loop_thread_)
+    scheduler_.defer(kj::mv(run));
+  else
+    bridge_.post(kj::mv(run));
+}
+
+void AgentHost::run_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
+  call->started = std::chrono::steady_clock::now();
+  AsyncRun run = drive_async(std::move(slot), std::move(call));
+  run.handle.promise().registry = &async_frames_;
+  async_frames_.insert(run.handle.address());
+  run.handle.resume();  // runs until the call's first suspension, or to its end
+}
+
+AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
+                                          std::shared_ptr<Call> call) {
+  const ModelUsage before = slot->usage->snapshot();
+  AsyncAgent& agent = *slot->async;
+  static const Msg kNoInput{};
+  const Msg& input = call->input ? std::get<Msg>(*call->input) : kNoInput;
+  const char* what = "reply";
+  try {
+    switch (call->kind) {
+      case Call::Kind::reply: {
+        Msg out = co_await agent.reply_async(input);
+        if (out.id.empty()) out.id = new_id();
+        if (out.name.empty()) out.name = slot->name;
+        call->out_msg = std::move(out);
+        break;
+      }
+      case Call::Kind::observe:
+        what = "observe";
+        co_await agent.observe_async(input);
+        break;
+      case Call::Kind::method:
+        what = "method";
+        call->out_value = co_await agent.call_async(call->method, call->args);
+        break;
+      case Call::Kind::method_async: {
+        what = "method";
+        Value v = co_await agent.call_async(call->method, call->args);
+        call->out_msg = Msg(slot->name, std::move(v));
+        break;
+      }
+      case Call::Kind::memory:
+        what = "memory";
+        call->out_memory = agent.memory().get();
+        break;
+    }
+  } catch (...) {
+    const std::string label =
+        std::string_view(what) == "method" ? "method '" + call->method + "'" : std::string(what);
+    call->out_error = describe_exception(*slot, label);
+  }
+  const ModelUsage after = slot->usage->snapshot();
+  call->model_calls = after.calls - before.calls;
+  call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;
+  call->completion_tokens = after.completion_tokens - before.completion_tokens;
+  finish_async(slot, std::move(call));
+}
+
+void AgentHost::finish_async(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) {
+  call.reset();  // the mailbox holds it until finish_call
+  SpanRecord span;
+  bool sink = false;
+  {
+    std::lock_guard lock(mu_);
+    sink = static_cast<bool>(span_sink_);
+    finish_call(slot, sink ? &span : nullptr);  // the next calls it makes runnable are deferred
+  }
+  if (sink) span_sink_(span);
 }
 
 void AgentHost::begin_stop() {

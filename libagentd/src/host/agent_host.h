@@ -10,7 +10,10 @@
 // loop thread enqueues calls; workers run agent code without the lock, then take it to publish
 // the result, hand inputs to waiting calls and pick up the next runnable call themselves (a
 // dependent call continues on the same worker: no thread hop between links of a chain).
-// Agent code (constructors, reply, observe, call, destructors) never runs on the loop thread.
+// Blocking agent code (constructors, reply, observe, call, destructors) never runs on the loop
+// thread. Asynchronous agents (AsyncAgent) run their calls as coroutines on the loop thread,
+// started and resumed at the top of a loop turn by the LoopScheduler, without the lock; a
+// suspended call keeps its agent busy exactly as a running blocking call does.
 // What must run on the loop thread (answers to RPCs) is handed there through the bridge: see
 // when_result() and on_loop().
 #pragma once
@@ -34,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -41,6 +45,7 @@ namespace agentd::detail {
 
 class Bridge;
 class ClassCatalog;
+class LoopScheduler;
 class WorkerPool;
 class AgentServices;
 
@@ -113,10 +118,11 @@ struct SpanRecord {
 // store (SQLite, group commit) belongs under this layer.
 class AgentHost {
  public:
-  // catalog, services, workers and bridge are borrowed and outlive the host.
-  // Construct on the loop thread (the thread on_loop() runs things on).
+  // catalog, services, workers, bridge and scheduler are borrowed and outlive the host.
+  // Construct on the loop thread (the thread on_loop() runs things on), and destroy it there:
+  // the calls of asynchronous agents still suspended then are destroyed unfinished.
   AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-            Bridge& bridge, ResultPool::Limits result_limits);
+            Bridge& bridge, LoopScheduler& scheduler, ResultPool::Limits result_limits);
   ~AgentHost();
 
   // Runs fn on the loop thread: now when called there, else through the bridge. Any thread.
@@ -210,11 +216,23 @@ class AgentHost {
   void fail(std::shared_ptr<Call> call, Error error);
   void destroy_agent(AgentSlot& slot);
 
+  // Asynchronous agents. start_async (lock held, any thread) schedules run_async on the loop
+  // thread, which runs the call's coroutine (no lock held) until it finishes or suspends.
+  struct AsyncRun;
+  void start_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  void run_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  AsyncRun drive_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  // Loop thread, without the lock: the coroutine of call has finished.
+  void finish_async(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call);
+
   const ClassCatalog& catalog_;
   AgentServices& services_;
   WorkerPool& workers_;
   Bridge& bridge_;
+  LoopScheduler& scheduler_;
   const std::thread::id loop_thread_;
+  // The frames of asynchronous calls that have started and not finished (loop thread only).
+  std::unordered_set<void*> async_frames_;
 
   // Recursive: pool waiters run under it and call back into the host.
   mutable std::recursive_mutex mu_;

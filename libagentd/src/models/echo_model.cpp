@@ -29,10 +29,30 @@ class EchoModel final : public ChatModel {
     return answer(messages, on_chunk ? &on_chunk : nullptr);
   }
 
+  // Asynchronous agents: the delay is a timer on the loop, not a sleeping thread.
+  Task<ChatResponse> chat_async(std::vector<Msg> messages, ChatOptions /*options*/) override {
+    const auto started = std::chrono::steady_clock::now();
+    if (delay_.count() > 0) co_await sleep_for(delay_);
+    co_return answer(messages, nullptr, started);
+  }
+
+  Task<ChatResponse> stream_async(std::vector<Msg> messages,
+                                  std::function<void(std::string_view)> on_chunk,
+                                  ChatOptions /*options*/) override {
+    const auto started = std::chrono::steady_clock::now();
+    if (delay_.count() > 0) co_await sleep_for(delay_);
+    co_return answer(messages, on_chunk ? &on_chunk : nullptr, started);
+  }
+
  private:
   ChatResponse answer(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk) const {
     const auto started = std::chrono::steady_clock::now();
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    return answer(messages, on_chunk, started);
+  }
+
+  ChatResponse answer(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk,
+                      std::chrono::steady_clock::time_point started) const {
     const Msg* source = nullptr;
     for (auto it = messages.rbegin(); it != messages.rend() && source == nullptr; ++it) {
       if (it->role == "user") source = &*it;

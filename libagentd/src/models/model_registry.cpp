@@ -72,7 +72,33 @@ class CountingChatModel final : public ChatModel {
     return counted([&] { return model_->embed(texts, options); });
   }
 
+  Task<ChatResponse> chat_async(std::vector<Msg> messages, ChatOptions options) override {
+    co_return co_await counted_async(model_->chat_async(std::move(messages), std::move(options)));
+  }
+
+  Task<ChatResponse> stream_async(std::vector<Msg> messages,
+                                  std::function<void(std::string_view)> on_chunk,
+                                  ChatOptions options) override {
+    co_return co_await counted_async(
+        model_->stream_async(std::move(messages), std::move(on_chunk), std::move(options)));
+  }
+
  private:
+  Task<ChatResponse> counted_async(Task<ChatResponse> call) {
+    const auto started = std::chrono::steady_clock::now();
+    std::optional<ChatResponse> r;
+    try {
+      r.emplace(co_await std::move(call));
+    } catch (...) {
+      auto latency =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      for (const auto& c : counters_) c->record_error(latency);
+      throw;
+    }
+    for (const auto& c : counters_) c->record(*r);
+    co_return std::move(*r);
+  }
+
   template <typename F>
   std::invoke_result_t<F> counted(F&& call) {
     const auto started = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 
 #include "agent_host.h"
 #include "server_services.h"
+#include "async_loop.h"
 #include "bridge.h"
 #include "metrics.h"
 #include "model_registry.h"
@@ -120,6 +121,7 @@ class Server {
   ServerServices services_;
   Bridge bridge_;
   WorkerPool workers_;
+  LoopScheduler scheduler_;  // where asynchronous agents run (this thread's AsyncLoop)
   AgentHost host_;
   PeerPool peers_;
   RpcContext rpc_;

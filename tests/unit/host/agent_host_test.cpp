@@ -3,6 +3,7 @@
 #include "agent_host.h"
 
 #include "agent_services.h"
+#include "async_loop.h"
 #include "bridge.h"
 #include "model_registry.h"
 #include "plugin_loader.h"
@@ -62,7 +63,8 @@ struct Fixture {
   NoServices services;
   Bridge bridge{io.unixEventPort};
   WorkerPool workers{2, 64};
-  AgentHost host{catalog, services, workers, bridge, ResultPool::Limits{}};
+  LoopScheduler scheduler{io.provider->getTimer(), bridge, workers};
+  AgentHost host{catalog, services, workers, bridge, scheduler, ResultPool::Limits{}};
 
   Fixture() {
     catalog.add(agentd::agent_class<Appender>("Appender"), "test");
