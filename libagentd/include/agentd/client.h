@@ -149,7 +149,10 @@ class Placeholder {
   // this client (no get(), no calls) and must not hold this Client, AgentRef or Placeholder
   // (the loop thread must never drop the last reference to its client). Exceptions fn throws
   // are caught and logged. Replaces an earlier callback; next_chunk() then sees no more chunks.
-  // The call's end is not reported to fn: get() (or next_chunk() returning nullopt) tells it.
+  // The call's end is not reported to fn: get() tells it. Set before the result arrives, fn has
+  // seen every chunk when get() returns and is never called again; set later, it gets the
+  // chunks left shortly after (on the loop thread). fn is destroyed on the loop thread once the
+  // stream has ended; keep what it uses alive until then.
   void on_chunk(std::function<void(std::string_view chunk)> fn) const;
 
  private:

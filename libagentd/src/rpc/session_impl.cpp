@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,18 +45,24 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   // with everything else added, so before the call's CallDone. Text over kMaxChunkBytes is
   // split (at UTF-8 character boundaries) into several chunks.
   void add_chunk(std::uint64_t ticket, std::uint32_t& seq, std::string text) {
-    std::string_view rest = text;
-    while (rest.size() > kMaxChunkBytes) {
-      std::size_t cut = kMaxChunkBytes;
-      while (cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80) --cut;
-      if (cut == 0) cut = kMaxChunkBytes;  // not UTF-8: cut anywhere
-      items_.push_back(Item{ticket, cut + 32, CallDoneWriter(), true, seq++, std::string(rest.substr(0, cut))});
-      rest.remove_prefix(cut);
+    auto push = [&](std::string piece) {
+      const std::size_t size = piece.size() + 32;
+      items_.push_back(Item{ticket, size, CallDoneWriter(), true, seq++, std::move(piece)});
+    };
+    if (text.size() <= kMaxChunkBytes) {
+      push(std::move(text));
+    } else {
+      std::string_view rest = text;
+      while (!rest.empty()) {
+        std::size_t cut = std::min(rest.size(), kMaxChunkBytes);
+        // Back up to the start of a UTF-8 character (not UTF-8: cut anywhere).
+        while (cut < rest.size() && cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80)
+          --cut;
+        if (cut == 0) cut = std::min(rest.size(), kMaxChunkBytes);
+        push(std::string(rest.substr(0, cut)));
+        rest.remove_prefix(cut);
+      }
     }
-    if (rest.size() == text.size())
-      items_.push_back(Item{ticket, text.size() + 32, CallDoneWriter(), true, seq++, std::move(text)});
-    else
-      items_.push_back(Item{ticket, rest.size() + 32, CallDoneWriter(), true, seq++, std::string(rest)});
     schedule();
   }
 

@@ -87,13 +87,16 @@ void ResultSlot::push_chunk(std::string text) {
 
 void ResultSlot::set_on_chunk(std::function<void(std::string_view)> fn) {
   std::deque<std::string> queued;
+  bool ended = false;
   {
     std::lock_guard lock(mu);
     queued.swap(chunks);
+    ended = stream_ended;
   }
   on_chunk = std::move(fn);
   if (!on_chunk) return;
   for (const auto& c : queued) call_reader(on_chunk, c);
+  if (ended) on_chunk = nullptr;
 }
 
 void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot) {

@@ -35,15 +35,18 @@ struct ResultSlot : Sync<Msg> {
 
   // Loop thread: the next chunk of the stream.
   void push_chunk(std::string text);
-  // Loop thread: sets the reader's callback and hands it the chunks queued so far.
+  // Loop thread: sets the reader's callback and hands it the chunks queued so far (then
+  // releases it at once when the stream has ended).
   void set_on_chunk(std::function<void(std::string_view)> fn);
-  // Loop thread, after the outcome was delivered (or the call failed): no more chunks.
+  // Loop thread, after the outcome was delivered (or the call failed): no more chunks; the
+  // reader's callback is released here.
   void end_stream() {
     {
       std::lock_guard lock(mu);
       stream_ended = true;
     }
     cv.notify_all();
+    on_chunk = nullptr;
   }
 };
 
