@@ -92,10 +92,10 @@ class Agent {
   using Method = std::function<Value(const Value& args)>;
   void register_method(std::string name, Method fn);
 
-  // Streamed replies: sends text to the caller as the next chunk of the reply (or call_async
-  // value) being produced, e.g. each piece of model("x")->stream(msgs, on_chunk). Chunks reach
-  // a caller that asked for them (AgentRef::reply_stream, `agentctl call --stream`) in the order
-  // emitted (empty ones are skipped), all before the call's result; the message reply() returns is still the whole
+  // Streamed replies: sends text to the caller as the next chunk of the reply being produced,
+  // e.g. each piece of model("x")->stream(msgs, on_chunk). Chunks reach a caller that asked for
+  // them (AgentRef::reply_stream, `agentctl call --stream`) in the order emitted (empty ones are
+  // skipped), all before the call's result; the message reply() returns is still the whole
   // result that get() and consuming agents receive (chunks are not joined into it). Without such
   // a caller, or outside a call, a chunk is dropped at the cost of one test.
   // Call it only while the call runs (before reply() returns), from the thread running it or any
