@@ -217,6 +217,17 @@ struct CallSpec {
   report @10 :Bool = true;
   # reply / methodAsync: false when the client no longer holds the placeholder (it was passed on
   # and dropped before the call was sent): no CallDone for it; the result still goes to the pool.
+  stream @11 :Bool;
+  # reply / methodAsync (with report): the client reads the reply's chunks as the agent emits
+  # them (CallSink.chunks, each call's before its CallDone). Only this batched path streams; the
+  # per-capability Agent.reply does not.
+}
+
+struct Chunk {
+  # A piece of a streamed reply (CallSpec.stream), in emission order: seq 0, 1, 2, ... per call.
+  ticket @0 :UInt64;
+  seq @1 :UInt32;
+  text @2 :Text;
 }
 
 struct CallDone {
@@ -238,6 +249,9 @@ interface CallSink {
   # completions goes as several messages. One CallDone too big for any message (a huge memory
   # or method value) is sent as an error with code tooLarge instead.
   done @0 (calls :List(CallDone)) -> ();
+  chunks @1 (chunks :List(Chunk)) -> ();
+  # Chunks of streamed calls, batched like done. done and chunks messages go out in one order,
+  # so a call's chunks always arrive before its CallDone. A chunk over about 8 MiB is split.
 }
 
 interface Session {

@@ -91,9 +91,12 @@ std::vector<CommandSpec> command_table() {
        2, 2, cmd_create},
       {"call", {"reply"}, "AGENT_ID MESSAGE",
        "send MESSAGE to an agent as a user message and print its reply",
-       "Prints the reply's text content; --json prints the whole message.",
+       "Prints the reply's text content; --json prints the whole message.\n"
+       "With --stream, prints the chunks the agent emits as they arrive (with --json, one\n"
+       "{\"chunk\": TEXT} line each, then the whole message).",
        {{"--name", "NAME", "the sender's name (default user)"},
-        {"--content-json", "", "MESSAGE is a JSON value, not text"}},
+        {"--content-json", "", "MESSAGE is a JSON value, not text"},
+        {"--stream", "", "print the reply's chunks as the agent emits them"}},
        2, 2, cmd_call},
       {"method", {}, "AGENT_ID METHOD [JSON]",
        "call a named method of an agent synchronously and print its value",

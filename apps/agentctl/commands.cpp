@@ -115,12 +115,45 @@ int cmd_create(const Invocation& inv) {
   return kExitOk;
 }
 
+namespace {
+
+// call --stream: prints the chunks as they arrive (text: as they are; --json: one
+// {"chunk": TEXT} line each, then the whole message). An agent that emits no chunks gets its
+// reply printed as without --stream. A failure after some chunks ends their line first.
+int stream_call(const Invocation& inv, const agentd::AgentRef& agent, const agentd::Msg& x) {
+  auto p = agent.reply_stream(x);
+  bool any = false;
+  try {
+    while (auto chunk = p.next_chunk(inv.timeout())) {
+      any = true;
+      if (inv.g.json)
+        std::cout << Value{{"chunk", *chunk}}.dump() << "\n";
+      else
+        std::cout << *chunk;
+      std::cout.flush();
+    }
+  } catch (const agentd::Error&) {
+    if (any && !inv.g.json) std::cout << "\n";
+    std::cout.flush();
+    throw;
+  }
+  auto reply = p.get(inv.timeout());
+  if (inv.g.json)
+    print_json(agentd::to_json(reply));
+  else
+    std::cout << (any ? std::string() : reply.text()) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_call(const Invocation& inv) {
   Value content = inv.args[1];
   if (inv.flag("--content-json")) content = parse_json_arg(inv, "MESSAGE", inv.args[1]);
   auto c = connect(inv);
   auto agent = c.agent(inv.args[0]);
   agentd::Msg x(inv.value("--name").value_or("user"), content, "user");
+  if (inv.flag("--stream")) return stream_call(inv, agent, x);
   auto reply = agent.reply(x).get(inv.timeout());
   if (inv.g.json)
     print_json(agentd::to_json(reply));

@@ -1,4 +1,4 @@
-// The standard workloads of agentd-bench (W1..W7 and W9; W8 is kept for the cluster simulation), each run `repeat` times and
+// The standard workloads of agentd-bench (W1..W7, W9 and W10; W8 is kept for the cluster simulation), each run `repeat` times and
 // added to the report as rows beside their baselines.
 #pragma once
 
@@ -71,5 +71,6 @@ void run_w5(const Config& cfg, Deployment& dep, Report& report);
 void run_w6(const Config& cfg, Deployment& dep, Report& report);
 void run_w7(const Config& cfg, Deployment& dep, Report& report);
 void run_w9(const Config& cfg, Deployment& dep, Report& report);
+void run_w10(const Config& cfg, Deployment& dep, Report& report);
 
 }  // namespace agentd::bench

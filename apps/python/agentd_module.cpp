@@ -192,8 +192,38 @@ class PyPlaceholder {
   }
   const Placeholder& placeholder() const { return p_; }
 
+  // The next chunk of a streamed reply (reply_stream) as str, or None once the reply is
+  // complete; raises the call's agentd.Error after the chunks sent before a failure. Waits like
+  // get() (GIL released, in slices, Ctrl-C between them).
+  py::object next_chunk(std::optional<double> timeout) {
+    Millis total = timeout ? to_millis(*timeout) : box_->timeout;
+    auto deadline = std::chrono::steady_clock::now() + total;
+    for (;;) {
+      auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      bool last = left <= kSlice;
+      try {
+        std::optional<std::string> c;
+        {
+          py::gil_scoped_release release;
+          c = p_.next_chunk(std::max(std::min(left, kSlice), Millis(0)));
+        }
+        if (!c) return py::none();
+        // A model may cut a character between chunks: undecodable bytes become U+FFFD.
+        return py::reinterpret_steal<py::object>(
+            PyUnicode_DecodeUTF8(c->data(), static_cast<Py_ssize_t>(c->size()), "replace"));
+      } catch (const Error& e) {
+        if (last || !is_chunk_wait_timeout(e)) throw;
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
  private:
   static constexpr Millis kSlice = 50ms;
+  static bool is_chunk_wait_timeout(const Error& e) {
+    return e.code() == ErrorCode::timeout && e.agent_class().empty() &&
+           e.message().find("no chunk of call") != std::string::npos;
+  }
   // The timeout get() throws when its own wait runs out (not a producer's error with code timeout,
   // which names the agent's class).
   static bool is_wait_timeout(const Error& e) {
@@ -229,6 +259,20 @@ class PyAgentRef {
       return wrap(r_.reply(m));
     }
     throw py::type_error("agentd: reply takes a Msg, a Placeholder or None");
+  }
+  PyPlaceholder reply_stream(const py::object& x) const {
+    box_->check_open();
+    if (py::isinstance<PyPlaceholder>(x)) {
+      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
+      py::gil_scoped_release release;
+      return wrap(r_.reply_stream(in));
+    }
+    if (py::isinstance<Msg>(x)) {
+      Msg m = x.cast<const Msg&>();
+      py::gil_scoped_release release;
+      return wrap(r_.reply_stream(m));
+    }
+    throw py::type_error("agentd: reply_stream takes a Msg or a Placeholder");
   }
   void observe(const py::object& x) const {
     box_->check_open();
@@ -467,6 +511,17 @@ class Error(RuntimeError):
       .def_property_readonly("timestamp",
                              [](PyPlaceholder& p) { return p.get(std::nullopt).timestamp; })
       .def("text", [](PyPlaceholder& p) { return p.get(std::nullopt).text(); })
+      .def("next_chunk", &PyPlaceholder::next_chunk, py::arg("timeout") = py::none(),
+           "The next chunk of a streamed reply (AgentRef.reply_stream) as str, waiting for it; "
+           "None once the reply is complete. Raises the call's agentd.Error after the chunks "
+           "sent before a failure.")
+      .def(
+          "chunks",
+          [](py::object self) {
+            // iter(self.next_chunk, None): the bound method keeps the placeholder alive.
+            return py::module_::import("builtins").attr("iter")(self.attr("next_chunk"), py::none());
+          },
+          "An iterator over the chunks of a streamed reply, in order (see next_chunk).")
       .def("__repr__", [](const PyPlaceholder& p) {
         return "Placeholder(call_id='" + p.placeholder().call_id() + "')";
       });
@@ -477,6 +532,9 @@ class Error(RuntimeError):
       .def_property_readonly("class_name", [](const PyAgentRef& a) { return a.ref().class_name(); })
       .def("reply", &PyAgentRef::reply, py::arg("x") = py::none())
       .def("__call__", &PyAgentRef::reply, py::arg("x") = py::none())
+      .def("reply_stream", &PyAgentRef::reply_stream, py::arg("x"),
+           "reply(), streamed: the agent's chunks reach the Placeholder as they are made "
+           "(p.chunks(), p.next_chunk()); get() still returns the whole message.")
       .def("observe", &PyAgentRef::observe, py::arg("x"))
       .def("call", &PyAgentRef::call, py::arg("method"), py::arg("args") = py::none())
       .def("call_async", &PyAgentRef::call_async, py::arg("method"), py::arg("args") = py::none())

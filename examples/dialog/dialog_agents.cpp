@@ -132,8 +132,14 @@ std::vector<Msg> ModelAgent::prompt() const {
   return out;
 }
 
-ChatResponse ModelAgent::ask_model(const std::vector<Msg>& messages, const ChatOptions& options) {
-  ChatResponse r = model(model_config_name_)->chat(messages, options);
+ChatResponse ModelAgent::ask_model(const std::vector<Msg>& messages, const ChatOptions& options,
+                                   bool stream) {
+  // Streamed only when the caller reads chunks: each piece the model sends becomes a chunk.
+  ChatResponse r =
+      stream && streaming()
+          ? model(model_config_name_)->stream(
+                messages, [this](std::string_view piece) { emit_chunk(piece); }, options)
+          : model(model_config_name_)->chat(messages, options);
   ++calls_;
   usage_.prompt_tokens += r.usage.prompt_tokens;
   usage_.completion_tokens += r.usage.completion_tokens;
@@ -148,7 +154,7 @@ DialogAgent::DialogAgent(AgentInit init) : ModelAgent(std::move(init)) {}
 
 Msg DialogAgent::reply(const Msg& x) {
   if (!is_empty(x)) memory().add(x);
-  ChatResponse r = ask_model(prompt());
+  ChatResponse r = ask_model(prompt(), {}, /*stream=*/true);
   Msg out = std::move(r.msg);
   out.name = name();
   out.role = "assistant";

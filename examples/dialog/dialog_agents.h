@@ -4,6 +4,7 @@
 //   DialogAgent  args {"sys_prompt": "...", "model_config_name": "echo"}
 //                Remembers the dialogue; each reply asks the model with
 //                [system prompt] + memory + the new message and answers with what it says.
+//                Called with AgentRef::reply_stream, it streams the model's answer as chunks.
 //   ReActAgent   args {"sys_prompt": "...", "model_config_name": "echo", "max_iters": 10,
 //                      "tools": ["calculator", ...]}   (default: every built-in tool)
 //                A reason-act loop over the model API's tool calls: the model asks for tools,
@@ -58,8 +59,11 @@ class ModelAgent : public Agent {
   std::vector<Msg> prompt() const;
 
   // Calls the configured model (Agent::model(model_config_name())) and tallies its usage.
+  // stream: when the caller reads chunks (streaming()), the model's answer is streamed and each
+  // piece emitted as a chunk (emit_chunk); otherwise a plain chat() call.
   // Errors (an unknown config, a failed HTTP call) propagate as agentd::Error.
-  ChatResponse ask_model(const std::vector<Msg>& messages, const ChatOptions& options = {});
+  ChatResponse ask_model(const std::vector<Msg>& messages, const ChatOptions& options = {},
+                         bool stream = false);
 
   // True for the empty message the host passes to reply() without input.
   static bool is_empty(const Msg& x) { return x.content.is_null() && x.name.empty(); }

@@ -6,7 +6,9 @@
 //       x = bob(x)
 //
 // Each agent lives on its own as_server child process (child mode); Bob's call gets Alice's
-// answer as a placeholder and fetches it from Alice's server directly. The loop is also bounded
+// answer as a placeholder and fetches it from Alice's server directly. Both replies are
+// streamed: their words are printed as the model produces them (reply_stream + chunks()),
+// while Bob's server still receives Alice's whole message. The loop is also bounded
 // by --rounds, so with the built-in echo model (which only repeats what it hears) it ends too.
 //
 //   dialog_demo [--model-config-path FILE] [--model-config-name NAME] [--rounds N]
@@ -42,6 +44,18 @@ void usage() {
 void print(const agentd::Msg& m) {
   std::printf("%s: %s\n", m.name.c_str(), m.text().c_str());
   std::fflush(stdout);
+}
+
+// Prints a streamed reply as its chunks arrive, then returns the whole message.
+agentd::Msg print_streamed(const std::string& name, const agentd::Placeholder& p) {
+  std::printf("%s: ", name.c_str());
+  std::fflush(stdout);
+  for (const std::string& chunk : p.chunks()) {
+    std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  return p.get();
 }
 
 }  // namespace
@@ -97,11 +111,10 @@ int main(int argc, char** argv) {
     int round = 0;
     do {  // as AgentScope's loop: the user's opening line is not checked, Bob's answers are
       ++round;
-      agentd::Placeholder a = alice(x);  // returns at once
-      agentd::Placeholder b = bob(a);    // Bob's server fetches Alice's answer from hers
-      print(a.get());
-      x = b.get();
-      print(x);
+      agentd::Placeholder a = alice.reply_stream(x);  // returns at once
+      agentd::Placeholder b = bob.reply_stream(a);    // Bob's server fetches Alice's answer from hers
+      print_streamed(alice.name(), a);
+      x = print_streamed(bob.name(), b);
     } while (x.text() != "exit" && round < o.rounds);
     std::printf("\n%s after %d round%s.\n", x.text() == "exit" ? "Bob said exit" : "Round limit reached",
                 round, round == 1 ? "" : "s");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -102,3 +103,55 @@ class BlobAgent : public agentd::Agent {
   }
 };
 AGENTD_REGISTER_AGENT(BlobAgent);
+
+// Streamed replies (AgentRef::reply_stream, `agentctl call --stream`): emits its reply in chunks
+// while producing it, and returns the whole text as the reply.
+//   text input          emits it word by word ("a b c" -> "a ", "b ", "c"); replies with it
+//   {"count": N}        emits N chunks "0 ", "1 ", ...; replies with their concatenation
+//     "gap_ms": M       waits M ms after each chunk (a model producing tokens)
+//     "fail_after": K   throws after emitting K chunks (a model failing mid-stream)
+//     "clock": true     each chunk is the steady_clock time (ns, decimal) it was emitted at,
+//                       then a space: agentd-bench measures chunk latency with it (on Linux
+//                       steady_clock is CLOCK_MONOTONIC, comparable across processes)
+class StreamEchoAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    std::string whole;
+    if (!x.content.is_object()) {
+      const std::string text = x.text();
+      std::size_t start = 0;
+      while (start < text.size()) {
+        std::size_t end = text.find(' ', start);
+        end = end == std::string::npos ? text.size() : end + 1;
+        emit(whole, text.substr(start, end - start));
+        start = end;
+      }
+      return agentd::Msg(name(), whole);
+    }
+    const auto count = x.content.value("count", std::int64_t{0});
+    const auto gap = std::chrono::milliseconds(x.content.value("gap_ms", 0));
+    const auto fail_after = x.content.value("fail_after", std::int64_t{-1});
+    const bool clock = x.content.value("clock", false);
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (i == fail_after)
+        throw std::runtime_error("asked to fail after " + std::to_string(i) + " chunks");
+      if (clock) {
+        auto now = std::chrono::steady_clock::now().time_since_epoch();
+        emit(whole, std::to_string(std::chrono::nanoseconds(now).count()) + " ");
+      } else {
+        emit(whole, std::to_string(i) + " ");
+      }
+      if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    }
+    if (fail_after == count) throw std::runtime_error("asked to fail after " + std::to_string(count) + " chunks");
+    return agentd::Msg(name(), whole);
+  }
+
+ private:
+  void emit(std::string& whole, const std::string& piece) {
+    emit_chunk(piece);
+    whole += piece;
+  }
+};
+AGENTD_REGISTER_AGENT(StreamEchoAgent);

@@ -7,7 +7,8 @@
         x = bob(x)
 
 Each agent lives on its own as_server child process; Bob's call gets Alice's answer as a
-placeholder and his server fetches it from hers directly. The loop is also bounded by --rounds,
+placeholder and his server fetches it from hers directly. Both replies are streamed: their
+words are printed as they come (reply_stream, chunks()). The loop is also bounded by --rounds,
 so with the built-in echo model (which only repeats what it hears, no network) it ends too.
 
     PYTHONPATH=build/python python3 examples/python/dialog.py --rounds 2
@@ -60,10 +61,14 @@ def main():
             x = Msg("user", o.message, role="user")
             print(f"{x.name}: {x.content}")
             for round_ in range(1, o.rounds + 1):
-                a = alice(x)      # returns at once
-                x = bob(a)        # Bob's server fetches Alice's answer from hers
-                print(f"{a.name}: {a.text()}")
-                print(f"{x.name}: {x.text()}")
+                a = alice.reply_stream(x)  # returns at once; Alice's words stream in
+                b = bob.reply_stream(a)    # Bob's server fetches Alice's whole answer from hers
+                for name, p in (("Alice", a), ("Bob", b)):
+                    print(f"{name}: ", end="", flush=True)
+                    for chunk in p.chunks():  # printed as the model produces them
+                        print(chunk, end="", flush=True)
+                    print()
+                x = b.get()
                 if x.content == "exit":
                     break
             print(f"\n{'Bob said exit' if x.content == 'exit' else 'Round limit reached'} after {round_} "

@@ -8,7 +8,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -65,6 +70,12 @@ TEST_CASE("agentctl session against a real as_server matches the golden transcri
       {with({"call", "echo-1", "hello"}), 0},
       {with({"call", "trail-1", "x"}), 0},
       {with({"--json", "call", "trail-1", "y"}), 0},
+      // Streamed replies: chunks as they come; an agent that emits none; a failure mid-stream.
+      {with({"create", "StreamEchoAgent", "s1", "--id", "stream-1"}), 0},
+      {with({"call", "--stream", "stream-1", "the quick brown fox"}), 0},
+      {with({"--json", "call", "--stream", "stream-1", "a b"}), 0},
+      {with({"call", "--stream", "echo-1", "not streamed"}), 0},
+      {with({"call", "--stream", "--content-json", "stream-1", R"({"count": 3, "fail_after": 2})"}), 1},
       {with({"method", "echo-1", "ping"}), 0},
       {with({"method", "echo-1", "add", R"({"a": 1, "b": 2})"}), 0},
       {with({"method", "echo-1", "count"}), 0},
@@ -135,6 +146,32 @@ TEST_CASE("agentctl session against a real as_server matches the golden transcri
   auto problem = check_golden("session.txt", transcript);
   INFO(problem);
   CHECK(problem.empty());
+}
+
+TEST_CASE("agentctl call --stream prints each chunk when it comes, not at the end", "[agentctl]") {
+  auto server = ServerProcess::start({"--port", "0", "--plugin", echo_plugin(), "--log-level", "warn"});
+  auto c = server->connect();
+  auto a = c.create_agent("StreamEchoAgent", "s");
+  // Two chunks with 3 s after each: the first must be on agentctl's stdout long before it exits.
+  const std::string cmd = agentctl_path() + " --port " + std::to_string(server->port()) +
+                          " call --stream --content-json " + a.id() +
+                          " '{\"count\": 2, \"gap_ms\": 3000}' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  std::optional<std::chrono::steady_clock::time_point> first_seen;
+  char buf[256];
+  for (ssize_t n; (n = ::read(::fileno(p), buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<std::size_t>(n));
+    if (!first_seen && out.find("0 ") != std::string::npos) first_seen = std::chrono::steady_clock::now();
+  }
+  const auto ended = std::chrono::steady_clock::now();
+  const int status = ::pclose(p);
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out == "0 1 \n");
+  REQUIRE(first_seen.has_value());
+  CHECK(ended - *first_seen > std::chrono::milliseconds(1500));
 }
 
 TEST_CASE("agentctl --help documents every command and the exit codes", "[agentctl]") {

@@ -239,3 +239,46 @@ TEST_CASE("dialog_demo: two agents on two servers talk until the round limit", "
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   CHECK_THAT(out, Contains("Bob: exit\n") && Contains("Bob said exit after 1 round."));
 }
+
+TEST_CASE("DialogAgent streams the model's answer over real HTTP as chunks", "[dialog][streaming]") {
+  const std::string key = unique_key("dialog-stream");
+  // The fake endpoint sends the first word, then waits 2 s before the rest.
+  Served s(openai_config("fake", key, "slowstream-2000"));
+  auto alice = s.client.create_agent("DialogAgent", "Alice", Value{{"model_config_name", "fake"}});
+
+  auto p = alice.reply_stream(Msg("user", "one two three", "user"));
+  auto first = p.next_chunk();
+  REQUIRE(first.has_value());
+  CHECK(*first == "echo: ");
+  // The first chunk came while the model was still answering: the reply is not there yet.
+  CHECK(error_of([&] { p.get(std::chrono::milliseconds(0)); }).code() == ErrorCode::timeout);
+  std::string joined = *first;
+  for (const auto& chunk : p.chunks()) joined += chunk;
+  CHECK(joined == "echo: one two three");
+  Msg whole = p.get();
+  CHECK(whole.content == "echo: one two three");
+  CHECK(whole.name == "Alice");
+  CHECK(alice.memory().back().content == "echo: one two three");
+
+  // Only a streamed call asks the model for a stream.
+  CHECK(alice.reply(Msg("user", "plain", "user")).get().content == "echo: plain");
+  Value reqs = fake_model_server().requests(key);
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[0]["body"].value("stream", false) == true);
+  CHECK(reqs[1]["body"].value("stream", false) == false);
+}
+
+TEST_CASE("a model failing mid-stream fails the streamed reply after its chunks", "[dialog][streaming]") {
+  const std::string key = unique_key("dialog-stream");
+  Served s(openai_config("fake", key, "errorinstream"));
+  auto a = s.client.create_agent("DialogAgent", "A", Value{{"model_config_name", "fake"}}, "streamer-1");
+  auto p = a.reply_stream(Msg("user", "hi", "user"));
+  auto first = p.next_chunk();
+  REQUIRE(first.has_value());
+  CHECK(*first == "partial ");
+  auto e = error_of([&] { p.next_chunk(); });
+  CHECK(e.code() == ErrorCode::model_error);
+  CHECK(e.agent_id() == "streamer-1");
+  CHECK_THAT(e.message(), Contains("overloaded mid-stream"));
+  CHECK(error_of([&] { p.get(); }).code() == ErrorCode::model_error);
+}

@@ -26,6 +26,7 @@ class AgentRef;  // agentd/client.h
 
 namespace detail {
 class AgentServices;  // what the hosting server gives its agents (models, ...); owned by the host
+struct AgentAccess;   // the host's hook to set the running call's chunk sink (private header)
 }
 
 // An agent's memory: the messages it has seen and said, in order.
@@ -94,7 +95,23 @@ class Agent {
   using Method = std::function<Value(const Value& args)>;
   void register_method(std::string name, Method fn);
 
+  // Streamed replies: sends text to the caller as the next chunk of the reply being produced,
+  // e.g. each piece of model("x")->stream(msgs, on_chunk). Chunks reach a caller that asked for
+  // them (AgentRef::reply_stream, `agentctl call --stream`) in the order emitted (empty ones are
+  // skipped), all before the call's result; the message reply() returns is still the whole
+  // result that get() and consuming agents receive (chunks are not joined into it). Without such
+  // a caller, or outside a call, a chunk is dropped at the cost of one test.
+  // Call it only while the call runs (before reply() returns), from the thread running it or any
+  // thread the call waits for; the host hands chunks to its loop thread (never blocks on I/O).
+  void emit_chunk(std::string_view text);
+  // True while the running call's caller reads chunks (worth streaming from the model).
+  bool streaming() const { return static_cast<bool>(chunk_sink_); }
+
  private:
+  friend struct detail::AgentAccess;
+  // Set by the host around a call whose caller reads chunks; empty otherwise.
+  std::function<void(std::string_view)> chunk_sink_;
+
   // The hosting server's services (null for an agent built outside a server).
   detail::AgentServices* services() const { return init_.services; }
   friend AgentRef connect_agent(Agent& caller, const Value& ref);

@@ -13,9 +13,14 @@
 #include <agentd/value.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentd {
@@ -124,6 +129,8 @@ struct TraceSpan {
   std::string error_message;
 };
 
+class ChunkRange;
+
 // The future result of an agent call. Returned at once; pass it to other agents before it is
 // ready, or get() it. Failures surface from get() as agentd::Error naming the agent that failed.
 class Placeholder {
@@ -142,11 +149,72 @@ class Placeholder {
   // The producing server's advertised address ("host:port"; empty in local mode).
   const std::string& origin() const;
 
+  // ---- Streamed replies (AgentRef::reply_stream) ----
+  // The chunks the agent emits (Agent::emit_chunk) arrive here in order, all before the call's
+  // result; get() still returns the whole message. A chunk is read once: by next_chunk() /
+  // chunks() or by the on_chunk() callback. A placeholder that is not streamed has no chunks.
+
+  // Blocks until the next chunk arrives (at most timeout: the client's timeout by default, then
+  // Error(timeout, retryable)). std::nullopt once the call has finished and every chunk has been
+  // read; when the call failed, throws its agentd::Error after the chunks sent before the failure.
+  std::optional<std::string> next_chunk() const;
+  std::optional<std::string> next_chunk(std::chrono::milliseconds timeout) const;
+  // next_chunk() as a range: for (const std::string& c : p.chunks()) ...
+  ChunkRange chunks() const;
+  // Hands every chunk not yet read, then each new one, to fn, on the client's loop thread (the
+  // thread that receives the connection's messages): fn must return quickly, must not block on
+  // this client (no get(), no calls) and must not hold this Client, AgentRef or Placeholder
+  // (the loop thread must never drop the last reference to its client). Exceptions fn throws
+  // are caught and logged. Replaces an earlier callback; next_chunk() then sees no more chunks.
+  // The call's end is not reported to fn: get() tells it. Set before the result arrives, fn has
+  // seen every chunk when get() returns and is never called again; set later, it gets the
+  // chunks left shortly after (on the loop thread). fn is destroyed on the loop thread once the
+  // stream has ended; keep what it uses alive until then.
+  void on_chunk(std::function<void(std::string_view chunk)> fn) const;
+
  private:
   friend class AgentRef;
   explicit Placeholder(std::shared_ptr<detail::PlaceholderState> s) : s_(std::move(s)) {}
   std::shared_ptr<detail::PlaceholderState> s_;
 };
+
+// The chunks of a streamed reply as an input range (Placeholder::chunks()): each step blocks
+// like Placeholder::next_chunk() and throws what it throws.
+class ChunkIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = std::string;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const std::string*;
+  using reference = const std::string&;
+
+  ChunkIterator() = default;
+  explicit ChunkIterator(Placeholder p) : p_(std::move(p)) { ++*this; }
+  const std::string& operator*() const { return *chunk_; }
+  const std::string* operator->() const { return &*chunk_; }
+  ChunkIterator& operator++() {
+    chunk_ = p_ ? p_->next_chunk() : std::nullopt;
+    return *this;
+  }
+  void operator++(int) { ++*this; }
+  friend bool operator==(const ChunkIterator& it, std::default_sentinel_t) { return !it.chunk_; }
+
+ private:
+  std::optional<Placeholder> p_;
+  std::optional<std::string> chunk_;
+};
+
+class ChunkRange {
+ public:
+  explicit ChunkRange(Placeholder p) : p_(std::move(p)) {}
+  ChunkIterator begin() const { return ChunkIterator(p_); }
+  std::default_sentinel_t end() const { return {}; }
+
+ private:
+  Placeholder p_;
+};
+
+inline ChunkRange Placeholder::chunks() const { return ChunkRange(*this); }
 
 // A handle on one agent on one server. Cheap to copy.
 class AgentRef {
@@ -161,6 +229,12 @@ class AgentRef {
   Placeholder reply() const;                      // no input
   Placeholder operator()(const Msg& x) const { return reply(x); }
   Placeholder operator()(const Placeholder& x) const { return reply(x); }
+
+  // reply(), streamed: the chunks the agent emits while producing the reply reach the returned
+  // placeholder as they are made (Placeholder::next_chunk / chunks / on_chunk). get() and agents
+  // given the placeholder, on any server, still receive the whole message.
+  Placeholder reply_stream(const Msg& x) const;
+  Placeholder reply_stream(const Placeholder& x) const;
 
   // Queues an observation (Agent::observe); returns once the server has queued it.
   void observe(const Msg& x) const;
@@ -189,7 +263,7 @@ class AgentRef {
            std::string class_name)
       : core_(std::move(core)), id_(std::move(id)), name_(std::move(name)),
         class_name_(std::move(class_name)) {}
-  Placeholder send_reply(const Placeholder* input, const Msg* msg) const;
+  Placeholder send_reply(const Placeholder* input, const Msg* msg, bool stream = false) const;
 
   friend AgentRef connect_agent(Agent& caller, const Value& ref);
   std::shared_ptr<detail::ClientCore> core_;

@@ -74,10 +74,15 @@ void observe_sync(detail::ClientCore& core, const std::string& id, detail::OutSp
 Placeholder AgentRef::reply(const Msg& x) const { return send_reply(nullptr, &x); }
 Placeholder AgentRef::reply(const Placeholder& x) const { return send_reply(&x, nullptr); }
 Placeholder AgentRef::reply() const { return send_reply(nullptr, nullptr); }
+Placeholder AgentRef::reply_stream(const Msg& x) const { return send_reply(nullptr, &x, true); }
+Placeholder AgentRef::reply_stream(const Placeholder& x) const {
+  return send_reply(&x, nullptr, true);
+}
 
-Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg) const {
+Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool stream) const {
   auto state = detail::new_placeholder(core_, id_);
   auto spec = detail::spec_for(wire::CallKind::REPLY, id_);
+  spec.stream = stream;
   if (input) spec.ref = detail::input_ref(*input->s_);
   else if (msg) spec.msg = *msg;
   detail::send_async(*core_, std::move(spec), *state);

@@ -96,6 +96,42 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
   return *slot.value;
 }
 
+std::optional<std::string> Placeholder::next_chunk() const {
+  return next_chunk(s_->core->options().timeout);
+}
+
+std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds timeout) const {
+  auto& slot = *s_->slot;
+  std::unique_lock lock(slot.mu);
+  // A stream ends with its CallDone; a placeholder that is not streamed ends with its result.
+  auto ready = [&slot] {
+    return !slot.chunks.empty() || slot.stream_ended || slot.value || slot.error;
+  };
+  if (!ready()) {
+    s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
+    if (!slot.cv.wait_for(lock, timeout, ready))
+      throw Error(ErrorCode::timeout,
+                  fmt::format("no chunk of call {} to agent {} within {} ms", s_->call_id,
+                              s_->agent_id, timeout.count()),
+                  s_->agent_id, "", true);
+  }
+  if (!slot.chunks.empty()) {
+    std::string c = std::move(slot.chunks.front());
+    slot.chunks.pop_front();
+    return c;
+  }
+  // Every chunk was read: the end of the stream, or the failure that ended it.
+  if (slot.error) throw *slot.error;
+  return std::nullopt;
+}
+
+void Placeholder::on_chunk(std::function<void(std::string_view)> fn) const {
+  s_->core->check_open("Placeholder::on_chunk");
+  s_->core->post([slot = s_->slot, fn = std::move(fn)]() mutable {
+    slot->set_on_chunk(std::move(fn));
+  });
+}
+
 const std::string& Placeholder::call_id() const { return s_->call_id; }
 const std::string& Placeholder::origin() const { return s_->core->address(); }
 

@@ -37,7 +37,8 @@ std::shared_ptr<PlaceholderState> new_placeholder(const std::shared_ptr<ClientCo
 InputRef input_ref(const PlaceholderState& p);
 
 // Any user thread: queues an asynchronous call (reply / methodAsync) whose result lands in
-// state's slot, eagerly when it is at most kInlineLimit bytes.
+// state's slot, eagerly when it is at most kInlineLimit bytes (and its chunks too, when
+// spec.stream is set).
 void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state);
 
 }  // namespace agentd::detail

@@ -40,6 +40,10 @@ std::vector<std::string> Agent::method_names() const {
   return out;
 }
 
+void Agent::emit_chunk(std::string_view text) {
+  if (chunk_sink_ && !text.empty()) chunk_sink_(text);
+}
+
 void Agent::register_method(std::string name, Method fn) { methods_[std::move(name)] = std::move(fn); }
 
 }  // namespace agentd

@@ -1,5 +1,6 @@
 #include "agent_host.h"
 
+#include "agent_access.h"
 #include "agent_services.h"
 #include "model_registry.h"
 #include "async_loop.h"
@@ -428,7 +429,9 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
   while (slot) {
     const ModelUsage before = slot->usage->snapshot();
     call->started = std::chrono::steady_clock::now();
+    if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, chunk_sink(*call));
     execute(*slot, *call);  // agent code: no lock held
+    if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, nullptr);
     const ModelUsage after = slot->usage->snapshot();
     call->model_calls = after.calls - before.calls;
     call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;
@@ -448,6 +451,15 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
     slot = std::move(next.slot);
     call = std::move(next.call);
   }
+}
+
+std::function<void(std::string_view)> AgentHost::chunk_sink(const Call& call) {
+  if (!call.on_chunk) return {};
+  // Posted from the thread running the call before its completion is (publish() hands that to
+  // the loop through on_loop() too, after the call returned): the bridge keeps that order.
+  return [this, deliver = call.on_chunk](std::string_view text) {
+    on_loop([deliver, chunk = std::string(text)]() mutable { deliver(std::move(chunk)); });
+  };
 }
 
 void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* span_out) {
@@ -592,6 +604,8 @@ AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
                                           std::shared_ptr<Call> call) {
   const ModelUsage before = slot->usage->snapshot();
   AsyncAgent& agent = *slot->async;
+  // The chunk sink stays set across suspensions: the agent runs no other call meanwhile.
+  if (call->on_chunk) AgentAccess::set_chunk_sink(agent, chunk_sink(*call));
   static const Msg kNoInput{};
   const Msg& input = call->input ? std::get<Msg>(*call->input) : kNoInput;
   const char* what = "reply";
@@ -628,6 +642,7 @@ AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
         std::string_view(what) == "method" ? "method '" + call->method + "'" : std::string(what);
     call->out_error = describe_exception(*slot, label);
   }
+  if (call->on_chunk) AgentAccess::set_chunk_sink(agent, nullptr);
   const ModelUsage after = slot->usage->snapshot();
   call->model_calls = after.calls - before.calls;
   call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;

@@ -36,6 +36,7 @@
 #include <thread>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -87,6 +88,11 @@ struct Call {
   std::uint64_t model_calls = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
+
+  // reply / method_async: set when the caller reads the reply's chunks (Agent::emit_chunk).
+  // Runs on the loop thread, once per chunk in emission order, all before the call's outcome
+  // reaches its waiters; empty: chunks are dropped.
+  std::function<void(std::string&& chunk)> on_chunk;
 
   // Runs on the loop thread once the call has run or failed (method, observe, memory).
   kj::Function<void(Call&)> on_done;
@@ -214,6 +220,9 @@ class AgentHost {
   // Worker thread, without the lock: runs call (and the calls it hands over to this thread).
   void worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
   void fail(std::shared_ptr<Call> call, Error error);
+  // What Agent::emit_chunk feeds while call runs: hands each chunk to call.on_chunk on the loop
+  // thread (through on_loop(), so in order with the call's completion). Empty when nobody reads.
+  std::function<void(std::string_view)> chunk_sink(const Call& call);
   void destroy_agent(AgentSlot& slot);
 
   // Asynchronous agents. start_async (lock held, any thread) schedules run_async on the loop

@@ -61,6 +61,7 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
                      req.agent_id, ctx.host.class_of(req.agent_id));
       }
       call->call_id = req.call_id;
+      call->on_chunk = std::move(req.on_chunk);
       // Before the call is queued, so its outcome cannot be evicted unseen.
       if (report.outcome)
         ctx.host.when_result(req.call_id, kj::mv(*report.outcome), /*wait_for_unknown=*/false);

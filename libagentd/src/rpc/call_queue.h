@@ -11,6 +11,7 @@
 #include <kj/function.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,8 @@ struct CallRequest {
   kj::Maybe<wire::Input::Reader> input;  // reply / observe; read before queue_call returns
   std::string method;                    // method / method_async
   Value args;                            // method / method_async
+  // reply / method_async: the caller reads chunks (loop thread; see Call::on_chunk).
+  std::function<void(std::string&& chunk)> on_chunk;
 };
 
 // How the outcome comes back, on the loop thread. What is left unset is not reported.

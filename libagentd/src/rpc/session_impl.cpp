@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentd::detail {
@@ -17,8 +20,9 @@ namespace {
 
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
-// Completions waiting for the next CallSink.done. Loop thread only; the session holds it, and
-// completions that arrive after the session is gone (weak_ptr expired) are dropped.
+// Completions (and chunks of streamed calls) waiting for the next CallSink.done / .chunks.
+// Loop thread only; the session holds it, and what arrives after the session is gone
+// (weak_ptr expired) is dropped.
 // TODO(backpressure): nothing bounds what a client that stops reading makes the server keep
 // here, nor how many calls one submit may queue.
 class Outbox : public std::enable_shared_from_this<Outbox> {
@@ -28,13 +32,8 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
   // the rest of it. Sent after everything already queued on the loop (a whole bridge batch).
   void add(std::uint64_t ticket, std::size_t size, CallDoneWriter write) {
-    items_.push_back(Item{ticket, size + 16, kj::mv(write)});
-    if (scheduled_) return;
-    scheduled_ = true;
-    std::weak_ptr<Outbox> weak = shared_from_this();
-    tasks_.add(kj::evalLater([weak]() {
-      if (auto self = weak.lock()) self->flush();
-    }));
+    items_.push_back(Item{ticket, size + 16, kj::mv(write), false, 0, {}});
+    schedule();
   }
   void add_error(std::uint64_t ticket, Error e) {
     std::size_t size = error_size(e);
@@ -42,27 +41,85 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       write_error(e, out.initError());
     });
   }
+  // A chunk of streamed call ticket, numbered from seq (advanced past it). Goes out in order
+  // with everything else added, so before the call's CallDone. Text over kMaxChunkBytes is
+  // split (at UTF-8 character boundaries) into several chunks.
+  void add_chunk(std::uint64_t ticket, std::uint32_t& seq, std::string text) {
+    auto push = [&](std::string piece) {
+      const std::size_t size = piece.size() + 32;
+      items_.push_back(Item{ticket, size, CallDoneWriter(), true, seq++, std::move(piece)});
+    };
+    if (text.size() <= kMaxChunkBytes) {
+      push(std::move(text));
+    } else {
+      std::string_view rest = text;
+      while (!rest.empty()) {
+        std::size_t cut = std::min(rest.size(), kMaxChunkBytes);
+        // Back up to the start of a UTF-8 character (not UTF-8: cut anywhere).
+        while (cut < rest.size() && cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80)
+          --cut;
+        if (cut == 0) cut = std::min(rest.size(), kMaxChunkBytes);
+        push(std::string(rest.substr(0, cut)));
+        rest.remove_prefix(cut);
+      }
+    }
+    schedule();
+  }
 
  private:
+  static constexpr std::size_t kMaxChunkBytes = kBatchBytes - 1024;
+
   struct Item {
     std::uint64_t ticket = 0;
     std::size_t size = 0;
-    CallDoneWriter write;
+    CallDoneWriter write;  // a CallDone (chunk == false)
+    bool chunk = false;
+    std::uint32_t seq = 0;  // chunk
+    std::string text;       // chunk
   };
 
-  // Sends the gathered completions, as many CallSink.done messages of at most about
-  // kBatchBytes as they need: one message over Cap'n Proto's limit would be refused whole.
+  void schedule() {
+    if (scheduled_) return;
+    scheduled_ = true;
+    std::weak_ptr<Outbox> weak = shared_from_this();
+    tasks_.add(kj::evalLater([weak]() {
+      if (auto self = weak.lock()) self->flush();
+    }));
+  }
+
+  // Sends the gathered items in order, as CallSink.done / CallSink.chunks messages of at most
+  // about kBatchBytes each (one message over Cap'n Proto's limit would be refused whole): a run
+  // of completions or of chunks goes as one message until it reaches that size. Calls on one
+  // capability are delivered in the order sent, so the client sees them in this order.
   void flush() {
     scheduled_ = false;
     std::size_t begin = 0;
     while (begin < items_.size()) {
+      const bool chunks = items_[begin].chunk;
       std::size_t end = begin + 1;
       std::size_t bytes = items_[begin].size;
-      while (end < items_.size() && bytes + items_[end].size <= kBatchBytes) bytes += items_[end++].size;
-      send(begin, end, bytes);
+      while (end < items_.size() && items_[end].chunk == chunks &&
+             bytes + items_[end].size <= kBatchBytes)
+        bytes += items_[end++].size;
+      if (chunks)
+        send_chunks(begin, end);
+      else
+        send(begin, end, bytes);
       begin = end;
     }
     items_.clear();
+  }
+
+  void send_chunks(std::size_t begin, std::size_t end) {
+    auto req = sink_.chunksRequest();
+    auto list = req.initChunks(static_cast<unsigned>(end - begin));
+    for (std::size_t i = begin; i < end; ++i) {
+      auto out = list[static_cast<unsigned>(i - begin)];
+      out.setTicket(items_[i].ticket);
+      out.setSeq(items_[i].seq);
+      out.setText(to_kj(items_[i].text));
+    }
+    tasks_.add(req.send().ignoreResult());
   }
 
   // Sends items [begin, end) as one CallSink.done. A batch holds more than kBatchBytes only
@@ -151,6 +208,12 @@ class SessionImpl final : public wire::Session::Server {
     req.method = to_std(spec.getMethod());
     if (spec.hasArgs()) req.args = read_value(spec.getArgs());
     std::weak_ptr<Outbox> weak = out_;
+    if (spec.getStream() && spec.getReport() &&
+        (req.kind == Call::Kind::reply || req.kind == Call::Kind::method_async)) {
+      req.on_chunk = [weak, ticket, seq = std::make_shared<std::uint32_t>(0)](std::string&& text) {
+        if (auto out = weak.lock()) out->add_chunk(ticket, *seq, std::move(text));
+      };
+    }
     CallReport report;
     switch (req.kind) {
       case Call::Kind::reply:

@@ -70,6 +70,7 @@ void flush(LoopState& loop) {
     else if (spec.msg)
       write_msg(*spec.msg, out.initInput().initMsg());
     out.setInlineLimit(spec.inline_limit);
+    if (spec.stream) out.setStream(true);
     // A placeholder dropped before its call left (passed on in a chain, never read here): the
     // ticket's slot is its only holder, and nobody can take another reference to it. Its result
     // need not come back.

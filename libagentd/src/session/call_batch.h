@@ -42,6 +42,7 @@ struct OutSpec {
   std::optional<Msg> msg;
   std::optional<InputRef> ref;
   std::uint64_t inline_limit = 0;
+  bool stream = false;  // reply / methodAsync: the reply's chunks come back (CallSink.chunks)
 };
 
 // A spec of kind for agent_id; the caller fills in the rest.

@@ -5,6 +5,9 @@
 #include "value_codec.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <exception>
 
 namespace agentd::detail {
 
@@ -16,6 +19,14 @@ class SinkImpl final : public wire::CallSink::Server {
   explicit SinkImpl(LoopState& loop) : loop_(loop) {}
   kj::Promise<void> done(DoneContext context) override {
     for (auto d : context.getParams().getCalls()) dispatch_done(loop_, d);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> chunks(ChunksContext context) override {
+    for (auto c : context.getParams().getChunks()) {
+      auto it = loop_.tickets.find(c.getTicket());
+      if (it == loop_.tickets.end() || !it->second.slot) continue;  // failed already
+      it->second.slot->push_chunk(to_std(c.getText()));
+    }
     return kj::READY_NOW;
   }
 
@@ -47,6 +58,46 @@ void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
 }  // namespace
 
 wire::CallSink::Client new_call_sink(LoopState& loop) { return kj::heap<SinkImpl>(loop); }
+
+namespace {
+
+void call_reader(const std::function<void(std::string_view)>& fn, std::string_view text) {
+  try {
+    fn(text);
+  } catch (const std::exception& e) {
+    spdlog::warn("a Placeholder::on_chunk callback threw (ignored): {}", e.what());
+  } catch (...) {
+    spdlog::warn("a Placeholder::on_chunk callback threw a non-standard exception (ignored)");
+  }
+}
+
+}  // namespace
+
+void ResultSlot::push_chunk(std::string text) {
+  if (on_chunk) {
+    call_reader(on_chunk, text);
+    return;
+  }
+  {
+    std::lock_guard lock(mu);
+    chunks.push_back(std::move(text));
+  }
+  cv.notify_all();
+}
+
+void ResultSlot::set_on_chunk(std::function<void(std::string_view)> fn) {
+  std::deque<std::string> queued;
+  bool ended = false;
+  {
+    std::lock_guard lock(mu);
+    queued.swap(chunks);
+    ended = stream_ended;
+  }
+  on_chunk = std::move(fn);
+  if (!on_chunk) return;
+  for (const auto& c : queued) call_reader(on_chunk, c);
+  if (ended) on_chunk = nullptr;
+}
 
 void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot) {
   flush(loop);
@@ -85,6 +136,7 @@ void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
       t.slot->fail(read_error(done.getError()));
     else
       t.slot->fail(Error(ErrorCode::internal, "the server answered a call with something odd"));
+    t.slot->end_stream();  // after the outcome: a reader that sees the end finds it there
     return;
   }
   if (t.on_done) t.on_done(done);

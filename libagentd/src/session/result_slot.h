@@ -9,19 +9,45 @@
 #include "agentd.capnp.h"
 #include "sync.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace agentd::detail {
 
 // A placeholder's result. User threads wait on the Sync (any thread may read it under mu); the
 // other fields belong to the loop thread and track the eager answer and whether the whole
 // message must still be asked for (call_done.h).
+//
+// A streamed reply's chunks land here too: queued under mu for next_chunk() until the CallDone
+// ends the stream, or handed to the reader's callback on the loop thread once it has one.
 struct ResultSlot : Sync<Msg> {
   bool wanted = false;          // loop thread: get() was called
   bool too_large = false;       // loop thread: the eager answer said "too large to inline"
   bool full_requested = false;  // loop thread
+
+  std::deque<std::string> chunks;  // guarded by mu: arrived, not yet read
+  bool stream_ended = false;       // guarded by mu: the call's CallDone came (or it failed)
+  // Loop thread: Placeholder::on_chunk's callback; once set, chunks go to it.
+  std::function<void(std::string_view)> on_chunk;
+
+  // Loop thread: the next chunk of the stream.
+  void push_chunk(std::string text);
+  // Loop thread: sets the reader's callback and hands it the chunks queued so far (then
+  // releases it at once when the stream has ended).
+  void set_on_chunk(std::function<void(std::string_view)> fn);
+  // Loop thread, after the outcome was delivered (or the call failed): no more chunks; the
+  // reader's callback is released here.
+  void end_stream() {
+    {
+      std::lock_guard lock(mu);
+      stream_ended = true;
+    }
+    cv.notify_all();
+    on_chunk = nullptr;
+  }
 };
 
 // A call sent on the session whose CallDone has not arrived: slot for reply / methodAsync,
@@ -34,10 +60,12 @@ struct Ticket {
 
   // The call will never be answered (its connection or submit failed).
   void fail(const Error& e) {
-    if (slot)
+    if (slot) {
       slot->fail(e);
-    else if (on_fail)
+      slot->end_stream();
+    } else if (on_fail) {
       on_fail(e);
+    }
   }
 };
 
