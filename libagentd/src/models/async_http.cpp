@@ -14,6 +14,10 @@
 #include <utility>
 
 namespace agentd::detail {
+namespace {
+// Easy handles kept for reuse (each holds its buffers: reusing one spares a few allocations).
+constexpr std::size_t kMaxIdleEasyHandles = 1024;
+}  // namespace
 
 // One transfer in flight. Owns copies of its request and sink: when it is dropped while libcurl
 // is calling us, libcurl still reads them until the transfer is removed after that call.
@@ -174,6 +178,7 @@ AsyncHttp::~AsyncHttp() {
   driving_ = true;  // nothing below may schedule work
   for (auto& [id, t] : transfers_) curl_multi_remove_handle(multi_, t->easy);
   transfers_.clear();
+  for (void* easy : idle_easy_) curl_easy_cleanup(easy);
   curl_multi_cleanup(multi_);  // closes the cached connections (their watches go first)
   sockets_.clear();
   timer_wait_ = nullptr;
@@ -281,7 +286,19 @@ void AsyncHttp::complete(Transfer& t, int curl_code) {
       t.fulfiller->reject(to_kj_exception(std::current_exception()));
     }
   }
+  recycle(t);
   transfers_.erase(id);
+}
+
+void AsyncHttp::recycle(Transfer& t) {
+  t.curl.reset();  // unhooks the header list
+  if (idle_easy_.size() < kMaxIdleEasyHandles) {
+    curl_easy_reset(t.easy);
+    idle_easy_.push_back(t.easy);
+  } else {
+    curl_easy_cleanup(t.easy);
+  }
+  t.easy = nullptr;
 }
 
 void AsyncHttp::cancel(std::uint64_t id) {
@@ -296,6 +313,7 @@ void AsyncHttp::cancel(std::uint64_t id) {
   driving_ = true;
   curl_multi_remove_handle(multi_, it->second->easy);
   driving_ = false;
+  recycle(*it->second);
   transfers_.erase(it);
 }
 
@@ -311,7 +329,12 @@ kj::Promise<HttpAttempt> AsyncHttp::post(HttpRequest request, BodySink sink) {
       raw->user_sink(bytes);
     };
   }
-  t->easy = curl_easy_init();
+  if (!idle_easy_.empty()) {
+    t->easy = idle_easy_.back();
+    idle_easy_.pop_back();
+  } else {
+    t->easy = curl_easy_init();
+  }
   if (t->easy == nullptr) {
     HttpAttempt a;
     a.failure = HttpAttempt::Failure::fatal;

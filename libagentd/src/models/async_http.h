@@ -100,6 +100,8 @@ class AsyncHttp {
 
   kj::Promise<HttpResponse> attempt_loop(RetryState& state, int attempt_no);
   void cancel(std::uint64_t id);
+  // Takes back a transfer's easy handle (removed from the multi handle) for reuse.
+  void recycle(Transfer& transfer);
   void complete(Transfer& transfer, int curl_code);
   void ready(int fd, std::uint64_t watch_id, int mask);
   void schedule();
@@ -116,6 +118,7 @@ class AsyncHttp {
   void* multi_ = nullptr;  // CURLM*
   std::uint64_t next_id_ = 0;
   std::map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;
+  std::vector<void*> idle_easy_;  // reset easy handles (CURL*) ready for the next transfer
   std::unordered_map<int, std::unique_ptr<Watch>> sockets_;
   struct Ready {
     int fd;
