@@ -1,6 +1,7 @@
 // agentd-bench: measures an agentd deployment with the standard workloads and prints each figure
 // beside a baseline measured in the same run. main() is the wiring: options -> servers ->
 // workloads -> report.
+#include "model_endpoint.h"
 #include "stats.h"
 #include "workloads.h"
 
@@ -132,7 +133,19 @@ int main(int argc, char** argv) {
     ("async-agents", po::value<std::size_t>()->value_name("N"),
      "W7 asynchronous agents waiting at once (default 100000; quick 2000)")
     ("wait-ms", po::value<int>()->value_name("MS"), "W7 asynchronous wait per reply (default 1000; quick 200)")
-    ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)");
+    ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")
+    ("serve-model", po::value<unsigned>()->value_name("PORT"),
+     "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
+     "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")
+    ("model-delay-ms", po::value<int>()->default_value(1000)->value_name("MS"),
+     "the local model endpoint's delay per answer")
+    ("model-calls", po::value<std::size_t>()->value_name("N"),
+     "only measure N concurrent asynchronous model calls (chat_async) from one loop against the local model "
+     "endpoint (started as a child process) or --model-url: total time and thread count, twice (new, then "
+     "kept-alive connections)")
+    ("model-url", po::value<std::string>()->value_name("URL"),
+     "--model-calls against this OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead")
+    ("model-stream", "--model-calls streams (stream_async) instead");
 
   po::variables_map vm;
   try {
@@ -150,6 +163,29 @@ int main(int argc, char** argv) {
   if (vm.count("version")) {
     fmt::print("agentd-bench (agentd) {}\n", AGENTD_VERSION_STRING);
     return 0;
+  }
+  if (vm.count("serve-model") || vm.count("model-calls")) {
+    const int delay_ms = vm["model-delay-ms"].as<int>();
+    if (delay_ms < 0) {
+      fmt::print(stderr, "agentd-bench: --model-delay-ms must not be negative\n");
+      return 2;
+    }
+    try {
+      if (vm.count("serve-model")) {
+        unsigned port = vm["serve-model"].as<unsigned>();
+        if (port > 65535) {
+          fmt::print(stderr, "agentd-bench: --serve-model {}: not a port (0..65535)\n", port);
+          return 2;
+        }
+        return serve_model(static_cast<std::uint16_t>(port), std::chrono::milliseconds(delay_ms));
+      }
+      return model_calls_bench(vm["model-calls"].as<std::size_t>(), std::chrono::milliseconds(delay_ms),
+                               vm.count("model-url") ? vm["model-url"].as<std::string>() : std::string(),
+                               vm.count("model-stream") > 0);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "agentd-bench: {}\n", e.what());
+      return 1;
+    }
   }
   auto size = [&](const char* name, std::size_t full, std::size_t quick) {
     return vm.count(name) ? vm[name].as<std::size_t>() : (cfg.quick ? quick : full);

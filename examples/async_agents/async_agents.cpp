@@ -86,7 +86,9 @@ class WaitAgent : public agentd::AsyncAgent {
 AGENTD_REGISTER_AGENT(WaitAgent);
 
 // Asks a model without holding a thread: args {"model": config name (default "echo"),
-// "stream": true to use stream_async and put the chunk count in the reply's metadata}.
+// "stream": true to use stream_async and put the chunk count in the reply's metadata}. When the
+// caller reads the reply as a stream (AgentRef::reply_stream), the model's chunks are passed on
+// as they arrive.
 class AskAgent : public agentd::AsyncAgent {
  public:
   using AsyncAgent::AsyncAgent;
@@ -94,12 +96,17 @@ class AskAgent : public agentd::AsyncAgent {
     auto m = model(args().value("model", std::string("echo")));
     // No braces ({...}) in a coroutine's body: GCC 12 miscompiles them there (README).
     std::vector<agentd::Msg> question(1, agentd::Msg("user", x.content, "user"));
-    const bool stream = args().value("stream", false);
+    const bool stream = args().value("stream", false) || streaming();
     int chunks = 0;
-    agentd::ChatResponse answer =
-        stream ? co_await m->stream_async(std::move(question),
-                                          [&chunks](std::string_view) { ++chunks; })
-               : co_await m->chat_async(std::move(question));
+    agentd::ChatResponse answer;
+    if (stream) {
+      answer = co_await m->stream_async(std::move(question), [this, &chunks](std::string_view c) {
+        ++chunks;
+        emit_chunk(c);
+      });
+    } else {
+      answer = co_await m->chat_async(std::move(question));
+    }
     agentd::Msg out(name(), answer.msg.content);
     if (stream) out.metadata["chunks"] = chunks;
     memory().add(out);

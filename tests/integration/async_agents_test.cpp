@@ -108,6 +108,17 @@ TEST_CASE("asynchronous methods, model calls and blocking work moved off the loo
   Msg streamed = streamer.reply(Msg("user", "one two three")).get();
   CHECK(streamed.text() == "one two three");
   CHECK(streamed.metadata.at("chunks") == 3);
+  // Read as a stream, the model's chunks reach the caller as they come, then the whole reply.
+  Placeholder live = ask.reply_stream(Msg("user", "alpha beta gamma delta"));
+  std::string joined;
+  int pieces = 0;
+  for (const std::string& chunk : live.chunks()) {
+    joined += chunk;
+    ++pieces;
+  }
+  CHECK(pieces == 4);
+  CHECK(joined == "alpha beta gamma delta");
+  CHECK(live.get().text() == "alpha beta gamma delta");
   // The model calls count toward the agent's usage as blocking ones do.
   auto traces = c.traces();
   bool counted = std::any_of(traces.begin(), traces.end(), [&](const auto& span) {

@@ -86,10 +86,14 @@ std::string FakeModelServer::base(const std::string& key, const std::string& sce
   return "http://127.0.0.1:" + std::to_string(port_) + "/s/" + key + "/" + scenario;
 }
 
-Value FakeModelServer::requests(const std::string& key) const {
+Value FakeModelServer::requests(const std::string& key) const { return get("/requests/" + key); }
+
+Value FakeModelServer::stats(const std::string& key) const { return get("/stats/" + key); }
+
+Value FakeModelServer::get(const std::string& path) const {
   CURL* curl = curl_easy_init();
   std::string body;
-  std::string url = "http://127.0.0.1:" + std::to_string(port_) + "/requests/" + key;
+  std::string url = "http://127.0.0.1:" + std::to_string(port_) + path;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &append);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
@@ -97,7 +101,7 @@ Value FakeModelServer::requests(const std::string& key) const {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   CURLcode rc = curl_easy_perform(curl);
   curl_easy_cleanup(curl);
-  if (rc != CURLE_OK) die(std::string("GET /requests failed: ") + curl_easy_strerror(rc));
+  if (rc != CURLE_OK) die("GET " + path + " failed: " + curl_easy_strerror(rc));
   return Value::parse(body);
 }
 

@@ -23,8 +23,12 @@ class FakeModelServer {
   std::string base(const std::string& key, const std::string& scenario) const;
   // What the server received under `key`: [{"path", "headers", "body", "t"}], in arrival order.
   Value requests(const std::string& key) const;
+  // {"in_flight", "max_in_flight"}: requests under `key` being answered now, and the most at once.
+  Value stats(const std::string& key) const;
 
  private:
+  Value get(const std::string& path) const;  // GET path, the answer as JSON
+
   pid_t pid_ = -1;
   int stdin_fd_ = -1;
   int port_ = 0;

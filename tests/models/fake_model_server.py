@@ -18,7 +18,10 @@ apart, <scenario> says how to misbehave, and <api path> is one of
     api/v1/services/embeddings/text-embedding/text-embedding   DashScope embeddings
     v1beta/models/<m>:batchEmbedContents             Gemini embeddings
 Embeddings of a text t are [len(t), words(t), position of t in the request].
-GET /requests/<key> returns what was received under <key>: [{"path","headers","body","t"}].
+GET /requests/<key> returns what was received under <key>: [{"path","headers","body","t","peer"}]
+(peer: the client's port, telling its connections apart).
+GET /stats/<key> returns {"in_flight", "max_in_flight"}: requests under <key> being answered now,
+and the most that ever were at once.
 
 Scenarios (tokens separated by "-"):
     ok                      a normal answer: "echo: <last message content>" (streamed if asked)
@@ -53,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 COUNTS = {}    # key -> number of requests so far
 REQUESTS = {}  # key -> list of received requests
+IN_FLIGHT = {}  # key -> requests being answered now
+MAX_IN_FLIGHT = {}  # key -> the most answered at once
 
 
 def last_content(messages):
@@ -131,10 +136,25 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 log = list(REQUESTS.get(parts[1], []))
             self.send_json(200, log)
+        elif len(parts) == 2 and parts[0] == "stats":
+            with LOCK:
+                stats = {"in_flight": IN_FLIGHT.get(parts[1], 0), "max_in_flight": MAX_IN_FLIGHT.get(parts[1], 0)}
+            self.send_json(200, stats)
         else:
             self.send_json(404, {"error": {"message": "no such path " + self.path}})
 
     def do_POST(self):
+        key = self.path.strip("/").split("/")[1] if self.path.startswith("/s/") else ""
+        with LOCK:
+            IN_FLIGHT[key] = IN_FLIGHT.get(key, 0) + 1
+            MAX_IN_FLIGHT[key] = max(MAX_IN_FLIGHT.get(key, 0), IN_FLIGHT[key])
+        try:
+            self.answer_post()
+        finally:
+            with LOCK:
+                IN_FLIGHT[key] -= 1
+
+    def answer_post(self):
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length)
         parts = self.path.strip("/").split("/")
@@ -151,7 +171,8 @@ class Handler(BaseHTTPRequestHandler):
             COUNTS[key] = n
             REQUESTS.setdefault(key, []).append(
                 {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                 "body": body, "t": time.monotonic()})
+                 "body": body, "t": time.monotonic(),
+                 "peer": self.client_address[1]})
         if body is None:
             self.send_json(400, {"error": {"message": "request body is not JSON"}})
             return
@@ -492,6 +513,7 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # the listen backlog: bursts of concurrent connections
 
     def handle_error(self, request, client_address):
         # Clients that give up (timeouts, aborted streams) are part of the tests: stay quiet.

@@ -1,13 +1,25 @@
-// The ChatModel defaults for asynchronous agents: model types without an asynchronous transport
-// run their blocking call on a worker thread while the coroutine waits.
+// ChatModel::chat_async / stream_async (agentd/model.h): the coroutine form of a model call.
+// A model with an asynchronous path (AsyncChatModel: the HTTP types, echo, the usage-counting
+// handle agents get) runs it on the calling loop's AsyncHttp without a thread; any other model
+// runs its blocking call on a worker thread while the coroutine waits.
 #include <agentd/model.h>
 
+#include "async_http.h"
+#include "chat_models.h"
+#include "kj_await.h"
+
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace agentd {
 
 Task<ChatResponse> ChatModel::chat_async(std::vector<Msg> messages, ChatOptions options) {
+  auto* async = dynamic_cast<detail::AsyncChatModel*>(this);
+  detail::AsyncHttp* http = detail::current_async_http();
+  if (async != nullptr && http != nullptr) {
+    co_return co_await detail::await_kj(async->chat_async(*http, messages, options));
+  }
   co_return co_await run_blocking(
       [this, messages = std::move(messages), options = std::move(options)]() {
         return chat(messages, options);
@@ -17,6 +29,12 @@ Task<ChatResponse> ChatModel::chat_async(std::vector<Msg> messages, ChatOptions 
 Task<ChatResponse> ChatModel::stream_async(std::vector<Msg> messages,
                                            std::function<void(std::string_view chunk)> on_chunk,
                                            ChatOptions options) {
+  auto* async = dynamic_cast<detail::AsyncChatModel*>(this);
+  detail::AsyncHttp* http = detail::current_async_http();
+  if (async != nullptr && http != nullptr) {
+    co_return co_await detail::await_kj(
+        async->stream_async(*http, messages, std::move(on_chunk), options));
+  }
   // Chunks arrive on the worker; each is posted to the loop, ahead of the resume (both go
   // through the loop's one bridge, in order). The alive flag drops chunks that would arrive
   // after the coroutine is gone.

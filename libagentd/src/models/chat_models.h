@@ -3,8 +3,11 @@
 
 #include <agentd/model.h>
 
+#include "async_http.h"
 #include "http_client.h"
 #include "model_config.h"
+
+#include <kj/async.h>
 
 #include <chrono>
 #include <functional>
@@ -26,6 +29,36 @@ std::shared_ptr<ChatModel> make_gemini_chat_model(const ModelConfig& config);
 std::shared_ptr<ChatModel> make_ollama_generate_model(const ModelConfig& config);
 // openai_embedding, zhipuai_embedding, ollama_embedding, dashscope_text_embedding, gemini_embedding.
 std::shared_ptr<ChatModel> make_embedding_model(const ModelConfig& config);
+
+// The asynchronous path of a chat model: what chat() and stream() do, awaited on a KJ loop
+// instead of blocking a thread. Implemented by the HTTP chat types (over AsyncHttp), echo (at
+// once, or after its delay_ms on the loop's timer) and the usage-counting wrapper. Usage,
+// retries, timeouts and errors are those of the blocking call; a failure rejects the promise
+// with the agentd::Error the blocking call would throw, encoded by to_kj_exception() (decode it
+// with error_from_kj()). Loop thread only: `http` belongs to the calling loop; on_chunk runs
+// there. The model outlives the promise; messages and options need not (they are copied or
+// used before returning). Dropping the promise cancels the call.
+class AsyncChatModel {
+ public:
+  virtual kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                               const ChatOptions& options) = 0;
+  virtual kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                                 ChunkCallback on_chunk, const ChatOptions& options) = 0;
+
+ protected:
+  ~AsyncChatModel() = default;
+};
+
+// model->chat(messages, options) awaited on the loop of `http`: through the model's AsyncChatModel
+// path when it has one; otherwise the blocking call runs on http's worker pool and the promise
+// resolves on the loop. Keeps `model` alive until the promise settles or is dropped.
+kj::Promise<ChatResponse> chat_async(std::shared_ptr<ChatModel> model, AsyncHttp& http, const std::vector<Msg>& messages,
+                                     const ChatOptions& options = {});
+// The same for model->stream(): on_chunk receives each piece on the loop thread, in order, before
+// the promise resolves.
+kj::Promise<ChatResponse> stream_async(std::shared_ptr<ChatModel> model, AsyncHttp& http,
+                                       const std::vector<Msg>& messages, ChunkCallback on_chunk,
+                                       const ChatOptions& options = {});
 
 // What every HTTP model type shares: the config, its headers and retry policy, and POSTing JSON.
 // Immutable after construction, so one instance serves any number of threads at once.
@@ -57,8 +90,9 @@ class HttpModel : public ChatModel {
   RetryPolicy retry_;
 };
 
-// Base of the HTTP chat model types: builds a request, POSTs it with retries, parses the answer.
-class HttpChatModel : public HttpModel {
+// Base of the HTTP chat model types: builds a request, POSTs it with retries, parses the answer;
+// blocking (http_client) or on a KJ loop (AsyncHttp), with the same request and parsing.
+class HttpChatModel : public HttpModel, public AsyncChatModel {
  public:
   using HttpModel::HttpModel;
 
@@ -66,6 +100,11 @@ class HttpChatModel : public HttpModel {
   ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions& options) override;
   ChatResponse stream(const std::vector<Msg>& messages, const std::function<void(std::string_view)>& on_chunk,
                       const ChatOptions& options) override;
+  // At most config().max_concurrency of these run at once per AsyncHttp; the rest wait in FIFO order.
+  kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                       const ChatOptions& options) override;
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
+                                         const ChatOptions& options) override;
 
  protected:
   struct Request {
@@ -100,6 +139,10 @@ class HttpChatModel : public HttpModel {
  private:
   ChatResponse run(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk,
                    const ChatOptions& options, bool stream);
+  // The request run() and run_async() send.
+  HttpRequest prepare(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const;
+  kj::Promise<ChatResponse> run_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
+                                      const ChatOptions& options, bool stream);
 };
 
 // Base of the HTTP chat model types that read a streamed answer with their nested `Parser`

@@ -3,12 +3,13 @@
 #include "chat_models.h"
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace agentd::detail {
 namespace {
 
-class EchoModel final : public ChatModel {
+class EchoModel final : public ChatModel, public AsyncChatModel {
  public:
   explicit EchoModel(const ModelConfig& config)
       : config_name_(config.config_name),
@@ -29,30 +30,31 @@ class EchoModel final : public ChatModel {
     return answer(messages, on_chunk ? &on_chunk : nullptr);
   }
 
-  // Asynchronous agents: the delay is a timer on the loop, not a sleeping thread.
-  Task<ChatResponse> chat_async(std::vector<Msg> messages, ChatOptions /*options*/) override {
-    const auto started = std::chrono::steady_clock::now();
-    if (delay_.count() > 0) co_await sleep_for(delay_);
-    co_return answer(messages, nullptr, started);
+  // On the loop, without a thread: in the next turn, or after delay_ms on the loop's timer.
+  kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                       const ChatOptions& options) override {
+    return stream_async(http, messages, {}, options);
   }
 
-  Task<ChatResponse> stream_async(std::vector<Msg> messages,
-                                  std::function<void(std::string_view)> on_chunk,
-                                  ChatOptions /*options*/) override {
+  // Chunks reach on_chunk in a later turn of the loop, never before this returns.
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
+                                         const ChatOptions& /*options*/) override {
     const auto started = std::chrono::steady_clock::now();
-    if (delay_.count() > 0) co_await sleep_for(delay_);
-    co_return answer(messages, on_chunk ? &on_chunk : nullptr, started);
+    kj::Promise<void> wait = delay_.count() == 0 ? kj::evalLater([] {})
+                                                 : http.timer().afterDelay(delay_.count() * kj::MILLISECONDS);
+    return wait
+        .then([this, messages, started, on_chunk = std::move(on_chunk)] {
+          return rethrow_as_kj([&] { return answer(messages, on_chunk ? &on_chunk : nullptr, started); });
+        })
+        .eagerlyEvaluate(nullptr);  // answers (and streams) when due, not when the result is taken
   }
 
  private:
-  ChatResponse answer(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk) const {
-    const auto started = std::chrono::steady_clock::now();
-    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    return answer(messages, on_chunk, started);
-  }
-
+  // started: when the call began (its delay already waited); otherwise now, and the delay is slept.
   ChatResponse answer(const std::vector<Msg>& messages, const std::function<void(std::string_view)>* on_chunk,
-                      std::chrono::steady_clock::time_point started) const {
+                      std::optional<std::chrono::steady_clock::time_point> started_at = std::nullopt) const {
+    const auto started = started_at.value_or(std::chrono::steady_clock::now());
+    if (!started_at && delay_.count() > 0) std::this_thread::sleep_for(delay_);
     const Msg* source = nullptr;
     for (auto it = messages.rbegin(); it != messages.rend() && source == nullptr; ++it) {
       if (it->role == "user") source = &*it;

@@ -97,13 +97,17 @@ ChatResponse HttpChatModel::stream(const std::vector<Msg>& messages,
   return run(messages, &on_chunk, options, true);
 }
 
+HttpRequest HttpChatModel::prepare(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const {
+  Request built = build_request(messages, options, stream);
+  return make_http_request(std::move(built.url), built.body, std::move(built.headers),
+                           options.timeout.value_or(config().timeout), stream);
+}
+
 ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
                                 const std::function<void(std::string_view)>* on_chunk, const ChatOptions& options,
                                 bool stream) {
   const auto started = std::chrono::steady_clock::now();
-  Request built = build_request(messages, options, stream);
-  HttpRequest request = make_http_request(std::move(built.url), built.body, std::move(built.headers),
-                                          options.timeout.value_or(config().timeout), stream);
+  HttpRequest request = prepare(messages, options, stream);
 
   ChatResponse response;
   if (stream) {
@@ -119,6 +123,94 @@ ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
   response.latency =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   return response;
+}
+
+kj::Promise<ChatResponse> HttpChatModel::chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                                    const ChatOptions& options) {
+  return run_async(http, messages, {}, options, config().stream && can_stream());
+}
+
+kj::Promise<ChatResponse> HttpChatModel::stream_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                                      ChunkCallback on_chunk, const ChatOptions& options) {
+  if (!can_stream()) {
+    return run_async(http, messages, {}, options, false)
+        .then([on_chunk = std::move(on_chunk)](ChatResponse r) {
+          if (on_chunk) rethrow_as_kj([&] { on_chunk(r.msg.text()); });
+          return r;
+        })
+        .eagerlyEvaluate(nullptr);
+  }
+  return run_async(http, messages, std::move(on_chunk), options, true);
+}
+
+// The asynchronous run(): the same request, retries and parsing, awaited on http's loop. The
+// request is built at once (messages and options are not kept); the call then waits for its
+// place among config().max_concurrency, which it holds until it settles.
+kj::Promise<ChatResponse> HttpChatModel::run_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                                   ChunkCallback on_chunk, const ChatOptions& options, bool stream) {
+  // The parser and the chunk callback it borrows are shared with the transfer's sink: a call
+  // dropped from inside its own chunk callback must not free the parser under its feet (the
+  // transfer keeps them until libcurl has returned).
+  struct Stream {
+    ChunkCallback on_chunk;
+    std::unique_ptr<StreamParser> parser;  // borrows on_chunk
+  };
+  struct Call {
+    HttpRequest request;
+    std::shared_ptr<Stream> stream;
+    std::chrono::steady_clock::time_point started;
+    // Freed as soon as the answer is in (the promise itself may be kept much longer).
+    kj::Own<AsyncHttp::Permit> permit;
+  };
+  auto call = kj::heap<Call>();
+  try {
+    call->request = prepare(messages, options, stream);
+  } catch (...) {
+    return kj::Promise<ChatResponse>(to_kj_exception(std::current_exception()));
+  }
+  if (stream) {
+    call->stream = std::make_shared<Stream>();
+    call->stream->on_chunk = on_chunk ? std::move(on_chunk) : [](std::string_view) {};
+    call->stream->parser = make_stream_parser(call->stream->on_chunk);
+  }
+  Call& c = *call;
+  auto limit = static_cast<std::size_t>(config().max_concurrency);
+  return http.admit(config().config_name, limit)
+      .then([this, &http, &c](kj::Own<AsyncHttp::Permit> permit) {
+        c.permit = kj::mv(permit);
+        c.started = std::chrono::steady_clock::now();
+        kj::Promise<ChatResponse> answer = nullptr;
+        if (c.stream) {
+          answer = http.post_with_retries(site(), retry_policy(), kj::mv(c.request),
+                                          [shared = c.stream](std::string_view bytes) { shared->parser->feed(bytes); })
+                       .then([&c](HttpResponse) {
+                         return rethrow_as_kj([&c] { return c.stream->parser->finish(); });
+                       });
+        } else {
+          answer = http.post_with_retries(site(), retry_policy(), kj::mv(c.request)).then([this](HttpResponse r) {
+            return rethrow_as_kj([&] { return parse_response(parse_json(r.body, "the answer")); });
+          });
+        }
+        return answer;
+      })
+      .then(
+          [&c](ChatResponse response) {
+            c.permit = nullptr;
+            return response;
+          },
+          [&c](kj::Exception&& e) -> ChatResponse {
+            c.permit = nullptr;
+            kj::throwFatalException(kj::mv(e));
+          })
+      .then([&c](ChatResponse response) {
+        response.latency = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                 c.started);
+        return response;
+      })
+      .attach(kj::mv(call))
+      // KJ runs continuations when the consumer takes the result (a joinPromises() only at its
+      // end): evaluate eagerly so the place is freed and the latency taken when the answer is in.
+      .eagerlyEvaluate(nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "http_client.h"
 
+#include "curl_transfer.h"
+
 #include <agentd/error.h>
 #include <agentd/value.h>
 
@@ -23,11 +25,6 @@ using std::chrono::milliseconds;
 
 constexpr std::size_t kMaxBufferedBody = 64u << 20;  // answers larger than this are refused
 
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // One easy handle per thread, reset before each use, so keep-alive connections are reused.
 class ThreadCurl {
  public:
@@ -47,24 +44,6 @@ class ThreadCurl {
 
  private:
   CURL* handle_ = nullptr;
-};
-
-struct HeaderList {
-  curl_slist* list = nullptr;
-  ~HeaderList() { curl_slist_free_all(list); }
-  void add(const std::string& h) { list = curl_slist_append(list, h.c_str()); }
-};
-
-// State shared with libcurl's callbacks during one transfer (on the calling thread).
-struct Transfer {
-  CURL* curl = nullptr;
-  const HttpRequest* request = nullptr;
-  const BodySink* sink = nullptr;
-  HttpResponse response;
-  std::exception_ptr sink_error;
-  Clock::time_point last_activity = Clock::now();
-  bool idle_timeout = false;
-  bool too_large = false;
 };
 
 std::string_view trim(std::string_view s) {
@@ -95,61 +74,6 @@ std::optional<milliseconds> parse_retry_after(std::string_view value, bool in_ms
   return milliseconds(std::max<std::int64_t>(0, delta) * 1000);
 }
 
-size_t on_header(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  size_t n = size * count;
-  t->last_activity = Clock::now();
-  std::string_view line(data, n);
-  if (line.rfind("HTTP/", 0) == 0) {
-    t->response.retry_after.reset();  // a new header block (after 100 Continue, ...)
-    return n;
-  }
-  auto colon = line.find(':');
-  if (colon == std::string_view::npos) return n;
-  std::string_view name = trim(line.substr(0, colon));
-  std::string_view value = line.substr(colon + 1);
-  if (iequals(name, "retry-after-ms")) {
-    if (auto ms = parse_retry_after(value, true)) t->response.retry_after = ms;
-  } else if (iequals(name, "retry-after") && !t->response.retry_after) {
-    t->response.retry_after = parse_retry_after(value, false);
-  }
-  return n;
-}
-
-size_t on_body(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  size_t n = size * count;
-  t->last_activity = Clock::now();
-  long status = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (t->request->stream && t->sink != nullptr && *t->sink && status >= 200 && status < 300) {
-    try {
-      t->response.streamed = true;
-      (*t->sink)(std::string_view(data, n));
-    } catch (...) {
-      t->sink_error = std::current_exception();
-      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
-    }
-    return n;
-  }
-  if (t->response.body.size() + n > kMaxBufferedBody) {
-    t->too_large = true;
-    return 0;
-  }
-  t->response.body.append(data, n);
-  return n;
-}
-
-// Called by libcurl about once a second and on every chunk: enforces the streaming idle timeout.
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* t = static_cast<Transfer*>(user);
-  if (Clock::now() - t->last_activity > t->request->timeout) {
-    t->idle_timeout = true;
-    return 1;
-  }
-  return 0;
-}
-
 std::string redact(std::string text, std::string_view secret) {
   if (secret.size() < 4) return text;  // too short to be a real key; redacting would garble text
   for (std::size_t pos; (pos = text.find(secret)) != std::string::npos;) {
@@ -158,71 +82,121 @@ std::string redact(std::string text, std::string_view secret) {
   return text;
 }
 
-std::string strip_query(const std::string& url) {
-  // The URL appears in messages; a query string could carry a key, so leave it out.
-  return url.substr(0, url.find('?'));
-}
-
 }  // namespace
 
-HttpAttempt http_post(const HttpRequest& request, const BodySink& sink) {
-  thread_local ThreadCurl thread_curl;
-  HttpAttempt attempt;
-  CURL* curl = thread_curl.get();
-  if (curl == nullptr) {
-    attempt.failure = HttpAttempt::Failure::fatal;
-    attempt.error = "cannot create a libcurl handle";
-    return attempt;
-  }
-  Transfer t;
-  t.curl = curl;
-  t.request = &request;
-  t.sink = &sink;
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
 
-  HeaderList headers;
-  headers.add("Content-Type: application/json");
-  headers.add(request.stream ? "Accept: text/event-stream, application/x-ndjson, application/json"
-                             : "Accept: application/json");
-  headers.add("Expect:");  // no 100-continue round trip
-  for (const auto& h : request.headers) headers.add(h);
+std::string strip_query(const std::string& url) { return url.substr(0, url.find('?')); }
+
+CurlTransfer::CurlTransfer(CURL* curl, const HttpRequest& request, const BodySink& sink)
+    : curl_(curl), request_(request), sink_(sink) {
+  auto add = [this](const std::string& h) { headers_ = curl_slist_append(headers_, h.c_str()); };
+  add("Content-Type: application/json");
+  add(request.stream ? "Accept: text/event-stream, application/x-ndjson, application/json"
+                     : "Accept: application/json");
+  add("Expect:");  // no 100-continue round trip
+  for (const auto& h : request.headers) add(h);
 
   auto timeout_ms = static_cast<long>(std::max<std::int64_t>(1, request.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.list);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers_);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "agentd");
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &on_header);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &on_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CurlTransfer::on_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, this);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &CurlTransfer::on_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, this);
   if (request.stream) {
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &on_progress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &CurlTransfer::on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, this);
   } else {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
   }
+}
 
-  CURLcode rc = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &t.response.status);
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);  // the list dies with this frame
-  if (t.sink_error) std::rethrow_exception(t.sink_error);
+CurlTransfer::~CurlTransfer() {
+  curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, nullptr);  // the list dies with this object
+  curl_slist_free_all(headers_);
+}
 
-  attempt.response = std::move(t.response);
-  if (rc == CURLE_OK) return attempt;
+size_t CurlTransfer::on_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<CurlTransfer*>(user);
+  size_t n = size * count;
+  t->last_activity_ = Clock::now();
+  std::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response_.retry_after.reset();  // a new header block (after 100 Continue, ...)
+    return n;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return n;
+  std::string_view name = trim(line.substr(0, colon));
+  std::string_view value = line.substr(colon + 1);
+  if (iequals(name, "retry-after-ms")) {
+    if (auto ms = parse_retry_after(value, true)) t->response_.retry_after = ms;
+  } else if (iequals(name, "retry-after") && !t->response_.retry_after) {
+    t->response_.retry_after = parse_retry_after(value, false);
+  }
+  return n;
+}
+
+size_t CurlTransfer::on_body(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<CurlTransfer*>(user);
+  size_t n = size * count;
+  t->last_activity_ = Clock::now();
+  long status = 0;
+  curl_easy_getinfo(t->curl_, CURLINFO_RESPONSE_CODE, &status);
+  if (t->request_.stream && t->sink_ && status >= 200 && status < 300) {
+    try {
+      t->response_.streamed = true;
+      t->sink_(std::string_view(data, n));
+    } catch (...) {
+      t->sink_error_ = std::current_exception();
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    return n;
+  }
+  if (t->response_.body.size() + n > kMaxBufferedBody) {
+    t->too_large_ = true;
+    return 0;
+  }
+  t->response_.body.append(data, n);
+  return n;
+}
+
+// Called by libcurl about once a second and on every chunk (blocking transfers; the asynchronous
+// client also runs its own watchdog on the loop's timer): enforces the streaming idle timeout.
+int CurlTransfer::on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<CurlTransfer*>(user);
+  if (Clock::now() - t->last_activity_ > t->request_.timeout) {
+    t->idle_timeout_ = true;
+    return 1;
+  }
+  return 0;
+}
+
+HttpAttempt CurlTransfer::finish(CURLcode rc) {
+  HttpAttempt attempt;
+  curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response_.status);
+  if (sink_error_) std::rethrow_exception(sink_error_);
+  attempt.response = std::move(response_);
+  if (rc == CURLE_OK && !idle_timeout_) return attempt;
 
   using Failure = HttpAttempt::Failure;
   attempt.error = curl_easy_strerror(rc);
-  if (rc == CURLE_OPERATION_TIMEDOUT || t.idle_timeout) {
+  if (rc == CURLE_OPERATION_TIMEDOUT || idle_timeout_) {
     attempt.failure = Failure::timeout;
-    attempt.error = request.stream
-                        ? "no data for " + std::to_string(request.timeout.count()) + " ms"
-                        : "timed out after " + std::to_string(request.timeout.count()) + " ms";
-  } else if (t.too_large) {
+    attempt.error = request_.stream ? "no data for " + std::to_string(request_.timeout.count()) + " ms"
+                                    : "timed out after " + std::to_string(request_.timeout.count()) + " ms";
+  } else if (too_large_) {
     attempt.failure = Failure::fatal;
     attempt.error = "answer larger than " + std::to_string(kMaxBufferedBody >> 20) + " MiB";
   } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_SSL_CONNECT_ERROR) {
@@ -234,6 +208,19 @@ HttpAttempt http_post(const HttpRequest& request, const BodySink& sink) {
     attempt.failure = Failure::fatal;  // bad URL, unknown host, TLS certificate, ...
   }
   return attempt;
+}
+
+HttpAttempt http_post(const HttpRequest& request, const BodySink& sink) {
+  thread_local ThreadCurl thread_curl;
+  CURL* curl = thread_curl.get();
+  if (curl == nullptr) {
+    HttpAttempt attempt;
+    attempt.failure = HttpAttempt::Failure::fatal;
+    attempt.error = "cannot create a libcurl handle";
+    return attempt;
+  }
+  CurlTransfer transfer(curl, request, sink);
+  return transfer.finish(curl_easy_perform(curl));
 }
 
 milliseconds backoff_delay(const RetryPolicy& policy, int retry) {
@@ -277,45 +264,52 @@ std::string endpoint_error_message(std::string_view body) {
   return text.empty() ? "(empty body)" : text;
 }
 
+RetryStep next_retry_step(const CallSite& site, const RetryPolicy& policy, const std::string& url,
+                          int attempt_no, HttpAttempt a) {
+  const long status = a.response.status;
+  const bool last = attempt_no >= policy.max_retries;
+  const std::string attempts = attempt_no == 0 ? "" : " (after " + std::to_string(attempt_no + 1) + " attempts)";
+  RetryStep step;
+  if (a.failure == HttpAttempt::Failure::none) {
+    if (status >= 200 && status < 300) {
+      step.response = std::move(a.response);
+      return step;
+    }
+    std::string message =
+        "HTTP " + std::to_string(status) + " from " + url + ": " + endpoint_error_message(a.response.body);
+    bool retryable = status == 429 || status >= 500 || status == 408;
+    if (!retryable) throw_model_error(site, message, false);
+    if (last) throw_model_error(site, message + attempts, true);
+    step.wait = backoff_delay(policy, attempt_no);
+    if (status == 429 && a.response.retry_after) {
+      if (*a.response.retry_after > policy.max_delay) {
+        throw_model_error(site,
+                          message + "; the endpoint asks to retry after " +
+                              std::to_string(a.response.retry_after->count()) + " ms" + attempts,
+                          true);
+      }
+      step.wait = *a.response.retry_after;
+    }
+    return step;
+  }
+  std::string message = "request to " + url + " failed: " + a.error;
+  if (a.failure == HttpAttempt::Failure::fatal) throw_model_error(site, message, false);
+  if (a.response.streamed) {
+    // Part of the answer already reached the caller; a retry would repeat it.
+    throw_model_error(site, "stream from " + url + " broke off: " + a.error, true);
+  }
+  if (last) throw_model_error(site, message + attempts, true);
+  step.wait = backoff_delay(policy, attempt_no);
+  return step;
+}
+
 HttpResponse post_with_retries(const CallSite& site, const RetryPolicy& policy, const HttpRequest& request,
                                const BodySink& sink) {
   const std::string url = strip_query(request.url);
   for (int attempt_no = 0;; ++attempt_no) {
-    HttpAttempt a = http_post(request, sink);
-    const long status = a.response.status;
-    const bool last = attempt_no >= policy.max_retries;
-    const std::string attempts =
-        attempt_no == 0 ? "" : " (after " + std::to_string(attempt_no + 1) + " attempts)";
-    std::optional<milliseconds> wait;
-
-    if (a.failure == HttpAttempt::Failure::none) {
-      if (status >= 200 && status < 300) return std::move(a.response);
-      std::string message = "HTTP " + std::to_string(status) + " from " + url + ": " +
-                            endpoint_error_message(a.response.body);
-      bool retryable = status == 429 || status >= 500 || status == 408;
-      if (!retryable) throw_model_error(site, message, false);
-      if (last) throw_model_error(site, message + attempts, true);
-      wait = backoff_delay(policy, attempt_no);
-      if (status == 429 && a.response.retry_after) {
-        if (*a.response.retry_after > policy.max_delay) {
-          throw_model_error(site,
-                            message + "; the endpoint asks to retry after " +
-                                std::to_string(a.response.retry_after->count()) + " ms" + attempts,
-                            true);
-        }
-        wait = *a.response.retry_after;
-      }
-    } else {
-      std::string message = "request to " + url + " failed: " + a.error;
-      if (a.failure == HttpAttempt::Failure::fatal) throw_model_error(site, message, false);
-      if (a.response.streamed) {
-        // Part of the answer already reached the caller; a retry would repeat it.
-        throw_model_error(site, "stream from " + url + " broke off: " + a.error, true);
-      }
-      if (last) throw_model_error(site, message + attempts, true);
-      wait = backoff_delay(policy, attempt_no);
-    }
-    std::this_thread::sleep_for(*wait);
+    RetryStep step = next_retry_step(site, policy, url, attempt_no, http_post(request, sink));
+    if (step.response) return std::move(*step.response);
+    std::this_thread::sleep_for(step.wait);
   }
 }
 

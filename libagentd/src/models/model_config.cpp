@@ -32,7 +32,7 @@ struct TypeSpec {
 
 const std::vector<std::string_view> kCommonFields = {"config_name", "model_type",    "model_name",
                                                      "api_key",     "client_args",   "generate_args",
-                                                     "stream"};
+                                                     "stream",      "max_concurrency"};
 const std::vector<std::string_view> kRetryClientArgs = {"timeout", "max_retries", "retry_initial_delay",
                                                         "retry_max_delay"};
 
@@ -141,6 +141,16 @@ class ConfigValidator {
     c.api_key = optional_string(raw_, "api_key", optional_string(client_args, "api_key", "", "client_args"));
     c.generate_args = optional_object(raw_, "generate_args");
     c.stream = optional_bool(raw_, "stream", false);
+    if (raw_.contains("max_concurrency") && !raw_["max_concurrency"].is_null()) {
+      const Value& v = raw_["max_concurrency"];
+      auto d = as_number(v);
+      if (!d || *d < 1 || *d != std::floor(*d) || *d > 1'000'000) {
+        fail_at("max_concurrency", false,
+                "field 'max_concurrency' must be a positive integer (asynchronous calls of this model in flight "
+                "at once per event loop; default 64), got " + describe(v));
+      }
+      c.max_concurrency = static_cast<int>(*d);
+    }
     read_retry_args(c, client_args, "client_args");
 
     // Each provider's documented default base URL; client_args.base_url overrides it.

@@ -38,6 +38,9 @@ struct ModelConfig {
   Value generate_args = Value::object();          // merged into every request (options may override)
   Value headers = Value::object();                // extra HTTP headers, name -> string value
   bool stream = false;                            // AgentScope's `stream`: chat() streams internally
+  // Asynchronous calls (chat_async) of this config in flight at once per event loop; more wait
+  // in FIFO order. Top-level field `max_concurrency`, a positive integer.
+  int max_concurrency = 64;
 
   // --- type-specific ---
   Value extra = Value::object();  // ollama: options, keep_alive; post_api: json_args, messages_key,

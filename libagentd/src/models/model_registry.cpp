@@ -51,7 +51,7 @@ ModelUsage UsageCounter::snapshot() const {
 
 namespace {
 
-class CountingChatModel final : public ChatModel {
+class CountingChatModel final : public ChatModel, public AsyncChatModel {
  public:
   CountingChatModel(std::shared_ptr<ChatModel> model, std::vector<std::shared_ptr<UsageCounter>> counters)
       : model_(std::move(model)), counters_(std::move(counters)) {}
@@ -72,31 +72,33 @@ class CountingChatModel final : public ChatModel {
     return counted([&] { return model_->embed(texts, options); });
   }
 
-  Task<ChatResponse> chat_async(std::vector<Msg> messages, ChatOptions options) override {
-    co_return co_await counted_async(model_->chat_async(std::move(messages), std::move(options)));
+  // Counted like the blocking calls; the wrapped model goes its own asynchronous way (or to the
+  // worker pool). The wrapper outlives the promise (the caller's contract), the counters with it.
+  kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                       const ChatOptions& options) override {
+    return counted_async(detail::chat_async(model_, http, messages, options));
   }
 
-  Task<ChatResponse> stream_async(std::vector<Msg> messages,
-                                  std::function<void(std::string_view)> on_chunk,
-                                  ChatOptions options) override {
-    co_return co_await counted_async(
-        model_->stream_async(std::move(messages), std::move(on_chunk), std::move(options)));
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
+                                         const ChatOptions& options) override {
+    return counted_async(detail::stream_async(model_, http, messages, std::move(on_chunk), options));
   }
 
  private:
-  Task<ChatResponse> counted_async(Task<ChatResponse> call) {
+  kj::Promise<ChatResponse> counted_async(kj::Promise<ChatResponse> call) {
     const auto started = std::chrono::steady_clock::now();
-    std::optional<ChatResponse> r;
-    try {
-      r.emplace(co_await std::move(call));
-    } catch (...) {
-      auto latency =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      for (const auto& c : counters_) c->record_error(latency);
-      throw;
-    }
-    for (const auto& c : counters_) c->record(*r);
-    co_return std::move(*r);
+    return call.then(
+        [this](ChatResponse r) {
+          for (const auto& c : counters_) c->record(r);
+          return r;
+        },
+        [this, started](kj::Exception&& e) -> ChatResponse {
+          auto latency =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+          for (const auto& c : counters_) c->record_error(latency);
+          kj::throwFatalException(kj::mv(e));
+        })
+        .eagerlyEvaluate(nullptr);  // counted when the call ends, not when its result is taken
   }
 
   template <typename F>

@@ -53,6 +53,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
       scheduler_(io.provider->getTimer(), bridge_, workers_),
+      model_http_(io, &workers_, &bridge_),
       host_(catalog_, services_, workers_, bridge_, scheduler_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),

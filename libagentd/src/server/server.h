@@ -6,6 +6,7 @@
 
 #include "agent_host.h"
 #include "server_services.h"
+#include "async_http.h"
 #include "async_loop.h"
 #include "bridge.h"
 #include "metrics.h"
@@ -122,7 +123,8 @@ class Server {
   Bridge bridge_;
   WorkerPool workers_;
   LoopScheduler scheduler_;  // where asynchronous agents run (this thread's AsyncLoop)
-  AgentHost host_;
+  AsyncHttp model_http_;     // their model calls (this thread's current_async_http())
+  AgentHost host_;           // before the two above: its suspended calls may use them
   PeerPool peers_;
   RpcContext rpc_;
   wire::AgentServer::Client bootstrap_;
