@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <poll.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <mutex>
@@ -179,6 +180,12 @@ AsyncHttp::AsyncHttp(kj::AsyncIoContext& io, WorkerPool* pool, Bridge* bridge)
   curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
   curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &AsyncHttp::on_timer);
   curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  // Idle connections kept for reuse: up to half the file descriptor limit (libcurl's default,
+  // four per transfer in flight, closes most of a burst's connections as it winds down).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max<rlim_t>(16, files.rlim_cur / 2)));
+  }
   t_current_http = this;
 }
 

@@ -15,6 +15,9 @@
 // transfer is removed from the multi handle (its connection closed unless reusable), and its sink
 // is not called again.
 //
+// Idle connections stay open for reuse up to half the soft file descriptor limit at construction
+// (RLIMIT_NOFILE; raise it before constructing for many concurrent requests).
+//
 // Limits: a host name (not a numeric address) costs a short-lived resolver thread per lookup
 // missing from the multi handle's DNS cache (libcurl's threaded resolver); the cache is shared by
 // all transfers of this AsyncHttp.
