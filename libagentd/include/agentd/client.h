@@ -29,6 +29,15 @@ struct ClientOptions {
   // Deadline for each synchronous operation and for Placeholder::get() without an argument.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+  // The token to log in with (as_server --auth-token-file). Empty: $AGENTD_TOKEN, else none
+  // (enough for a server without tokens). A refused token throws Error(unauthenticated).
+  std::string token{};
+  // TLS, for servers started with --tls-cert: the CA bundle (PEM file) that signed the server's
+  // certificate. Empty: plaintext. The certificate must name the host connected to.
+  std::string tls_ca{};
+  // A client certificate and its key (PEM files), for servers that require one (--tls-client-ca).
+  std::string tls_cert{};
+  std::string tls_key{};
 };
 
 struct ChildOptions {

@@ -48,6 +48,8 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                ConnectorFactory connector)
     : options_(std::move(options)),
       io_(io),
+      creds_(load_credentials(options_)),
+      tls_(load_tls(options_)),
       id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
       services_(models_),
       bridge_(io.unixEventPort),
@@ -55,7 +57,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       host_(catalog_, services_, workers_, bridge_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
-                               .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout)},
+                               .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout),
+                               .token = creds_.peer_token,
+                               .tls = tls_.peers.get()},
              &bytes_.peer),
       rpc_{.server_id = id_,
            .advertise_address = advertise_,
@@ -74,6 +78,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                },
            .bytes = &bytes_},
       bootstrap_(make_agent_server(rpc_)),
+      gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
       stop_promise_(nullptr),
       tasks_(task_errors_) {
   if (!options_.trace_file.empty()) {
@@ -93,6 +98,37 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   tasks_.add(sweep_loop());
   if (options_.stop_on_stdin_eof) tasks_.add(watch_stdin());
   if (connector) services_.set_connector(connector(*this));
+}
+
+Server::Credentials Server::load_credentials(const ServerOptions& o) {
+  Credentials c;
+  if (!o.auth_token_file.empty()) {
+    auto tokens = read_token_file(o.auth_token_file, "--auth-token-file");
+    for (const auto& t : tokens)
+      if (t.size() < 16)
+        spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
+                     "random ones (`openssl rand -hex 32`)",
+                     o.auth_token_file, t.size());
+    c.tokens = TokenSet(tokens);
+    c.peer_token = tokens.front();
+  }
+  if (!o.peer_token_file.empty())
+    c.peer_token = read_token_file(o.peer_token_file, "--peer-token-file").front();
+  return c;
+}
+
+Server::Tls Server::load_tls(const ServerOptions& o) {
+  Tls t;
+  if (o.tls_cert.empty()) return t;
+  t.server = TlsConfig::server(TlsFiles{.cert = o.tls_cert, .key = o.tls_key, .ca = o.tls_client_ca});
+  // To peers: this server's certificate as its client certificate (for peers requiring mutual
+  // TLS), trusting --peer-tls-ca, else --tls-client-ca, else the system's CAs.
+  t.peers = TlsConfig::client(TlsFiles{.cert = o.tls_cert,
+                                       .key = o.tls_key,
+                                       .ca = o.peer_tls_ca.empty() ? o.tls_client_ca : o.peer_tls_ca,
+                                       .ca_name = o.peer_tls_ca.empty() ? "--tls-client-ca"
+                                                                        : "--peer-tls-ca"});
+  return t;
 }
 
 Server::~Server() {
@@ -175,12 +211,60 @@ struct Server::Connection {
 };
 
 kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
+  std::string peer = peer_name(*raw);
+  // The first byte tells a TLS handshake from a Cap'n Proto message. A client that sends nothing
+  // for 10 s is dropped.
+  auto& timer = io_.provider->getTimer();
+  return timer.timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(raw)))
+      .then(
+          [this, peer](Sniffed s) mutable -> kj::Promise<void> {
+            if (s.empty) return kj::READY_NOW;
+            if (s.tls && !tls_.server) {
+              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
+                           "(closed; connect without TLS, or serve it with --tls-cert and "
+                           "--tls-key)",
+                           peer);
+              return kj::READY_NOW;
+            }
+            if (!s.tls && tls_.server) {
+              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
+                           "is refused saying so)",
+                           peer);
+              return serve_rpc(kj::mv(s.stream), kj::mv(peer), true);
+            }
+            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+            return io_.provider->getTimer()
+                .timeoutAfter(10 * kj::SECONDS, tls_.server->accept(kj::mv(s.stream)))
+                .then(
+                    [this, peer](kj::Own<kj::AsyncIoStream> stream) mutable {
+                      return serve_rpc(kj::mv(stream), kj::mv(peer), false);
+                    },
+                    [peer](kj::Exception&& e) {
+                      spdlog::warn("TLS handshake with {} failed: {}", peer,
+                                   e.getDescription().cStr());
+                    });
+          },
+          [peer](kj::Exception&& e) {
+            spdlog::debug("connection from {} closed before it said anything: {}", peer,
+                          e.getDescription().cStr());
+          });
+}
+
+kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer,
+                                    bool tls_expected) {
   auto conn = kj::heap<Connection>();
   conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
   CountingStream* stream = conn->stream.get();
-  auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_.peer); });
-  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(bootstrap)));
+  auto gate = tls_expected
+                  ? make_refusing_gate(
+                        "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
+                        "or --tls-ca FILE for agentctl and agentd-bench)")
+                  : make_gate(gate_, kj::mv(peer), [this, stream]() {
+                      return make_agent_server(rpc_,
+                                               [this, stream]() { stream->retarget(bytes_.peer); });
+                    });
+  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(gate)));
   auto done = conn->network->onDisconnect();
   return done.attach(kj::mv(conn));
 }

@@ -1,0 +1,28 @@
+// PrivateDir: a fresh directory only this user can enter (mode 0700, under $TMPDIR or /tmp),
+// removed with the files it holds when destroyed. Child mode hands its child the token in a file
+// here. Any one thread at a time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace agentd::detail {
+
+class PrivateDir {
+ public:
+  // Throws Error(internal) saying why when the directory cannot be made.
+  PrivateDir();
+  ~PrivateDir();
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Writes text to path()/name with mode 0600 and returns the file's path. Throws Error(internal).
+  std::string write_private(const std::string& name, const std::string& text);
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+}  // namespace agentd::detail
