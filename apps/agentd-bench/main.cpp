@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
     ("tls-ca", po::value<std::string>(&cfg.tls_ca)->value_name("FILE"),
      "connect to the --server servers over TLS (or only to --tls-server when given), trusting "
      "the CA certificates in FILE (PEM)")
+    ("unix-socket", po::value<std::string>(&cfg.unix_socket)->value_name("PATH"),
+     "the first --server's --unix-socket: W1 also runs over it, beside a raw Unix-socket "
+     "ping-pong")
     ("tls-server", po::value<std::string>(&cfg.tls_server)->value_name("HOST:PORT"),
      "a server serving TLS: W1 and W2 also run there, beside the first server's plaintext "
      "numbers of the same run (needs --tls-ca)")

@@ -33,6 +33,7 @@ void expect(bool ok, const std::string& what) {
 }
 
 std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return {address, 0};
   auto colon = address.rfind(':');
   if (colon == std::string::npos)
     throw std::invalid_argument(fmt::format("--server {}: expected host:port", address));
@@ -291,6 +292,44 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
       report.rows.push_back(std::move(*row));
     }
     tc.delete_agent(ta.id());
+  }
+  if (!cfg.unix_socket.empty()) {
+    // The same replies over the first server's Unix socket, beside a raw Unix-socket ping-pong.
+    ClientOptions uo = dep.client_options();
+    uo.tls_ca.clear();
+    Client uc = Client::connect("unix:" + cfg.unix_socket, 0, uo);
+    AgentRef ua = uc.create_agent("EchoAgent", "bench-w1-unix");
+    Row unix50{"W1", "reply().get() p50 over Unix socket", "us"};
+    Row unix99{"W1", "reply().get() p99 over Unix socket", "us"};
+    Row unix_tcp{"W1", "reply().get() p50, Unix socket vs TCP", "us"};
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W1 over the Unix socket repeat {}/{}", r + 1, cfg.repeat));
+      auto measure = [&](AgentRef& agent) {
+        for (int i = 0; i < 50; ++i) agent.reply(msg).get();
+        std::vector<double> out;
+        for (std::size_t i = 0; i < cfg.calls; ++i) {
+          auto t0 = Clock::now();
+          Msg m = agent.reply(msg).get();
+          out.push_back(micros_since(t0));
+          expect(m.content == msg.content, "W1: the echo agent answered something else");
+        }
+        return out;
+      };
+      auto over_unix = measure(ua);
+      auto over_tcp = measure(a);
+      auto raw = unix_pingpong_latency(cfg.calls, cfg.payload);
+      unix50.agentd.add(percentile(over_unix, 50));
+      unix99.agentd.add(percentile(over_unix, 99));
+      unix50.baseline.add(percentile(raw, 50));
+      unix99.baseline.add(percentile(raw, 99));
+      unix_tcp.agentd.add(percentile(over_unix, 50));
+      unix_tcp.baseline.add(percentile(over_tcp, 50));
+    }
+    unix50.baseline_name = unix99.baseline_name = "raw Unix socket";
+    unix_tcp.baseline_name = "TCP";
+    unix50.note = "aim: within 2x of the raw Unix-socket ping-pong (informative)";
+    for (Row* row : {&unix50, &unix99, &unix_tcp}) report.rows.push_back(std::move(*row));
+    uc.delete_agent(ua.id());
   }
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu}) row->baseline_name = "capnp echo";
   for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline_name = "raw TCP";

@@ -22,6 +22,7 @@ struct Config {
   std::string tls_ca, tls_cert, tls_key;  // TLS to --server servers (empty tls_ca: plaintext),
                                           // or to tls_server when that is given
   std::string tls_server;  // "host:port" serving TLS: W1/W2 measured there beside server 0
+  std::string unix_socket;  // the first server's --unix-socket: W1 measured over it too
   std::string plugin_dir;
   std::string as_server;  // empty: $AGENTD_AS_SERVER, then next to this program, ...
   std::set<std::string> workloads;

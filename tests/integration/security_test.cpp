@@ -12,14 +12,19 @@
 
 #include <agentd/client.h>
 
+#include <grp.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <capnp/rpc-twoparty.h>
 #include <catch2/catch.hpp>
 #include <kj/async-io.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -302,6 +307,27 @@ TEST_CASE("a child gets a random token of its own: other clients on this machine
   auto refused = error_of([&] { Client::connect("127.0.0.1", child.port()); });
   CHECK(refused.code() == ErrorCode::unauthenticated);
 
+  // The child's command line names a token file already removed, and the private Unix socket
+  // its parent talks to it over, in a directory only this user may enter.
+  std::ifstream cmdline("/proc/" + std::to_string(child.info().pid) + "/cmdline");
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+  auto value_of = [&](const std::string& option) {
+    auto it = std::find(argv.begin(), argv.end(), option);
+    return it != argv.end() && it + 1 != argv.end() ? *(it + 1) : std::string{};
+  };
+  const std::string token_file = value_of("--auth-token-file");
+  const std::string socket = value_of("--unix-socket");
+  REQUIRE_FALSE(token_file.empty());
+  REQUIRE_FALSE(socket.empty());
+  struct stat st {};
+  CHECK(::stat(token_file.c_str(), &st) != 0);
+  REQUIRE(::stat(socket.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  REQUIRE(::stat(socket.substr(0, socket.rfind('/')).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(child.address() == "127.0.0.1:" + std::to_string(child.port()));
+
   // Children of one process share its child token: they fetch each other's placeholders.
   Client sibling = Client::spawn_child(o);
   auto a = child.create_agent("EchoAgent", "a", Value{{"prefix", "a:"}});
@@ -470,4 +496,51 @@ TEST_CASE("a placeholder made on one server is consumed on another, both with to
   // The peer connection is the TLS one: a plaintext peer would have been refused and logged.
   CHECK(a->stderr_text().find("without TLS") == std::string::npos);
   CHECK(a->stderr_text().find("login refused") == std::string::npos);
+}
+
+TEST_CASE("a Unix socket: local clients connect by path to a 0660 socket, a token still required",
+          "[security][unix]") {
+  TempDir dir;
+  auto tokens = write_file(dir, "tokens", std::string(kToken) + "\n");
+  const std::string path = dir.path() + "/agentd.sock";
+  struct group* own = ::getgrgid(::getgid());
+  REQUIRE(own != nullptr);
+  const std::string group = own->gr_name;
+  auto s = ServerProcess::start(standard_args(
+      {"--auth-token-file", tokens, "--unix-socket", path, "--unix-socket-group", group}));
+
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0660);
+  CHECK(st.st_gid == ::getgid());
+
+  Client c = Client::connect("unix:" + path, 0, with_token(kToken));
+  auto echo = c.create_agent("EchoAgent", "e");
+  auto p = echo.reply(Msg("user", "local"));
+  CHECK(p.get().text() == "local");
+  // Placeholders still name the server's TCP address, which peers can reach.
+  CHECK(p.origin() == "127.0.0.1:" + std::to_string(s->port()));
+  auto refused = error_of([&] { Client::connect("unix:" + path, 0); });
+  CHECK(refused.code() == ErrorCode::unauthenticated);
+
+  // The path is taken while the server runs; it is gone once it stops.
+  auto second = run_as_server(standard_args({"--auth-token-file", tokens, "--unix-socket", path}));
+  CHECK(second.exit_code == 3);  // cannot listen
+  CHECK_THAT(second.err, Catch::Contains("another server is listening there"));
+  auto bad_group = run_as_server(standard_args(
+      {"--unix-socket", dir.path() + "/other.sock", "--unix-socket-group", "no-such-group-xyz"}));
+  CHECK(bad_group.exit_code == 3);
+  CHECK_THAT(bad_group.err, Catch::Contains("no such group"));
+  CHECK(s->signal_and_wait(SIGTERM).exit_code == 0);
+  CHECK(::stat(path.c_str(), &st) != 0);
+}
+
+TEST_CASE("the Unix socket of a TLS server stays plaintext", "[security][unix][tls]") {
+  TestPki pki;
+  const std::string path = pki.path("tls-server.sock");
+  auto s = ServerProcess::start(standard_args(
+      {"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--unix-socket", path}));
+  CHECK(Client::connect("unix:" + path, 0).info().server_id == s->server_id());
+  CHECK(s->connect(tls_options(pki.ca)).info().server_id == s->server_id());
 }

@@ -201,7 +201,8 @@ struct ClientStats {
 
 class Client {
  public:
-  // Throws Error(disconnected, retryable) when the server cannot be reached.
+  // Throws Error(disconnected, retryable) when the server cannot be reached. host "unix:PATH"
+  // reaches a server's --unix-socket PATH (port ignored; no TLS there).
   static Client connect(const std::string& host, std::uint16_t port, ClientOptions options = {});
   // Throws Error when as_server cannot be found or does not start (naming why).
   static Client spawn_child(ChildOptions options = {});

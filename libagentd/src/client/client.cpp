@@ -44,22 +44,31 @@ Client Client::spawn_child(ChildOptions options) {
   // process's child token: random, made once, shared by all the children of this process so
   // that they fetch each other's placeholders (each logs in to the others with it). Unless
   // extra_args name the child's token file themselves.
-  bool own_tokens = false;
-  for (const auto& a : options.extra_args) own_tokens = own_tokens || a.rfind("--auth-token-file", 0) == 0;
-  std::unique_ptr<detail::PrivateDir> secrets;
+  // This process talks to its child over a Unix socket in the same private directory (which
+  // lives as long as the child); peers still reach the child over loopback TCP.
+  bool own_tokens = false, own_socket = false;
+  for (const auto& a : options.extra_args) {
+    own_tokens = own_tokens || a.rfind("--auth-token-file", 0) == 0;
+    own_socket = own_socket || a.rfind("--unix-socket", 0) == 0;
+  }
+  auto dir = std::make_shared<detail::PrivateDir>();
+  std::string token_file;
   if (!own_tokens) {
     static const std::string process_child_token = detail::random_token();
     if (options.client.token.empty()) options.client.token = process_child_token;
-    secrets = std::make_unique<detail::PrivateDir>();
-    args.insert(args.end(), {"--auth-token-file", secrets->write_private("token", options.client.token)});
+    token_file = dir->write_private("token", options.client.token);
+    args.insert(args.end(), {"--auth-token-file", token_file});
   }
+  const std::string socket = own_socket ? std::string{} : dir->add_file("sock");
+  if (!socket.empty()) args.insert(args.end(), {"--unix-socket", socket});
   auto binary = detail::ChildProcess::find_server_binary(options.server_path);
   auto child = detail::ChildProcess::start(binary, args, options.start_timeout);
-  secrets.reset();
+  if (!token_file.empty()) dir->remove(token_file);
   ClientCore::Target t;
   t.mode = ClientCore::Mode::child;
-  t.host = child->host();
+  t.host = socket.empty() ? child->host() : "unix:" + socket;
   t.port = child->port();
+  t.child_dir = std::move(dir);
   return Client(std::make_shared<ClientCore>(std::move(t), options.client, std::move(child)));
 }
 

@@ -32,7 +32,7 @@ struct ClientLoop {
 }  // namespace
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
-    : options_(options), child_(std::move(child)) {
+    : options_(options), child_dir_(target.child_dir), child_(std::move(child)) {
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, target = std::move(target), started = std::move(started)]() mutable {
@@ -131,7 +131,11 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     } else {
       auto& timer = io.provider->getTimer();
       auto connect_ms = options_.connect_timeout.count() * kj::MILLISECONDS;
-      std::string where = fmt::format("{}:{}", target.host, target.port);
+      // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
+      const bool unix_socket = target.host.rfind("unix:", 0) == 0;
+      if (unix_socket) tls.reset();
+      std::string where =
+          unix_socket ? target.host : fmt::format("{}:{}", target.host, target.port);
       try {
         auto addr = timer.timeoutAfter(connect_ms, io.provider->getNetwork().parseAddress(
                                                        to_kj(target.host), target.port))

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,16 @@ PrivateDir::PrivateDir() {
 PrivateDir::~PrivateDir() {
   for (const auto& f : files_) ::unlink(f.c_str());
   ::rmdir(path_.c_str());
+}
+
+std::string PrivateDir::add_file(const std::string& name) {
+  files_.push_back(path_ + "/" + name);
+  return files_.back();
+}
+
+void PrivateDir::remove(const std::string& file) {
+  ::unlink(file.c_str());
+  files_.erase(std::remove(files_.begin(), files_.end(), file), files_.end());
 }
 
 std::string PrivateDir::write_private(const std::string& name, const std::string& text) {

@@ -1,6 +1,6 @@
 // PrivateDir: a fresh directory only this user can enter (mode 0700, under $TMPDIR or /tmp),
 // removed with the files it holds when destroyed. Child mode hands its child the token in a file
-// here. Any one thread at a time.
+// here, and the Unix socket it talks to the child over. Any one thread at a time.
 #pragma once
 
 #include <string>
@@ -19,6 +19,10 @@ class PrivateDir {
   const std::string& path() const { return path_; }
   // Writes text to path()/name with mode 0600 and returns the file's path. Throws Error(internal).
   std::string write_private(const std::string& name, const std::string& text);
+  // path()/name, to be removed with the directory (e.g. a socket another process makes there).
+  std::string add_file(const std::string& name);
+  // Removes a file of this directory now.
+  void remove(const std::string& file);
 
  private:
   std::string path_;

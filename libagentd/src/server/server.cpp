@@ -6,8 +6,15 @@
 
 #include <agentd/error.h>
 
+#include <grp.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -132,6 +139,7 @@ Server::Tls Server::load_tls(const ServerOptions& o) {
 }
 
 Server::~Server() {
+  if (unix_listener_) ::unlink(options_.unix_socket.c_str());
   bridge_.close();
   host_.remove_all();
   workers_.stop();
@@ -188,18 +196,84 @@ std::uint16_t Server::listen() {
     }
     spdlog::info("metrics at http://{}:{}/metrics", options_.host, metrics_->port());
   }
-  accepting_ = accept_loop().eagerlyEvaluate([](kj::Exception&& e) {
+  if (!options_.unix_socket.empty()) {
+    try {
+      listen_unix();
+    } catch (...) {
+      listener_ = nullptr;
+      metrics_ = nullptr;
+      throw;
+    }
+  }
+  accepting_ = accept_loop(*listener_, false).eagerlyEvaluate([](kj::Exception&& e) {
     spdlog::error("accepting connections failed: {}", e.getDescription().cStr());
   });
+  if (unix_listener_)
+    accepting_unix_ = accept_loop(*unix_listener_, true).eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("accepting connections on --unix-socket failed: {}", e.getDescription().cStr());
+    });
   return port;
 }
 
-kj::Promise<void> Server::accept_loop() {
-  // run() cancels this loop (accepting_) before it drops the listener, so listener_ is set here.
-  return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-    tasks_.add(serve(kj::mv(stream)));
-    return accept_loop();
-  });
+void Server::listen_unix() {
+  const std::string& path = options_.unix_socket;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket {}: exists and is not a socket (remove it or pick "
+                              "another path)",
+                              path));
+    // A socket file: in use if something accepts on it, else left over from a crash.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+    bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (fd >= 0) ::close(fd);
+    if (live)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket {}: another server is listening there", path));
+    ::unlink(path.c_str());
+  }
+  try {
+    auto addr = io_.provider->getNetwork().parseAddress(to_kj("unix:" + path)).wait(io_.waitScope);
+    unix_listener_ = addr->listen();
+  } catch (const kj::Exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("--unix-socket {}: cannot listen: {}", path, bind_failure(e)));
+  }
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!options_.unix_socket_group.empty()) {
+    struct group* g = ::getgrnam(options_.unix_socket_group.c_str());
+    if (g == nullptr) {
+      unix_listener_ = nullptr;
+      ::unlink(path.c_str());
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket-group {}: no such group", options_.unix_socket_group));
+    }
+    gid = g->gr_gid;
+  }
+  if (::chmod(path.c_str(), 0660) != 0 ||
+      (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+    int err = errno;
+    unix_listener_ = nullptr;
+    ::unlink(path.c_str());
+    throw Error(ErrorCode::config_error,
+                fmt::format("--unix-socket {}: cannot set its mode or group: {}", path,
+                            std::strerror(err)));
+  }
+  spdlog::info("also listening on unix:{} (mode 0660{})", path,
+               options_.unix_socket_group.empty() ? "" : ", group " + options_.unix_socket_group);
+}
+
+kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool local) {
+  // run() cancels this loop before it drops the listener, so the listener outlives it.
+  return listener.accept().then(
+      [this, &listener, local](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+        tasks_.add(serve(kj::mv(stream), local));
+        return accept_loop(listener, local);
+      });
 }
 
 // Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
@@ -210,15 +284,22 @@ struct Server::Connection {
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
 };
 
-kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
-  std::string peer = peer_name(*raw);
+kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
+  std::string peer = local ? "unix:" + options_.unix_socket : peer_name(*raw);
   // The first byte tells a TLS handshake from a Cap'n Proto message. A client that sends nothing
   // for 10 s is dropped.
   auto& timer = io_.provider->getTimer();
   return timer.timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(raw)))
       .then(
-          [this, peer](Sniffed s) mutable -> kj::Promise<void> {
+          [this, peer, local](Sniffed s) mutable -> kj::Promise<void> {
             if (s.empty) return kj::READY_NOW;
+            if (local && !s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+            if (local) {
+              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
+                           "(closed)",
+                           peer);
+              return kj::READY_NOW;
+            }
             if (s.tls && !tls_.server) {
               spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
                            "(closed; connect without TLS, or serve it with --tls-cert and "
@@ -340,6 +421,11 @@ kj::Promise<void> Server::run() {
     if (notifier_) notifier_->notify("STOPPING=1\nSTATUS=stopping: " + status_text());
     accepting_ = nullptr;  // stop accepting: cancel the pending accept, then close the socket
     listener_ = nullptr;
+    accepting_unix_ = nullptr;
+    if (unix_listener_) {
+      unix_listener_ = nullptr;
+      ::unlink(options_.unix_socket.c_str());
+    }
     host_.begin_stop();
     auto deadline = io_.provider->getTimer().now() +
                     static_cast<std::int64_t>(options_.shutdown_grace * 1000) * kj::MILLISECONDS;

@@ -104,7 +104,8 @@ class Server {
   MetricsSnapshot metrics() const;
 
  private:
-  kj::Promise<void> accept_loop();
+  kj::Promise<void> accept_loop(kj::ConnectionReceiver& listener, bool local);
+  void listen_unix();
   kj::Promise<void> sweep_loop();
   kj::Promise<void> drain(kj::TimePoint deadline);
   // After the last call: until its completions are written to the clients (bounded).
@@ -150,13 +151,16 @@ class Server {
   wire::AgentServer::Client bootstrap_;
   GateContext gate_;  // shared by every connection's gate (the bootstrap capability)
   struct Connection;  // one accepted connection with its own RPC system
-  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
+  // local: from the Unix socket, plaintext even when TCP clients must use TLS.
+  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, bool local = false);
   // After the first byte told TLS from plaintext (and any handshake): the RPC connection.
   // tls_expected: a plaintext client on a TLS server, whose login is refused saying so.
   kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer,
                               bool tls_expected);
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
+  kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket
+  kj::Promise<void> accepting_unix_ = nullptr;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;

@@ -78,6 +78,10 @@ po::options_description make_description(ServerOptions& o) {
     ("peer-tls-ca", po::value<std::string>(&o.peer_tls_ca)->value_name("FILE"),
      "the CAs that sign other servers' certificates, for peer connections over TLS "
      "(default: --tls-client-ca, else the system's CAs)")
+    ("unix-socket", po::value<std::string>(&o.unix_socket)->value_name("PATH"),
+     "also listen on a Unix domain socket at PATH (mode 0660; clients use the address unix:PATH)")
+    ("unix-socket-group", po::value<std::string>(&o.unix_socket_group)->value_name("GROUP"),
+     "the group owning --unix-socket (its members may connect)")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on
@@ -185,6 +189,8 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
   if (!o.tls_client_ca.empty() && o.tls_cert.empty())
     throw Error(ErrorCode::config_error,
                 "--tls-client-ca requires TLS: give --tls-cert and --tls-key too");
+  if (!o.unix_socket_group.empty() && o.unix_socket.empty())
+    throw Error(ErrorCode::config_error, "--unix-socket-group needs --unix-socket PATH");
   if (!is_loopback_host(o.host) && o.auth_token_file.empty() && !o.allow_unauthenticated)
     throw Error(
         ErrorCode::config_error,

@@ -42,6 +42,10 @@ struct ServerOptions {
   std::string tls_key;
   std::string tls_client_ca;
   std::string peer_tls_ca;
+  // A Unix domain socket to listen on as well (mode 0660; group unix_socket_group when set):
+  // its file permissions are the access control (a token is still required when configured).
+  std::string unix_socket;
+  std::string unix_socket_group;
 };
 
 // True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost.

@@ -105,6 +105,13 @@ TEST_CASE("TLS options come as a certificate and key pair", "[server_config][sec
   CHECK_THAT(parse_error({"--tls-client-ca", "ca.pem"}).message(), Contains("requires TLS"));
 }
 
+TEST_CASE("a Unix socket group needs a Unix socket", "[server_config][security]") {
+  auto o = parse({"--unix-socket", "/run/a.sock", "--unix-socket-group", "agentd"}).options;
+  CHECK(o.unix_socket == "/run/a.sock");
+  CHECK(o.unix_socket_group == "agentd");
+  CHECK_THAT(parse_error({"--unix-socket-group", "agentd"}).message(), Contains("--unix-socket PATH"));
+}
+
 TEST_CASE("help text explains every option with its default, and version names the version",
           "[server_config]") {
   auto h = parse({"--help"});
