@@ -3,6 +3,9 @@
 # Expected failures (unknown agent, unknown class, bad arguments, agent code that threw, an
 # expired result) travel as `Error` values inside results. Cap'n Proto exceptions are reserved
 # for faults: a lost connection, an overloaded server, a bug.
+#
+# The bootstrap capability of every as_server connection is a `Gate`, whether or not the server
+# requires a token: a client logs in first and gets the `AgentServer`.
 @0xb3e24192b17dd5f4;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -281,4 +284,13 @@ interface AgentServer {
   # The most recent finished calls (at most limit; 0: all kept), oldest first.
   session @11 (sink :CallSink) -> (session :Session);
   # Opens the batched call path; completions of its calls go to sink.
+}
+
+interface Gate {
+  # The bootstrap capability of every connection to an as_server. Nothing else is reachable
+  # without logging in. With authentication on (as_server --auth-token-file), token must be one
+  # of the server's tokens; with it off, any token (the empty one too) is accepted. A wrong token
+  # gets error.code = unauthenticated and no server; repeated failures from one address are
+  # answered more and more slowly.
+  login @0 (token :Text) -> (server :AgentServer, error :Error);
 }

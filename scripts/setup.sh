@@ -9,7 +9,7 @@ PACKAGES=(
   libboost-dev libboost-program-options-dev
   libyaml-cpp-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libcurl4-openssl-dev libssl-dev libsqlite3-dev
-  catch2 python3 systemd
+  catch2 python3 systemd openssl
   python3-dev pybind11-dev python3-pytest
 )
 

@@ -19,6 +19,9 @@ constexpr const char* kGlobalOptions =
     "  --port PORT      the server's port (default $AGENTD_PORT, else 12310)\n"
     "  --json           print JSON for scripts instead of tables\n"
     "  --timeout S      seconds to wait for an answer (default 30)\n"
+    "  --token-file F   log in with the token in file F (default $AGENTD_TOKEN)\n"
+    "  --tls-ca F       use TLS, trusting the CA certificates in PEM file F\n"
+    "  --tls-cert F     with --tls-key F: a client certificate (servers with --tls-client-ca)\n"
     "  -h, --help       help (`agentctl COMMAND --help` for a command)\n"
     "  --version        print the version\n";
 
@@ -137,7 +140,8 @@ std::vector<CommandSpec> command_table() {
 std::string main_help(const std::vector<CommandSpec>& table) {
   std::string out =
       "agentctl: operate agentd's as_server\n\n"
-      "Usage: agentctl [--host HOST] [--port PORT] [--json] [--timeout S] COMMAND [ARGS]\n\n"
+      "Usage: agentctl [--host HOST] [--port PORT] [--token-file F] [--json] [--timeout S] COMMAND "
+      "[ARGS]\n\n"
       "Commands:\n";
   for (const auto& c : table) out += fmt::format("  {:<34}{}\n", c.synopsis(), c.summary);
   return out + help_trailer();
@@ -198,6 +202,13 @@ Parsed parse(const std::vector<CommandSpec>& table, int argc, char** argv, Invoc
       if (inv.g.host.empty()) throw UsageError(cmd_name(), "--host must not be empty");
     } else if (name == "--port") {
       port_text = take_value(name);
+    } else if (name == "--token-file") {
+      inv.g.token_file = take_value(name);
+      if (inv.g.token_file.empty()) throw UsageError(cmd_name(), "--token-file must not be empty");
+    } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key") {
+      auto v = take_value(name);
+      if (v.empty()) throw UsageError(cmd_name(), name + " must not be empty");
+      (name == "--tls-ca" ? inv.g.tls_ca : name == "--tls-cert" ? inv.g.tls_cert : inv.g.tls_key) = v;
     } else if (name == "--timeout") {
       auto t = take_value(name);
       try {

@@ -34,6 +34,10 @@ struct Globals {
   std::uint16_t port = 12310;
   bool json = false;
   double timeout_s = 30;
+  std::string token_file;  // --token-file (empty: $AGENTD_TOKEN, if set)
+  std::string tls_ca;      // --tls-ca: TLS, trusting this CA bundle (empty: plaintext)
+  std::string tls_cert;    // --tls-cert/--tls-key: a client certificate for mutual TLS
+  std::string tls_key;
 };
 
 struct OptionSpec {

@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include "local_servers.h"
+#include "tokens.h"
 #include "output.h"
 
 #include <agentd/client.h>
@@ -32,6 +33,11 @@ agentd::Client connect(const Invocation& inv) {
   agentd::ClientOptions o;
   o.timeout = inv.timeout();
   o.connect_timeout = std::min(inv.timeout(), std::chrono::milliseconds(10000));
+  if (!inv.g.token_file.empty())
+    o.token = agentd::detail::read_token_file(inv.g.token_file, "--token-file").front();
+  o.tls_ca = inv.g.tls_ca;
+  o.tls_cert = inv.g.tls_cert;
+  o.tls_key = inv.g.tls_key;
   return agentd::Client::connect(inv.g.host, inv.g.port, o);
 }
 

@@ -41,6 +41,9 @@ std::string hint_for(const agentd::Error& e, const Invocation& inv) {
       return "the server is shutting down; use another server or wait for it to be restarted";
     case ErrorCode::overloaded:
       return "the server is overloaded; retry later";
+    case ErrorCode::unauthenticated:
+      return "pass one of the server's tokens with --token-file FILE (or $AGENTD_TOKEN); a TLS "
+             "server also needs --tls-ca FILE";
     default:
       return {};
   }

@@ -208,4 +208,28 @@ std::vector<double> tcp_pingpong_latency(std::size_t calls, std::size_t payload)
   return out;
 }
 
+std::vector<double> unix_pingpong_latency(std::size_t calls, std::size_t payload) {
+  int fds[2];
+  check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, "socketpair");
+  // The echo side: echoes until the other end closes.
+  std::thread server([fd = fds[1], payload]() {
+    std::string buf(payload, '\0');
+    while (read_full(fd, buf.data(), payload) && write_full(fd, buf.data(), payload)) {
+    }
+    ::close(fd);
+  });
+  std::vector<double> out;
+  std::string msg(payload, 'x'), back(payload, '\0');
+  bool ok = true;
+  for (std::size_t i = 0; ok && i < calls + kWarmup; ++i) {
+    auto t0 = Clock::now();
+    ok = write_full(fds[0], msg.data(), payload) && read_full(fds[0], back.data(), payload);
+    if (ok && i >= kWarmup) out.push_back(micros_since(t0));
+  }
+  ::close(fds[0]);
+  server.join();
+  check(ok, "Unix socket pair failed");
+  return out;
+}
+
 }  // namespace agentd::bench

@@ -48,6 +48,8 @@ double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payl
 
 // Sequential ping-pongs of payload bytes over a plain loopback TCP socket (TCP_NODELAY) to a
 // blocking echo thread; microseconds per round trip, after a short warm-up.
+// Round trips of payload bytes over a Unix socket pair to an echo thread (first 50 excluded).
+std::vector<double> unix_pingpong_latency(std::size_t calls, std::size_t payload);
 std::vector<double> tcp_pingpong_latency(std::size_t calls, std::size_t payload);
 
 }  // namespace agentd::bench

@@ -3,6 +3,7 @@
 // workloads -> report.
 #include "model_endpoint.h"
 #include "stats.h"
+#include "tokens.h"
 #include "workloads.h"
 
 #include <agentd/error.h>
@@ -100,6 +101,7 @@ std::string default_plugin_dir() {
 int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
+  std::string token_file;
   std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W10";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
@@ -108,6 +110,20 @@ int main(int argc, char** argv) {
     ("version", "print the version and exit")
     ("server,s", po::value<std::vector<std::string>>(&cfg.servers)->composing()->value_name("HOST:PORT"),
      "a running as_server to measure (repeatable); default: start own children")
+    ("token-file", po::value<std::string>(&token_file)->value_name("FILE"),
+     "log in to the --server servers with the token in FILE (default: $AGENTD_TOKEN)")
+    ("tls-ca", po::value<std::string>(&cfg.tls_ca)->value_name("FILE"),
+     "connect to the --server servers over TLS (or only to --tls-server when given), trusting "
+     "the CA certificates in FILE (PEM)")
+    ("unix-socket", po::value<std::string>(&cfg.unix_socket)->value_name("PATH"),
+     "the first --server's --unix-socket: W1 also runs over it, beside a raw Unix-socket "
+     "ping-pong")
+    ("tls-server", po::value<std::string>(&cfg.tls_server)->value_name("HOST:PORT"),
+     "a server serving TLS: W1 and W2 also run there, beside the first server's plaintext "
+     "numbers of the same run (needs --tls-ca)")
+    ("tls-cert", po::value<std::string>(&cfg.tls_cert)->value_name("FILE"),
+     "with --tls-key: a client certificate for servers that require one")
+    ("tls-key", po::value<std::string>(&cfg.tls_key)->value_name("FILE"), "the key of --tls-cert")
     ("plugin-dir", po::value<std::string>(&cfg.plugin_dir)->default_value(default_plugin_dir())->value_name("DIR"),
      "plugins for the children the bench starts")
     ("as-server", po::value<std::string>(&cfg.as_server)->value_name("PATH"),
@@ -155,6 +171,19 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     fmt::print(stderr, "agentd-bench: {} (see agentd-bench --help)\n", e.what());
     return 2;
+  }
+  if (!cfg.tls_server.empty() && cfg.tls_ca.empty()) {
+    fmt::print(stderr, "agentd-bench: --tls-server needs --tls-ca FILE (the CA that signed its "
+                       "certificate)\n");
+    return 2;
+  }
+  if (!token_file.empty()) {
+    try {
+      cfg.token = agentd::detail::read_token_file(token_file, "--token-file").front();
+    } catch (const agentd::Error& e) {
+      fmt::print(stderr, "agentd-bench: {}\n", e.message());
+      return 2;
+    }
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";

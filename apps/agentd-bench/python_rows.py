@@ -11,9 +11,11 @@ throughput at least 0.5x of C++.
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import agentd
@@ -69,9 +71,18 @@ def main():
     calls, replies = (200, 300) if o.quick else (2000, 4000)
     repeat = o.repeat or (1 if o.quick else 3)
 
-    with agentd.Client.spawn_child(plugins=[os.path.join(o.plugin_dir, "libecho_agent.so")]) as c:
+    # The child requires a token; the C++ bench run against it logs in with the same one.
+    secret_dir = tempfile.TemporaryDirectory()
+    token_file = os.path.join(secret_dir.name, "token")
+    token = secrets.token_hex(32)
+    with os.fdopen(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(token + "\n")
+    with secret_dir, agentd.Client.spawn_child(plugins=[os.path.join(o.plugin_dir, "libecho_agent.so")],
+                                            extra_args=["--auth-token-file", token_file],
+                                            token=token) as c:
         window = max(1, c.info().max_pool_size // 2)
-        cpp = subprocess.run([o.bench, "--server", c.address, "--workloads", "W1,W2", "--json",
+        cpp = subprocess.run([o.bench, "--server", c.address, "--token-file", token_file,
+                              "--workloads", "W1,W2", "--json",
                               "--repeat", str(repeat), "--payload", str(o.payload),
                               "--calls", str(calls), "--replies", str(replies)],
                              capture_output=True, text=True, check=True)

@@ -1,5 +1,7 @@
 #include "workloads.h"
 
+#include "tokens.h"
+
 #include "baselines.h"
 
 #include <dirent.h>
@@ -33,6 +35,7 @@ void expect(bool ok, const std::string& what) {
 }
 
 std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return {address, 0};
   auto colon = address.rfind(':');
   if (colon == std::string::npos)
     throw std::invalid_argument(fmt::format("--server {}: expected host:port", address));
@@ -150,11 +153,14 @@ Target at_least(double b, std::string text) { return {Target::Kind::value_at_lea
 Deployment::Deployment(const Config& cfg, std::size_t children) : cfg_(cfg) {
   if (cfg.servers.empty()) {
     owned_ = true;
+    secrets_ = std::make_unique<detail::PrivateDir>();
+    child_token_ = detail::random_token();
+    child_token_file_ = secrets_->write_private("token", child_token_);
     for (std::size_t i = 0; i < children; ++i) clients_.push_back(spawn());
   } else {
     for (const auto& s : cfg.servers) {
       auto [host, port] = split_address(s);
-      clients_.push_back(Client::connect(host, port));
+      clients_.push_back(Client::connect(host, port, client_options()));
     }
   }
   for (auto& c : clients_) {
@@ -168,8 +174,30 @@ ChildOptions Deployment::child_options() const {
   ChildOptions o;
   o.plugin_dirs = {cfg_.plugin_dir};
   o.server_path = cfg_.as_server;
-  o.extra_args = {"--log-level", "warn"};
+  o.extra_args = {"--log-level", "warn", "--auth-token-file", child_token_file_};
+  o.client = client_options();
   return o;
+}
+
+ClientOptions Deployment::client_options() const {
+  ClientOptions o;
+  o.token = owned_ ? child_token_ : cfg_.token;
+  if (!owned_ && cfg_.tls_server.empty()) {
+    o.tls_ca = cfg_.tls_ca;
+    o.tls_cert = cfg_.tls_cert;
+    o.tls_key = cfg_.tls_key;
+  }
+  return o;
+}
+
+Client Deployment::connect_tls_server() const {
+  ClientOptions o;
+  o.token = cfg_.token;
+  o.tls_ca = cfg_.tls_ca;
+  o.tls_cert = cfg_.tls_cert;
+  o.tls_key = cfg_.tls_key;
+  auto [host, port] = split_address(cfg_.tls_server);
+  return Client::connect(host, port, o);
 }
 
 Client Deployment::spawn() const { return Client::spawn_child(child_options()); }
@@ -267,6 +295,76 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     for (Row* row : {&call99, &reply99}) row->baseline.add(percentile(capnp, 99));
     for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline.add(percentile(tcp, 50));
   }
+  if (!cfg.tls_server.empty()) {
+    // The same replies on the --tls-server, against this run's plaintext ones.
+    Client tc = dep.connect_tls_server();
+    AgentRef ta = tc.create_agent("EchoAgent", "bench-w1-tls");
+    Row tls50{"W1", "reply().get() p50 over TLS", "us"}, tls99{"W1", "reply().get() p99 over TLS", "us"};
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W1 over TLS repeat {}/{}", r + 1, cfg.repeat));
+      auto measure = [&](AgentRef& agent) {
+        for (int i = 0; i < 50; ++i) agent.reply(msg).get();
+        std::vector<double> out;
+        for (std::size_t i = 0; i < cfg.calls; ++i) {
+          auto t0 = Clock::now();
+          Msg m = agent.reply(msg).get();
+          out.push_back(micros_since(t0));
+          expect(m.content == msg.content, "W1: the echo agent answered something else");
+        }
+        return out;
+      };
+      auto plain = measure(a);
+      auto sealed = measure(ta);
+      tls50.agentd.add(percentile(sealed, 50));
+      tls99.agentd.add(percentile(sealed, 99));
+      tls50.baseline.add(percentile(plain, 50));
+      tls99.baseline.add(percentile(plain, 99));
+    }
+    for (Row* row : {&tls50, &tls99}) {
+      row->baseline_name = "plaintext";
+      row->note = "informative: TLS server " + cfg.tls_server;
+      report.rows.push_back(std::move(*row));
+    }
+    tc.delete_agent(ta.id());
+  }
+  if (!cfg.unix_socket.empty()) {
+    // The same replies over the first server's Unix socket, beside a raw Unix-socket ping-pong.
+    ClientOptions uo = dep.client_options();
+    uo.tls_ca.clear();
+    Client uc = Client::connect("unix:" + cfg.unix_socket, 0, uo);
+    AgentRef ua = uc.create_agent("EchoAgent", "bench-w1-unix");
+    Row unix50{"W1", "reply().get() p50 over Unix socket", "us"};
+    Row unix99{"W1", "reply().get() p99 over Unix socket", "us"};
+    Row unix_tcp{"W1", "reply().get() p50, Unix socket vs TCP", "us"};
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W1 over the Unix socket repeat {}/{}", r + 1, cfg.repeat));
+      auto measure = [&](AgentRef& agent) {
+        for (int i = 0; i < 50; ++i) agent.reply(msg).get();
+        std::vector<double> out;
+        for (std::size_t i = 0; i < cfg.calls; ++i) {
+          auto t0 = Clock::now();
+          Msg m = agent.reply(msg).get();
+          out.push_back(micros_since(t0));
+          expect(m.content == msg.content, "W1: the echo agent answered something else");
+        }
+        return out;
+      };
+      auto over_unix = measure(ua);
+      auto over_tcp = measure(a);
+      auto raw = unix_pingpong_latency(cfg.calls, cfg.payload);
+      unix50.agentd.add(percentile(over_unix, 50));
+      unix99.agentd.add(percentile(over_unix, 99));
+      unix50.baseline.add(percentile(raw, 50));
+      unix99.baseline.add(percentile(raw, 99));
+      unix_tcp.agentd.add(percentile(over_unix, 50));
+      unix_tcp.baseline.add(percentile(over_tcp, 50));
+    }
+    unix50.baseline_name = unix99.baseline_name = "raw Unix socket";
+    unix_tcp.baseline_name = "TCP";
+    unix50.note = "aim: within 2x of the raw Unix-socket ping-pong (informative)";
+    for (Row* row : {&unix50, &unix99, &unix_tcp}) report.rows.push_back(std::move(*row));
+    uc.delete_agent(ua.id());
+  }
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu}) row->baseline_name = "capnp echo";
   for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline_name = "raw TCP";
   reply50.target = at_most_ratio(1.5, "<= 1.5x");
@@ -301,7 +399,32 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
     row.baseline.add(capnp_echo_throughput(echo.port(), cfg.replies, cfg.payload));
   }
   row.target = at_least_ratio(0.7, ">= 0.7x");
-  report.rows.push_back(std::move(row));
+  if (!cfg.tls_server.empty()) {
+    // The same burst on the --tls-server, against this run's plaintext bursts.
+    Client tc = dep.connect_tls_server();
+    auto tls_agents = tc.create_agents("EchoAgent", cfg.echo_agents);
+    std::size_t tls_window = std::min(window, std::max<std::size_t>(1, tc.info().max_pool_size / 2));
+    Row tls{"W2", fmt::format("{} replies in flight over TLS", cfg.replies), "replies/s"};
+    tls.baseline_name = "plaintext";
+    tls.note = "informative: TLS server " + cfg.tls_server;
+    auto burst = [&](std::vector<AgentRef>& on, std::size_t w) {
+      auto t0 = Clock::now();
+      run_windowed(
+          cfg.replies, w, [&](std::size_t i) { return on[i % on.size()].reply(msg); },
+          [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
+      return cfg.replies / seconds_since(t0);
+    };
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W2 over TLS repeat {}/{}", r + 1, cfg.repeat));
+      tls.baseline.add(burst(agents, tls_window));
+      tls.agentd.add(burst(tls_agents, tls_window));
+    }
+    report.rows.push_back(std::move(row));
+    report.rows.push_back(std::move(tls));
+    tc.delete_all_agents();
+  } else {
+    report.rows.push_back(std::move(row));
+  }
   cleanup(dep, 0, agents, cfg.threads);
 }
 
@@ -334,7 +457,7 @@ void run_w3(const Config& cfg, Deployment& dep, Report& report) {
     auto t0 = Clock::now();
     for (std::size_t s = 0; s < dep.size(); ++s) {
       auto [host, port] = split_address(dep.client(s).address());
-      clients.push_back(Client::connect(host, port));
+      clients.push_back(Client::connect(host, port, dep.client_options()));
     }
     for (std::size_t i = 0; i < n; ++i)
       agents.push_back(clients[i % clients.size()].create_agent("WebAgent", fmt::format("W{}", i), args));

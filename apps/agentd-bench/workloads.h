@@ -2,6 +2,7 @@
 // added to the report as rows beside their baselines.
 #pragma once
 
+#include "private_dir.h"
 #include "stats.h"
 
 #include <agentd/client.h>
@@ -17,6 +18,11 @@ namespace agentd::bench {
 
 struct Config {
   std::vector<std::string> servers;  // "host:port"; empty: start our own as_server children
+  std::string token;                 // --token-file's token for --server (empty: $AGENTD_TOKEN)
+  std::string tls_ca, tls_cert, tls_key;  // TLS to --server servers (empty tls_ca: plaintext),
+                                          // or to tls_server when that is given
+  std::string tls_server;  // "host:port" serving TLS: W1/W2 measured there beside server 0
+  std::string unix_socket;  // the first server's --unix-socket: W1 measured over it too
   std::string plugin_dir;
   std::string as_server;  // empty: $AGENTD_AS_SERVER, then next to this program, ...
   std::set<std::string> workloads;
@@ -54,9 +60,17 @@ class Deployment {
   bool has_class(std::size_t i, const std::string& cls) const;
   std::size_t max_pool_size(std::size_t i) const { return pool_sizes_.at(i); }
   std::string describe() const;
+  // How to connect to the deployment's servers (the token they want).
+  ClientOptions client_options() const;
+  // A connection to --tls-server (TLS with --tls-ca/--tls-cert/--tls-key, --token-file's token).
+  Client connect_tls_server() const;
 
  private:
   const Config& cfg_;
+  // Children of ours log in with one token of ours (so fresh connections to them can too).
+  std::unique_ptr<detail::PrivateDir> secrets_;
+  std::string child_token_;
+  std::string child_token_file_;
   bool owned_ = false;
   std::vector<Client> clients_;
   std::vector<std::vector<std::string>> classes_;

@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
       return kExitCannotListen;
     }
     server.handle_signals();
+    if (server.requires_token())
+      spdlog::info("clients must log in with a token from {}", opts.auth_token_file);
+    else
+      spdlog::info("no --auth-token-file: any client that reaches {}:{} is let in", opts.host, port);
     spdlog::info("as_server {} (id {}) serving {} class(es) on {}:{}", agentd::version(),
                  server.id(), server.class_names().size(), opts.host, port);
     // The one line on stdout: child mode and scripts read the port from it.

@@ -556,8 +556,14 @@ class Error(RuntimeError):
                        "Client.spawn_child (child mode) or Client.local (in this process).")
       .def_static(
           "connect",
-          [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout) {
-            ClientOptions o{.timeout = to_millis(timeout), .connect_timeout = to_millis(connect_timeout)};
+          [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout,
+             std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key) {
+            ClientOptions o{.timeout = to_millis(timeout),
+                            .connect_timeout = to_millis(connect_timeout),
+                            .token = std::move(token),
+                            .tls_ca = std::move(tls_ca),
+                            .tls_cert = std::move(tls_cert),
+                            .tls_key = std::move(tls_key)};
             std::optional<Client> c;
             {
               py::gil_scoped_release release;
@@ -566,12 +572,14 @@ class Error(RuntimeError):
             return std::make_unique<PyClient>(std::move(*c), false, o.timeout);
           },
           py::arg("host"), py::arg("port"), py::arg("timeout") = 1800.0,
-          py::arg("connect_timeout") = 10.0)
+          py::arg("connect_timeout") = 10.0, py::arg("token") = "", py::arg("tls_ca") = "",
+          py::arg("tls_cert") = "", py::arg("tls_key") = "")
       .def_static(
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
              std::string model_config_path, std::string server_path,
-             std::vector<std::string> extra_args, double start_timeout, double timeout) {
+             std::vector<std::string> extra_args, double start_timeout, double timeout,
+             std::string token) {
             if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr)
               server_path = default_server_path();
             ChildOptions o{.plugins = std::move(plugins),
@@ -580,7 +588,7 @@ class Error(RuntimeError):
                            .server_path = std::move(server_path),
                            .extra_args = std::move(extra_args),
                            .start_timeout = to_millis(start_timeout),
-                           .client = {.timeout = to_millis(timeout)}};
+                           .client = {.timeout = to_millis(timeout), .token = std::move(token)}};
             Millis t = o.client.timeout;
             std::optional<Client> c;
             {
@@ -592,7 +600,7 @@ class Error(RuntimeError):
           py::arg("plugins") = std::vector<std::string>{},
           py::arg("plugin_dirs") = std::vector<std::string>{}, py::arg("model_config_path") = "",
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
-          py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0)
+          py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0, py::arg("token") = "")
       .def_static(
           "local",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,

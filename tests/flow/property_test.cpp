@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <server_process.h>
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <random>
 #include <string>
@@ -75,16 +77,23 @@ TEST_CASE("random programs compute the same in local, child and independent mode
   const int agents = 7;
   auto local = Client::local({.plugins = {agentd::test::echo_plugin()}});
 
+  // Children require a token; the independent servers log in to them with it (mixed below).
+  const std::string child_token = "property-test-child-token-0123456789";
+  agentd::test::TempDir dir;
+  const std::string peer_token = dir.write("peer-token", child_token + "\n");
+  REQUIRE(::chmod(peer_token.c_str(), 0600) == 0);
   ChildOptions child_opts;
   child_opts.plugins = {agentd::test::echo_plugin()};
   child_opts.server_path = agentd::test::as_server_path();
+  child_opts.client.token = child_token;
   std::vector<Client> children;
   for (int i = 0; i < 3; ++i) children.push_back(Client::spawn_child(child_opts));
 
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<Client> independents;
   for (int i = 0; i < 3; ++i) {
-    servers.push_back(ServerProcess::start(agentd::test::standard_args()));
+    servers.push_back(
+        ServerProcess::start(agentd::test::standard_args({"--peer-token-file", peer_token})));
     independents.push_back(servers.back()->connect());
   }
 

@@ -2,6 +2,7 @@
 // calls gathered per loop turn into one Session.submit (results right, per-agent order kept,
 // other requests flushing the batch first), results above the inline limit read once, and the
 // Session / CallSink wire contract driven directly.
+#include "raw_login.h"
 #include "server_process.h"
 #include "value_codec.h"
 #include "test_names.h"
@@ -565,7 +566,7 @@ struct WireSession {
                    ->connect()
                    .wait(io.waitScope)),
         rpc(*stream),
-        server(rpc.bootstrap().castAs<agentd::wire::AgentServer>()) {
+        server(agentd::test::raw_login(rpc)) {
     auto open = server.sessionRequest();
     open.setSink(kj::heap<RecordingSink>(rec));
     session = open.send().getSession();

@@ -1,6 +1,7 @@
 // Placeholders between agents: chains on one server, hand-offs between two servers (fetched
 // peer to peer, never through the main process), many readers, errors flowing down a chain,
 // duplicate call ids, expiry from the result pool, and get(timeout).
+#include "raw_login.h"
 #include "server_process.h"
 #include "value_codec.h"
 #include "test_names.h"
@@ -163,7 +164,7 @@ TEST_CASE("a duplicate call id is refused and the first result kept", "[placehol
   auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", s->port()).wait(ws);
   auto stream = addr->connect().wait(ws);
   capnp::TwoPartyClient rpc(*stream);
-  auto server = rpc.bootstrap().castAs<agentd::wire::AgentServer>();
+  auto server = agentd::test::raw_login(rpc);
 
   auto create = server.createAgentRequest();
   create.setClassName("EchoAgent");

@@ -1,6 +1,7 @@
 // The per-capability protocol (AgentServer -> Agent -> Result in schemas/agentd.capnp), the open
 // protocol for clients in other languages, driven with nothing but Cap'n Proto's generated code
 // against a real as_server: promise pipelining works on it.
+#include "raw_login.h"
 #include "server_process.h"
 
 #include "agentd.capnp.h"
@@ -22,7 +23,7 @@ struct RawConnection {
                    ->connect()
                    .wait(io.waitScope)),
         rpc(*stream),
-        server(rpc.bootstrap().castAs<wire::AgentServer>()) {}
+        server(raw_login(rpc)) {}
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Own<kj::AsyncIoStream> stream;
   capnp::TwoPartyClient rpc;

@@ -4,7 +4,9 @@ CTest sets PYTHONPATH (build/python), AGENTD_AS_SERVER, AGENTD_TEST_PLUGIN_DIR (
 and AGENTD_TEST_GOOD_PLUGIN_DIR (build/test_plugins/good); see tests/python/CMakeLists.txt.
 """
 import os
+import secrets
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -20,6 +22,15 @@ PLUGINS = [
     os.path.join(TEST_PLUGIN_DIR, "libtest_agents.so"),
 ]
 READY = "as_server ready: listening on "
+
+# Children require a token (child mode makes one unless given). The session's shared server
+# logs in to children with this one (--peer-token-file), so placeholders made on a child can be
+# fetched there; tests that mix the two spawn children with token=CHILD_TOKEN.
+CHILD_TOKEN = secrets.token_hex(32)
+_TOKEN_DIR = tempfile.TemporaryDirectory()
+CHILD_TOKEN_FILE = os.path.join(_TOKEN_DIR.name, "child-token")
+with os.fdopen(os.open(CHILD_TOKEN_FILE, os.O_WRONLY | os.O_CREAT, 0o600), "w") as _f:
+    _f.write(CHILD_TOKEN + "\n")
 
 
 class Server:
@@ -60,7 +71,7 @@ class Server:
 
 @pytest.fixture(scope="session")
 def shared_server():
-    s = Server()
+    s = Server(extra=["--peer-token-file", CHILD_TOKEN_FILE])
     yield s
     s.close()
 
@@ -76,7 +87,7 @@ def make_client(mode, shared):
     if mode == "local":
         return agentd.Client.local(plugins=PLUGINS)
     if mode == "child":
-        return agentd.Client.spawn_child(plugins=PLUGINS)
+        return agentd.Client.spawn_child(plugins=PLUGINS, token=CHILD_TOKEN)
     return shared.connect()
 
 

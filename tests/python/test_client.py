@@ -117,7 +117,9 @@ def test_passing_a_placeholder_never_blocks(client):
 
 
 def test_placeholders_across_two_servers(shared_server):
-    with agentd.Client.spawn_child(plugins=conftest_plugins()) as one, shared_server.connect() as two:
+    from conftest import CHILD_TOKEN
+    with agentd.Client.spawn_child(plugins=conftest_plugins(), token=CHILD_TOKEN) as one, \
+            shared_server.connect() as two:
         a = one.create_agent("TrailAgent", "A")
         b = two.create_agent("TrailAgent", "B")
         p = a(Msg("user", "x"))

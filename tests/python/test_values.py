@@ -77,8 +77,9 @@ def test_large_values(client):
 
 
 def test_one_mib_hand_off_between_servers(shared_server):
-    from conftest import PLUGINS
-    with agentd.Client.spawn_child(plugins=PLUGINS) as one, shared_server.connect() as two:
+    from conftest import CHILD_TOKEN, PLUGINS
+    with agentd.Client.spawn_child(plugins=PLUGINS, token=CHILD_TOKEN) as one, \
+            shared_server.connect() as two:
         big = one.create_agent("BigTextAgent", "Big", {"bytes": MIB})
         size = two.create_agent("TextSizeAgent", "Size")
         assert size(big(Msg("user", "go"))).content == {"size": MIB, "head": "b" * 8}

@@ -133,12 +133,13 @@ class AgentRef:
 class Client:
     @staticmethod
     def connect(host: str, port: int, timeout: float = 1800.0,
-                connect_timeout: float = 10.0) -> Client: ...
+                connect_timeout: float = 10.0, token: str = "", tls_ca: str = "",
+                tls_cert: str = "", tls_key: str = "") -> Client: ...
     @staticmethod
     def spawn_child(plugins: Sequence[str] = [], plugin_dirs: Sequence[str] = [],
                     model_config_path: str = "", server_path: str = "",
                     extra_args: Sequence[str] = [], start_timeout: float = 30.0,
-                    timeout: float = 1800.0) -> Client: ...
+                    timeout: float = 1800.0, token: str = "") -> Client: ...
     @staticmethod
     def local(plugins: Sequence[str] = [], plugin_dirs: Sequence[str] = [],
               model_config_path: str = "", max_workers: int = 1024,

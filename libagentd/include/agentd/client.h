@@ -46,6 +46,15 @@ struct ClientOptions {
   // Deadline for each synchronous operation and for Placeholder::get() without an argument.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+  // The token to log in with (as_server --auth-token-file). Empty: $AGENTD_TOKEN, else none
+  // (enough for a server without tokens). A refused token throws Error(unauthenticated).
+  std::string token{};
+  // TLS, for servers started with --tls-cert: the CA bundle (PEM file) that signed the server's
+  // certificate. Empty: plaintext. The certificate must name the host connected to.
+  std::string tls_ca{};
+  // A client certificate and its key (PEM files), for servers that require one (--tls-client-ca).
+  std::string tls_cert{};
+  std::string tls_key{};
 };
 
 struct ChildOptions {
@@ -283,7 +292,8 @@ struct ClientStats {
 
 class Client {
  public:
-  // Throws Error(disconnected, retryable) when the server cannot be reached.
+  // Throws Error(disconnected, retryable) when the server cannot be reached. host "unix:PATH"
+  // reaches a server's --unix-socket PATH (port ignored; no TLS there).
   static Client connect(const std::string& host, std::uint16_t port, ClientOptions options = {});
   // Throws Error when as_server cannot be found or does not start (naming why).
   static Client spawn_child(ChildOptions options = {});

@@ -5,6 +5,8 @@
 #include "agent_ref.h"
 #include "child_process.h"
 #include "client_core.h"
+#include "private_dir.h"
+#include "tokens.h"
 #include "value_codec.h"
 
 #include <memory>
@@ -36,12 +38,37 @@ Client Client::spawn_child(ChildOptions options) {
   for (const auto& a : options.extra_args) has_level = has_level || a.rfind("--log-level", 0) == 0;
   if (!has_level) args.insert(args.end(), {"--log-level", "warn"});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  // Other local users must not reach the child's loopback port: it requires a token, handed
+  // over in a 0600 file of a 0700 directory (never on its command line) that is removed once it
+  // has started (it reads the file at start). The token is client.token when given, else this
+  // process's child token: random, made once, shared by all the children of this process so
+  // that they fetch each other's placeholders (each logs in to the others with it). Unless
+  // extra_args name the child's token file themselves.
+  // This process talks to its child over a Unix socket in the same private directory (which
+  // lives as long as the child); peers still reach the child over loopback TCP.
+  bool own_tokens = false, own_socket = false;
+  for (const auto& a : options.extra_args) {
+    own_tokens = own_tokens || a.rfind("--auth-token-file", 0) == 0;
+    own_socket = own_socket || a.rfind("--unix-socket", 0) == 0;
+  }
+  auto dir = std::make_shared<detail::PrivateDir>();
+  std::string token_file;
+  if (!own_tokens) {
+    static const std::string process_child_token = detail::random_token();
+    if (options.client.token.empty()) options.client.token = process_child_token;
+    token_file = dir->write_private("token", options.client.token);
+    args.insert(args.end(), {"--auth-token-file", token_file});
+  }
+  const std::string socket = own_socket ? std::string{} : dir->add_file("sock");
+  if (!socket.empty()) args.insert(args.end(), {"--unix-socket", socket});
   auto binary = detail::ChildProcess::find_server_binary(options.server_path);
   auto child = detail::ChildProcess::start(binary, args, options.start_timeout);
+  if (!token_file.empty()) dir->remove(token_file);
   ClientCore::Target t;
   t.mode = ClientCore::Mode::child;
-  t.host = child->host();
+  t.host = socket.empty() ? child->host() : "unix:" + socket;
   t.port = child->port();
+  t.child_dir = std::move(dir);
   return Client(std::make_shared<ClientCore>(std::move(t), options.client, std::move(child)));
 }
 

@@ -3,6 +3,8 @@
 #include "counting_stream.h"
 #include "pooled_connector.h"
 #include "server.h"
+#include "tls.h"
+#include "tokens.h"
 
 #include <capnp/rpc-twoparty.h>
 #include <fmt/format.h>
@@ -30,7 +32,7 @@ struct ClientLoop {
 }  // namespace
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
-    : options_(options), child_(std::move(child)) {
+    : options_(options), child_dir_(target.child_dir), child_(std::move(child)) {
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, target = std::move(target), started = std::move(started)]() mutable {
@@ -109,6 +111,15 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
   bool announced = false;
   try {
     auto io = kj::setupAsyncIo();
+    // Outlives the connection (declared before the loop state that holds it).
+    std::unique_ptr<TlsConfig> tls;
+    if (target.mode != Mode::local && (!options_.tls_ca.empty() || !options_.tls_cert.empty()))
+      tls = TlsConfig::client(TlsFiles{.cert = options_.tls_cert,
+                                       .key = options_.tls_key,
+                                       .ca = options_.tls_ca,
+                                       .cert_name = "tls_cert",
+                                       .key_name = "tls_key",
+                                       .ca_name = "tls_ca"});
     ClientLoop client_loop(io);
     LoopState& loop = client_loop.state;
     auto quit = kj::newPromiseAndFulfiller<void>();
@@ -129,23 +140,65 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     } else {
       auto& timer = io.provider->getTimer();
       auto connect_ms = options_.connect_timeout.count() * kj::MILLISECONDS;
-      std::string where = fmt::format("{}:{}", target.host, target.port);
+      // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
+      const bool unix_socket = target.host.rfind("unix:", 0) == 0;
+      if (unix_socket) tls.reset();
+      std::string where =
+          unix_socket ? target.host : fmt::format("{}:{}", target.host, target.port);
       try {
         auto addr = timer.timeoutAfter(connect_ms, io.provider->getNetwork().parseAddress(
                                                        to_kj(target.host), target.port))
                         .wait(io.waitScope);
-        loop.stream = kj::heap<CountingStream>(
-            timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope), loop.bytes);
+        auto raw = timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope);
+        if (tls) {
+          try {
+            raw = timer.timeoutAfter(connect_ms, tls->connect(kj::mv(raw), target.host))
+                      .wait(io.waitScope);
+          } catch (const kj::Exception& e) {
+            throw Error(ErrorCode::disconnected,
+                        fmt::format("TLS handshake with as_server at {} failed: {} (a server "
+                                    "without --tls-cert closes TLS connections: connect without "
+                                    "tls_ca to a plaintext server; otherwise its certificate must "
+                                    "be signed by a CA in tls_ca and name {})",
+                                    where, e.getDescription().cStr(), target.host));
+          }
+        }
+        loop.stream = kj::heap<CountingStream>(kj::mv(raw), loop.bytes);
+      } catch (const Error&) {
+        throw;
       } catch (const kj::Exception& e) {
         throw Error(ErrorCode::disconnected,
                     fmt::format("cannot connect to as_server at {}: {}; is it running there?",
                                 where, e.getDescription().cStr()));
       }
       loop.rpc = kj::heap<capnp::TwoPartyClient>(*loop.stream);
-      loop.server = loop.rpc->bootstrap().castAs<wire::AgentServer>();
+      // Log in at the gate; info goes pipelined on the server the login returns.
+      auto login = loop.rpc->bootstrap().castAs<wire::Gate>().loginRequest();
+      login.setToken(to_kj(client_token(options_.token)));
+      auto logged_in = login.send();
+      loop.server = logged_in.getServer();
+      auto info_sent = loop.server.infoRequest().send();
       try {
-        auto info = timer.timeoutAfter(connect_ms, loop.server.infoRequest().send())
-                        .wait(io.waitScope);
+        auto answer = timer.timeoutAfter(connect_ms, kj::mv(logged_in)).wait(io.waitScope);
+        if (answer.hasError()) {
+          Error refused = read_error(answer.getError());
+          throw Error(ErrorCode::unauthenticated,
+                      fmt::format("as_server at {} refused the login: {}", where,
+                                  refused.message()));
+        }
+      } catch (const kj::Exception& e) {
+        if (tls)
+          throw Error(ErrorCode::disconnected,
+                      fmt::format("as_server at {} closed the TLS connection before answering: "
+                                  "it may require a client certificate signed by its "
+                                  "--tls-client-ca (tls_cert and tls_key): {}",
+                                  where, e.getDescription().cStr()));
+        throw Error(ErrorCode::disconnected,
+                    fmt::format("{} accepted the connection but did not answer as an as_server: {}",
+                                where, e.getDescription().cStr()));
+      }
+      try {
+        auto info = timer.timeoutAfter(connect_ms, kj::mv(info_sent)).wait(io.waitScope);
         server_id_ = to_std(info.getInfo().getServerId());
         address_ = to_std(info.getInfo().getAdvertiseAddress());
         if (address_.empty()) address_ = where;

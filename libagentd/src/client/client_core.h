@@ -38,6 +38,8 @@ class ClientCore {
     std::string host;
     std::uint16_t port = 0;
     LocalOptions local;
+    // Child mode: the child's private directory (its Unix socket), kept until the child stops.
+    std::shared_ptr<void> child_dir;
   };
 
   // Starts the loop thread and returns once it has connected (or started the local server) and
@@ -158,6 +160,7 @@ class ClientCore {
   }
 
   ClientOptions options_;
+  std::shared_ptr<void> child_dir_;  // removed after child_ has stopped
   std::unique_ptr<ChildProcess> child_;
   std::thread thread_;
   std::atomic<Bridge*> bridge_{nullptr};

@@ -1,10 +1,12 @@
 #include "peer_pool.h"
 
+#include "child_process.h"  // split_host_port
 #include "counting_stream.h"
 #include "task_errors.h"
 #include "value_codec.h"
 
 #include <capnp/rpc-twoparty.h>
+#include <optional>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +14,14 @@ namespace agentd::detail {
 
 namespace {
 constexpr std::size_t kCacheSize = 1024;
+
+Error refused_by(const Error& login, const std::string& origin, const std::string& call_id) {
+  return Error(ErrorCode::unauthenticated,
+               fmt::format("fetching the result of call {}: the server at {} refused this "
+                           "server's login ({}); give this server a token that one accepts with "
+                           "--peer-token-file (default: the first of --auth-token-file)",
+                           call_id, origin, login.message()));
+}
 
 }  // namespace
 
@@ -21,6 +31,7 @@ struct PeerPool::Peer : public kj::Refcounted {
   kj::Own<capnp::TwoPartyClient> client;
   wire::AgentServer::Client server = nullptr;
   std::string server_id;  // what the server at this address says it is (set once ready)
+  std::optional<Error> login_error;  // the peer refused our --peer-token-file (ready resolves)
   bool broken = false;
 };
 
@@ -44,14 +55,37 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
           .then([](kj::Own<kj::NetworkAddress> addr) {
             return addr->connect().attach(kj::mv(addr));
           })
+          .then([this, origin](kj::Own<kj::AsyncIoStream> stream)
+                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            if (options_.tls == nullptr) return kj::mv(stream);
+            // The certificate must name the host as placeholders name it (the origin's
+            // advertised address).
+            std::string host = origin;
+            std::uint16_t port = 0;
+            split_host_port(origin, host, port);
+            if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+            return options_.tls->connect(kj::mv(stream), host);
+          })
           .then([this, &ref](kj::Own<kj::AsyncIoStream> stream) {
             ref.stream = bytes_ ? kj::heap<CountingStream>(kj::mv(stream), *bytes_)
                                    : kj::mv(stream);
             ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
-            ref.server = ref.client->bootstrap().castAs<wire::AgentServer>();
-            return ref.server.infoRequest().send().then(
-                [&ref](capnp::Response<wire::AgentServer::InfoResults> r) {
-                  ref.server_id = to_std(r.getInfo().getServerId());
+            auto login = ref.client->bootstrap().castAs<wire::Gate>().loginRequest();
+            login.setToken(to_kj(options_.token));
+            auto logged_in = login.send();
+            ref.server = logged_in.getServer();
+            auto info = ref.server.infoRequest().send();
+            return logged_in.then(
+                [&ref, info = kj::mv(info)](capnp::Response<wire::Gate::LoginResults> r) mutable
+                -> kj::Promise<void> {
+                  if (r.hasError()) {
+                    ref.login_error = read_error(r.getError());
+                    ref.server = nullptr;
+                    return kj::READY_NOW;
+                  }
+                  return info.then([&ref](capnp::Response<wire::AgentServer::InfoResults> i) {
+                    ref.server_id = to_std(i.getInfo().getServerId());
+                  });
                 });
           });
   auto timed = io_.provider->getTimer().timeoutAfter(
@@ -78,6 +112,10 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
   kj::Own<Peer> p = kj::addRef(peer(origin));
   Peer& ref = *p;
   auto fetched = ref.ready.addBranch().then([&ref, origin, server_id, call_id]() -> kj::Promise<OutcomePtr> {
+    if (ref.login_error) {
+      ref.broken = true;  // the next fetch tries again (the peer may have been reconfigured)
+      return std::make_shared<const Outcome>(refused_by(*ref.login_error, origin, call_id));
+    }
     if (!server_id.empty() && ref.server_id != server_id) {
       // The server that made the call is gone from that address (restarted or replaced): the
       // one there now has never heard of the call, and waiting for it would be in vain.
@@ -113,7 +151,17 @@ wire::AgentServer::Client PeerPool::server_at(const std::string& origin) {
   kj::Own<Peer> p = kj::addRef(peer(origin));
   Peer& ref = *p;
   return ref.ready.addBranch()
-      .then([&ref]() -> wire::AgentServer::Client { return ref.server; })
+      .then([&ref, origin]() -> wire::AgentServer::Client {
+        if (ref.login_error) {
+          ref.broken = true;
+          kj::throwFatalException(kj::Exception(
+              kj::Exception::Type::FAILED, __FILE__, __LINE__,
+              kj::str("the server at ", origin.c_str(),
+                      " refused this server's login (--peer-token-file): ",
+                      ref.login_error->message().c_str())));
+        }
+        return ref.server;
+      })
       .attach(kj::mv(p));
 }
 

@@ -7,6 +7,7 @@
 #include "counting_stream.h"
 #include "result_pool.h"
 #include "task_errors.h"
+#include "tls.h"
 
 #include <kj/async-io.h>
 
@@ -25,6 +26,8 @@ class PeerPool {
   struct Options {
     std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
     std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);  // a producer may run long
+    std::string token;  // what this server logs in to its peers with (--peer-token-file)
+    TlsConfig* tls = nullptr;  // TLS to peers (borrowed, outlives the pool); null: plaintext
   };
 
   // io is borrowed and outlives the pool; so does bytes (may be null), which counts the traffic

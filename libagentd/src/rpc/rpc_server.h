@@ -37,8 +37,7 @@ struct RpcContext {
 
 // The bootstrap capability of a server. on_fetch (may be empty) runs on the first fetch call:
 // only peer servers call fetch, so the server then counts that connection as a peer's.
-// TODO(security): whoever reaches the port gets this capability: no token, no TLS. The gate
-// (login(token) -> AgentServer) and kj-tls belong beside this layer.
+// Connections reach it only through their Gate's login (secure/login_gate.h).
 wire::AgentServer::Client make_agent_server(RpcContext& ctx, std::function<void()> on_fetch = {});
 
 }  // namespace agentd::detail

@@ -6,8 +6,15 @@
 
 #include <agentd/error.h>
 
+#include <grp.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -48,6 +55,8 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                ConnectorFactory connector)
     : options_(std::move(options)),
       io_(io),
+      creds_(load_credentials(options_)),
+      tls_(load_tls(options_)),
       id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
       services_(models_),
       bridge_(io.unixEventPort),
@@ -57,7 +66,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       host_(catalog_, services_, workers_, bridge_, scheduler_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
-                               .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout)},
+                               .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout),
+                               .token = creds_.peer_token,
+                               .tls = tls_.peers.get()},
              &bytes_.peer),
       rpc_{.server_id = id_,
            .advertise_address = advertise_,
@@ -76,6 +87,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                },
            .bytes = &bytes_},
       bootstrap_(make_agent_server(rpc_)),
+      gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
       stop_promise_(nullptr),
       tasks_(task_errors_) {
   if (!options_.trace_file.empty()) {
@@ -97,7 +109,39 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   if (connector) services_.set_connector(connector(*this));
 }
 
+Server::Credentials Server::load_credentials(const ServerOptions& o) {
+  Credentials c;
+  if (!o.auth_token_file.empty()) {
+    auto tokens = read_token_file(o.auth_token_file, "--auth-token-file");
+    for (const auto& t : tokens)
+      if (t.size() < 16)
+        spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
+                     "random ones (`openssl rand -hex 32`)",
+                     o.auth_token_file, t.size());
+    c.tokens = TokenSet(tokens);
+    c.peer_token = tokens.front();
+  }
+  if (!o.peer_token_file.empty())
+    c.peer_token = read_token_file(o.peer_token_file, "--peer-token-file").front();
+  return c;
+}
+
+Server::Tls Server::load_tls(const ServerOptions& o) {
+  Tls t;
+  if (o.tls_cert.empty()) return t;
+  t.server = TlsConfig::server(TlsFiles{.cert = o.tls_cert, .key = o.tls_key, .ca = o.tls_client_ca});
+  // To peers: this server's certificate as its client certificate (for peers requiring mutual
+  // TLS), trusting --peer-tls-ca, else --tls-client-ca, else the system's CAs.
+  t.peers = TlsConfig::client(TlsFiles{.cert = o.tls_cert,
+                                       .key = o.tls_key,
+                                       .ca = o.peer_tls_ca.empty() ? o.tls_client_ca : o.peer_tls_ca,
+                                       .ca_name = o.peer_tls_ca.empty() ? "--tls-client-ca"
+                                                                        : "--peer-tls-ca"});
+  return t;
+}
+
 Server::~Server() {
+  if (unix_listener_) ::unlink(options_.unix_socket.c_str());
   bridge_.close();
   host_.remove_all();
   workers_.stop();
@@ -154,18 +198,84 @@ std::uint16_t Server::listen() {
     }
     spdlog::info("metrics at http://{}:{}/metrics", options_.host, metrics_->port());
   }
-  accepting_ = accept_loop().eagerlyEvaluate([](kj::Exception&& e) {
+  if (!options_.unix_socket.empty()) {
+    try {
+      listen_unix();
+    } catch (...) {
+      listener_ = nullptr;
+      metrics_ = nullptr;
+      throw;
+    }
+  }
+  accepting_ = accept_loop(*listener_, false).eagerlyEvaluate([](kj::Exception&& e) {
     spdlog::error("accepting connections failed: {}", e.getDescription().cStr());
   });
+  if (unix_listener_)
+    accepting_unix_ = accept_loop(*unix_listener_, true).eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("accepting connections on --unix-socket failed: {}", e.getDescription().cStr());
+    });
   return port;
 }
 
-kj::Promise<void> Server::accept_loop() {
-  // run() cancels this loop (accepting_) before it drops the listener, so listener_ is set here.
-  return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-    tasks_.add(serve(kj::mv(stream)));
-    return accept_loop();
-  });
+void Server::listen_unix() {
+  const std::string& path = options_.unix_socket;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket {}: exists and is not a socket (remove it or pick "
+                              "another path)",
+                              path));
+    // A socket file: in use if something accepts on it, else left over from a crash.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+    bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (fd >= 0) ::close(fd);
+    if (live)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket {}: another server is listening there", path));
+    ::unlink(path.c_str());
+  }
+  try {
+    auto addr = io_.provider->getNetwork().parseAddress(to_kj("unix:" + path)).wait(io_.waitScope);
+    unix_listener_ = addr->listen();
+  } catch (const kj::Exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("--unix-socket {}: cannot listen: {}", path, bind_failure(e)));
+  }
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!options_.unix_socket_group.empty()) {
+    struct group* g = ::getgrnam(options_.unix_socket_group.c_str());
+    if (g == nullptr) {
+      unix_listener_ = nullptr;
+      ::unlink(path.c_str());
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--unix-socket-group {}: no such group", options_.unix_socket_group));
+    }
+    gid = g->gr_gid;
+  }
+  if (::chmod(path.c_str(), 0660) != 0 ||
+      (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+    int err = errno;
+    unix_listener_ = nullptr;
+    ::unlink(path.c_str());
+    throw Error(ErrorCode::config_error,
+                fmt::format("--unix-socket {}: cannot set its mode or group: {}", path,
+                            std::strerror(err)));
+  }
+  spdlog::info("also listening on unix:{} (mode 0660{})", path,
+               options_.unix_socket_group.empty() ? "" : ", group " + options_.unix_socket_group);
+}
+
+kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool local) {
+  // run() cancels this loop before it drops the listener, so the listener outlives it.
+  return listener.accept().then(
+      [this, &listener, local](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+        tasks_.add(serve(kj::mv(stream), local));
+        return accept_loop(listener, local);
+      });
 }
 
 // Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
@@ -176,13 +286,68 @@ struct Server::Connection {
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
 };
 
-kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw) {
+kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
+  std::string peer = local ? "unix:" + options_.unix_socket : peer_name(*raw);
+  // The first byte tells a TLS handshake from a Cap'n Proto message. A client that sends nothing
+  // for 10 s is dropped.
+  auto& timer = io_.provider->getTimer();
+  return timer.timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(raw)))
+      .then(
+          [this, peer, local](Sniffed s) mutable -> kj::Promise<void> {
+            if (s.empty) return kj::READY_NOW;
+            if (local && !s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+            if (local) {
+              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
+                           "(closed)",
+                           peer);
+              return kj::READY_NOW;
+            }
+            if (s.tls && !tls_.server) {
+              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
+                           "(closed; connect without TLS, or serve it with --tls-cert and "
+                           "--tls-key)",
+                           peer);
+              return kj::READY_NOW;
+            }
+            if (!s.tls && tls_.server) {
+              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
+                           "is refused saying so)",
+                           peer);
+              return serve_rpc(kj::mv(s.stream), kj::mv(peer), true);
+            }
+            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+            return io_.provider->getTimer()
+                .timeoutAfter(10 * kj::SECONDS, tls_.server->accept(kj::mv(s.stream)))
+                .then(
+                    [this, peer](kj::Own<kj::AsyncIoStream> stream) mutable {
+                      return serve_rpc(kj::mv(stream), kj::mv(peer), false);
+                    },
+                    [peer](kj::Exception&& e) {
+                      spdlog::warn("TLS handshake with {} failed: {}", peer,
+                                   e.getDescription().cStr());
+                    });
+          },
+          [peer](kj::Exception&& e) {
+            spdlog::debug("connection from {} closed before it said anything: {}", peer,
+                          e.getDescription().cStr());
+          });
+}
+
+kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer,
+                                    bool tls_expected) {
   auto conn = kj::heap<Connection>();
   conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
   CountingStream* stream = conn->stream.get();
-  auto bootstrap = make_agent_server(rpc_, [this, stream]() { stream->retarget(bytes_.peer); });
-  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(bootstrap)));
+  auto gate = tls_expected
+                  ? make_refusing_gate(
+                        "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
+                        "or --tls-ca FILE for agentctl and agentd-bench)")
+                  : make_gate(gate_, kj::mv(peer), [this, stream]() {
+                      return make_agent_server(rpc_,
+                                               [this, stream]() { stream->retarget(bytes_.peer); });
+                    });
+  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(gate)));
   auto done = conn->network->onDisconnect();
   return done.attach(kj::mv(conn));
 }
@@ -258,6 +423,11 @@ kj::Promise<void> Server::run() {
     if (notifier_) notifier_->notify("STOPPING=1\nSTATUS=stopping: " + status_text());
     accepting_ = nullptr;  // stop accepting: cancel the pending accept, then close the socket
     listener_ = nullptr;
+    accepting_unix_ = nullptr;
+    if (unix_listener_) {
+      unix_listener_ = nullptr;
+      ::unlink(options_.unix_socket.c_str());
+    }
     host_.begin_stop();
     auto deadline = io_.provider->getTimer().now() +
                     static_cast<std::int64_t>(options_.shutdown_grace * 1000) * kj::MILLISECONDS;

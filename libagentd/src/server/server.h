@@ -9,6 +9,8 @@
 #include "async_http.h"
 #include "async_loop.h"
 #include "bridge.h"
+#include "login_gate.h"
+#include "tls.h"
 #include "metrics.h"
 #include "model_registry.h"
 #include "peer_pool.h"
@@ -66,7 +68,8 @@ class Server {
   // No agent code is running (after run(): every running call finished within the grace).
   bool idle() const { return host_.running_calls() == 0; }
 
-  // The bootstrap capability (local mode uses it without a network).
+  // The AgentServer itself, past any gate (local mode uses it without a network; connections
+  // get it through their Gate's login).
   wire::AgentServer::Client bootstrap() { return bootstrap_; }
 
   // Any thread: runs fn on this server's loop thread (now, when called there); dropped once
@@ -79,6 +82,12 @@ class Server {
   wire::AgentServer::Client peer(const std::string& origin) { return peers_.server_at(origin); }
   kj::Promise<void> peer_lost(const std::string& origin) { return peers_.lost(origin); }
 
+  // Clients must present one of --auth-token-file's tokens.
+  bool requires_token() const { return !creds_.tokens.empty(); }
+  bool serves_tls() const { return tls_.server != nullptr; }
+  bool requires_client_certificates() const {
+    return tls_.server && tls_.server->requires_client_certificates();
+  }
   const std::string& id() const { return id_; }
   const std::string& advertise_address() const { return advertise_; }
   const std::vector<std::string>& class_names() const { return class_names_; }
@@ -97,7 +106,8 @@ class Server {
   MetricsSnapshot metrics() const;
 
  private:
-  kj::Promise<void> accept_loop();
+  kj::Promise<void> accept_loop(kj::ConnectionReceiver& listener, bool local);
+  void listen_unix();
   kj::Promise<void> sweep_loop();
   kj::Promise<void> drain(kj::TimePoint deadline);
   // After the last call: until its completions are written to the clients (bounded).
@@ -109,6 +119,21 @@ class Server {
 
   ServerOptions options_;
   kj::AsyncIoContext& io_;
+  // The tokens clients log in with and the one this server presents to peers (read at start).
+  struct Credentials {
+    TokenSet tokens;
+    std::string peer_token;
+  };
+  static Credentials load_credentials(const ServerOptions& o);
+  Credentials creds_;
+  // --tls-cert/--tls-key (null: plaintext), and the client side this server's peer connections
+  // use (null unless this server serves TLS).
+  struct Tls {
+    std::unique_ptr<TlsConfig> server;
+    std::unique_ptr<TlsConfig> peers;
+  };
+  static Tls load_tls(const ServerOptions& o);
+  Tls tls_;
   std::string id_;
   std::string advertise_;
   Traffic bytes_;
@@ -128,10 +153,18 @@ class Server {
   PeerPool peers_;
   RpcContext rpc_;
   wire::AgentServer::Client bootstrap_;
+  GateContext gate_;  // shared by every connection's gate (the bootstrap capability)
   struct Connection;  // one accepted connection with its own RPC system
-  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
+  // local: from the Unix socket, plaintext even when TCP clients must use TLS.
+  kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, bool local = false);
+  // After the first byte told TLS from plaintext (and any handshake): the RPC connection.
+  // tls_expected: a plaintext client on a TLS server, whose login is refused saying so.
+  kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer,
+                              bool tls_expected);
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
+  kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket
+  kj::Promise<void> accepting_unix_ = nullptr;
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;

@@ -60,6 +60,28 @@ po::options_description make_description(ServerOptions& o) {
      "how long to try connecting to another server whose placeholder a call consumes")
     ("peer-fetch-timeout", po::value<double>(&o.peer_fetch_timeout)->default_value(o.peer_fetch_timeout)->value_name("SECONDS"),
      "how long a call waits for another server's result before failing (retryable)")
+    ("auth-token-file", po::value<std::string>(&o.auth_token_file)->value_name("FILE"),
+     "require clients to log in with one of the tokens in FILE (one per line; the file must not "
+     "be readable by group or others)")
+    ("peer-token-file", po::value<std::string>(&o.peer_token_file)->value_name("FILE"),
+     "the token this server logs in to other servers with, to fetch their placeholders and reach "
+     "their agents (default: the first token of --auth-token-file)")
+    ("allow-unauthenticated", po::bool_switch(&o.allow_unauthenticated),
+     "serve without a token on an address other machines can reach (only on a trusted network)")
+    ("tls-cert", po::value<std::string>(&o.tls_cert)->value_name("FILE"),
+     "serve TLS only, with this PEM certificate (chain); needs --tls-key. Clients reach the "
+     "server by a name the certificate lists")
+    ("tls-key", po::value<std::string>(&o.tls_key)->value_name("FILE"),
+     "the PEM private key of --tls-cert")
+    ("tls-client-ca", po::value<std::string>(&o.tls_client_ca)->value_name("FILE"),
+     "require client certificates signed by a CA in this PEM bundle (mutual TLS)")
+    ("peer-tls-ca", po::value<std::string>(&o.peer_tls_ca)->value_name("FILE"),
+     "the CAs that sign other servers' certificates, for peer connections over TLS "
+     "(default: --tls-client-ca, else the system's CAs)")
+    ("unix-socket", po::value<std::string>(&o.unix_socket)->value_name("PATH"),
+     "also listen on a Unix domain socket at PATH (mode 0660; clients use the address unix:PATH)")
+    ("unix-socket-group", po::value<std::string>(&o.unix_socket_group)->value_name("GROUP"),
+     "the group owning --unix-socket (its members may connect)")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on
@@ -99,8 +121,8 @@ std::vector<std::string> yaml_to_args(const std::string& path, const po::options
     };
     if (kv.second.IsSequence()) {
       for (const auto& v : kv.second) add(v);
-    } else if (key == "stop-on-stdin-eof") {
-      if (kv.second.as<bool>(false)) args.push_back("--stop-on-stdin-eof");
+    } else if (key == "stop-on-stdin-eof" || key == "allow-unauthenticated") {
+      if (kv.second.as<bool>(false)) args.push_back("--" + key);
     } else {
       add(kv.second);
     }
@@ -109,6 +131,10 @@ std::vector<std::string> yaml_to_args(const std::string& path, const po::options
 }
 
 }  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
 
 ParsedArgs parse_server_args(int argc, const char* const* argv) {
   ParsedArgs out;
@@ -157,6 +183,24 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(ErrorCode::config_error, "--peer-connect-timeout and --peer-fetch-timeout must be positive");
   if (o.max_expire_time <= 0)
     throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    throw Error(ErrorCode::config_error,
+                "TLS needs both --tls-cert and --tls-key (PEM files); give both, or neither");
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty())
+    throw Error(ErrorCode::config_error,
+                "--tls-client-ca requires TLS: give --tls-cert and --tls-key too");
+  if (!o.unix_socket_group.empty() && o.unix_socket.empty())
+    throw Error(ErrorCode::config_error, "--unix-socket-group needs --unix-socket PATH");
+  if (!is_loopback_host(o.host) && o.auth_token_file.empty() && !o.allow_unauthenticated)
+    throw Error(
+        ErrorCode::config_error,
+        fmt::format("--host {}: refusing to listen on an address other machines can reach without "
+                    "a token: anyone who reaches the port could create and delete agents, read "
+                    "their memories, replace the model configs and stop the server. Either require "
+                    "a token with --auth-token-file FILE (make one with `openssl rand -hex 32 > "
+                    "FILE && chmod 600 FILE`), or, on a trusted network only, pass "
+                    "--allow-unauthenticated",
+                    o.host));
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool level_ok = false;
   for (auto* l : kLevels) level_ok = level_ok || o.log_level == l;

@@ -29,7 +29,27 @@ struct ServerOptions {
   double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder
   double peer_fetch_timeout = 7200;   // seconds to wait for another server's result
   std::string config_file;
+  // Security (README "Security"): tokens clients must log in with (empty: any token), the token
+  // this server presents to peers (empty: the first of auth_token_file's), and the explicit
+  // opt-out of the protected default (no token while listening beyond loopback refuses to start).
+  std::string auth_token_file;
+  std::string peer_token_file;
+  bool allow_unauthenticated = false;
+  // TLS (PEM files): serve TLS only with tls_cert + tls_key; require client certificates signed
+  // by tls_client_ca (mutual TLS). Peer connections use TLS when this server serves it, trusting
+  // peer_tls_ca (default: tls_client_ca, else the system's CAs) and presenting tls_cert.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string peer_tls_ca;
+  // A Unix domain socket to listen on as well (mode 0660; group unix_socket_group when set):
+  // its file permissions are the access control (a token is still required when configured).
+  std::string unix_socket;
+  std::string unix_socket_group;
 };
+
+// True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost.
+bool is_loopback_host(const std::string& host);
 
 struct ParsedArgs {
   enum class Action { run, help, version } action = Action::run;

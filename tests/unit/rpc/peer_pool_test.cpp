@@ -95,7 +95,8 @@ struct Fixture {
   std::vector<OutcomePtr> outs;  // what the fetches handed to their waiters, in order
 
   explicit Fixture(PeerPool::Options o = {.connect_timeout = std::chrono::seconds(5),
-                                          .fetch_timeout = std::chrono::seconds(60)})
+                                          .fetch_timeout = std::chrono::seconds(60),
+                                          .token = {}, .tls = nullptr})
       : options(o), pool(std::make_unique<PeerPool>(io, options, &bytes)) {
     g_gate.set(true);
   }
@@ -184,7 +185,7 @@ TEST_CASE("an unreachable origin fails the fetch with a retryable error within t
           "timeout",
           "[peer_pool]") {
   Fixture f({.connect_timeout = std::chrono::milliseconds(300),
-             .fetch_timeout = std::chrono::seconds(60)});
+             .fetch_timeout = std::chrono::seconds(60), .token = {}, .tls = nullptr});
   std::string address;
   kj::Own<kj::ConnectionReceiver> silent;
   SECTION("nothing listens there") {
@@ -215,7 +216,8 @@ TEST_CASE("an unreachable origin fails the fetch with a retryable error within t
 }
 
 TEST_CASE("after a failed connection the next fetch connects afresh", "[peer_pool]") {
-  Fixture f({.connect_timeout = std::chrono::seconds(5), .fetch_timeout = std::chrono::seconds(60)});
+  Fixture f({.connect_timeout = std::chrono::seconds(5), .fetch_timeout = std::chrono::seconds(60),
+             .token = {}, .tls = nullptr});
   // A port where nothing listens yet; a server comes up there later (an origin restarting).
   const std::uint16_t port = agentd::test::unused_port();
   const std::string address = fmt::format("127.0.0.1:{}", port);

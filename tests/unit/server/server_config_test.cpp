@@ -54,7 +54,8 @@ TEST_CASE("every option is read from the command line", "[server_config]") {
                   "--model-config-path", "m.yaml", "--plugin", "a.so", "--plugin", "b.so",
                   "--plugin-dir", "d", "--max-workers", "7", "--max-pool-size", "3",
                   "--max-expire-time", "1.5", "--server-id", "s1", "--log-level", "debug",
-                  "--shutdown-grace", "2", "--stop-on-stdin-eof"})
+                  "--shutdown-grace", "2", "--stop-on-stdin-eof", "--auth-token-file", "t",
+                  "--peer-token-file", "p", "--allow-unauthenticated"})
                .options;
   CHECK(o.host == "0.0.0.0");
   CHECK(o.port == 0);
@@ -69,6 +70,46 @@ TEST_CASE("every option is read from the command line", "[server_config]") {
   CHECK(o.log_level == "debug");
   CHECK(o.shutdown_grace == 2);
   CHECK(o.stop_on_stdin_eof);
+  CHECK(o.auth_token_file == "t");
+  CHECK(o.peer_token_file == "p");
+  CHECK(o.allow_unauthenticated);
+}
+
+TEST_CASE("protected default: beyond loopback, a token or an explicit opt-out is required",
+          "[server_config][security]") {
+  for (const char* host : {"0.0.0.0", "::", "192.168.1.10", "example.org"}) {
+    auto e = parse_error({"--host", host});
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(std::string("--host ") + host) &&
+                                Contains("--auth-token-file") && Contains("--allow-unauthenticated"));
+    CHECK(parse({"--host", host, "--auth-token-file", "t"}).options.host == host);
+    CHECK(parse({"--host", host, "--allow-unauthenticated"}).options.allow_unauthenticated);
+  }
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1"})
+    CHECK(parse({"--host", host}).options.host == host);
+  TempDir dir;
+  auto yaml = dir.write("c.yaml", "host: 0.0.0.0\nallow-unauthenticated: true\n");
+  CHECK(parse({"--config", yaml}).options.allow_unauthenticated);
+}
+
+TEST_CASE("TLS options come as a certificate and key pair", "[server_config][security]") {
+  auto o = parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem",
+                  "--peer-tls-ca", "p.pem"})
+               .options;
+  CHECK(o.tls_cert == "c.pem");
+  CHECK(o.tls_key == "k.pem");
+  CHECK(o.tls_client_ca == "ca.pem");
+  CHECK(o.peer_tls_ca == "p.pem");
+  CHECK_THAT(parse_error({"--tls-cert", "c.pem"}).message(), Contains("--tls-key"));
+  CHECK_THAT(parse_error({"--tls-key", "k.pem"}).message(), Contains("--tls-cert"));
+  CHECK_THAT(parse_error({"--tls-client-ca", "ca.pem"}).message(), Contains("requires TLS"));
+}
+
+TEST_CASE("a Unix socket group needs a Unix socket", "[server_config][security]") {
+  auto o = parse({"--unix-socket", "/run/a.sock", "--unix-socket-group", "agentd"}).options;
+  CHECK(o.unix_socket == "/run/a.sock");
+  CHECK(o.unix_socket_group == "agentd");
+  CHECK_THAT(parse_error({"--unix-socket-group", "agentd"}).message(), Contains("--unix-socket PATH"));
 }
 
 TEST_CASE("help text explains every option with its default, and version names the version",
@@ -77,7 +118,8 @@ TEST_CASE("help text explains every option with its default, and version names t
   CHECK(h.action == ParsedArgs::Action::help);
   for (const char* opt : {"--host", "--port", "--model-config-path", "--plugin", "--plugin-dir",
                           "--max-workers", "--max-pool-size", "--max-expire-time", "--server-id",
-                          "--log-level", "--config", "--version"})
+                          "--log-level", "--config", "--version", "--auth-token-file",
+                          "--peer-token-file", "--allow-unauthenticated"})
     CHECK_THAT(h.text, Contains(opt));
   CHECK_THAT(h.text, Contains("12310") && Contains("8192") && Contains("7200") &&
                          Contains("127.0.0.1"));

@@ -1,0 +1,40 @@
+// The Gate: the bootstrap capability of every connection to an as_server (schemas/agentd.capnp).
+// A client logs in with a token and gets the AgentServer; nothing else is reachable before.
+// Loop thread only.
+#pragma once
+
+#include "agentd.capnp.h"
+#include "login_throttle.h"
+#include "tokens.h"
+
+#include <kj/async-io.h>
+#include <kj/function.h>
+
+#include <string>
+
+struct sockaddr;
+
+namespace agentd::detail {
+
+// What every gate of one server shares; owned by the server, outlives its gates.
+struct GateContext {
+  TokenSet tokens;          // empty: authentication off, every token accepted
+  LoginThrottle throttle;
+  kj::Timer& timer;
+};
+
+// The gate of one connection from peer ("address:port", for logs and the throttle, which keys by
+// the address part). make_server makes the AgentServer for this connection on the first good
+// login; later logins on the connection get the same one.
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer,
+                             kj::Function<wire::AgentServer::Client()> make_server);
+
+// A gate that refuses every login with unauthenticated and why (a plaintext client on a TLS
+// server is told so over the only protocol it speaks).
+wire::Gate::Client make_refusing_gate(std::string why);
+
+// "1.2.3.4:5678", "[::1]:5678" or "unix" for a connected stream's peer; "unknown" when the
+// stream cannot tell.
+std::string peer_name(kj::AsyncIoStream& stream);
+
+}  // namespace agentd::detail
