@@ -128,6 +128,7 @@ class Server {
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream);
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
+  bool accept_failing_ = false;             // the last accept failed (logged once)
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;

@@ -60,6 +60,8 @@ po::options_description make_description(ServerOptions& o) {
      "how long to try connecting to another server whose placeholder a call consumes")
     ("peer-fetch-timeout", po::value<double>(&o.peer_fetch_timeout)->default_value(o.peer_fetch_timeout)->value_name("SECONDS"),
      "how long a call waits for another server's result before failing (retryable)")
+    ("max-client-backlog", po::value<std::size_t>(&o.max_client_backlog_mb)->default_value(o.max_client_backlog_mb)->value_name("MIB"),
+     "close the connection of a client that leaves more than this many MiB of call completions unread")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on
