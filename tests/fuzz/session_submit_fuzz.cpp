@@ -95,7 +95,7 @@ struct Harness {
       if (reported != seen) {
         seen = reported;
         last = std::chrono::steady_clock::now();
-      } else if (std::chrono::steady_clock::now() - last > std::chrono::milliseconds(100)) {
+      } else if (std::chrono::steady_clock::now() - last > std::chrono::milliseconds(20)) {
         return false;
       }
     }

@@ -277,6 +277,17 @@ TEST_CASE("malformed frames are closed and logged once each while others are ser
     CHECK(count_of(s->stderr_text(), "closing connection from " + sock->peer_name() + ":") == 1);
   CHECK(error_lines(s->stderr_text()) == 0);
   normal_round_trip(agent, round);
+  // Clients that go away, with calls in flight or not, are not logged.
+  for (int i = 0; i < 3; ++i) {
+    auto other = s->connect();
+    auto a = other.create_agent("EchoAgent");
+    normal_round_trip(a, i);
+    (void)a.reply(Msg("user", "left behind"));
+  }
+  auto last = s->connect();
+  auto a = last.create_agent("EchoAgent");
+  normal_round_trip(a, 99);
+  CHECK(count_of(s->stderr_text(), "closing connection from") == sockets.size());
 }
 
 TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {

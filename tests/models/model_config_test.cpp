@@ -334,3 +334,16 @@ TEST_CASE("aliases expanding past a million values are refused", "[models][confi
   }
   CHECK(error_of(doc).find("more than 1000000 values once aliases") != std::string::npos);
 }
+
+TEST_CASE("a config holding bytes that are not UTF-8 gets a config_error, not a crash",
+          "[models][config][hostile]") {
+  // model_config_fuzz's crash-de0f83d4: describing the bad value in the message ran
+  // nlohmann's dump(), which threw type_error 316 (invalid UTF-8) out of the parser.
+  const std::string crash =
+      "- &base\n 'config_nam[e: a\n  model_typscope_c$hat\n  model_name: \x91wen-ma  xpa\n"
+      "i_kdel_type: echo\n";
+  const std::string message = error_of(crash);
+  CHECK_FALSE(message.empty());
+  CHECK(error_of("- config_name: \"\\x91\"\n  model_type: [\"\xff\xfe\"]\n").find("model_type") !=
+        std::string::npos);
+}

@@ -72,7 +72,10 @@ void ConnectionGuard::check_abort(kj::ArrayPtr<const kj::ArrayPtr<const capnp::w
   try {
     capnp::SegmentArrayMessageReader reader(segments);
     auto msg = reader.getRoot<capnp::rpc::Message>();
-    if (msg.isAbort()) note_closing("protocol error: " + std::string(msg.getAbort().getReason().cStr()));
+    // An abort over a disconnect (the peer went away while something was in flight) is no
+    // fault of the peer's messages; any other abort is a protocol error.
+    if (msg.isAbort() && msg.getAbort().getType() != capnp::rpc::Exception::Type::DISCONNECTED)
+      note_closing("protocol error: " + std::string(msg.getAbort().getReason().cStr()));
   } catch (const kj::Exception&) {
     // Not ours to judge: the RPC system built it.
   }
