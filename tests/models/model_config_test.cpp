@@ -347,3 +347,13 @@ TEST_CASE("a config holding bytes that are not UTF-8 gets a config_error, not a 
   CHECK(error_of("- config_name: \"\\x91\"\n  model_type: [\"\xff\xfe\"]\n").find("model_type") !=
         std::string::npos);
 }
+
+TEST_CASE("an alias inside the node it refers to is refused, not followed forever",
+          "[models][config][hostile]") {
+  // model_config_fuzz's crash-9c23e123: "mode<<: *base" inside "&base" made a cycle, and the
+  // conversion to a Value recursed until the stack overflowed.
+  const std::string crash =
+      "- &base\n  config_name: a\n  model_tipe: dashscope_chat\n  mode<<: *base\n  config_name: b\n"
+      "- config_name: a\n  model_type: echo\n";
+  CHECK(error_of(crash).find("levels once aliases (*name) are expanded") != std::string::npos);
+}

@@ -56,6 +56,7 @@ Pos pos_of(const YAML::Mark& mark) {
 constexpr int kMaxNesting = 64;            // flow collections ([ {) inside each other
 constexpr std::size_t kMaxIndent = 256;    // columns of block structure (spaces, "- ", "? ", ": ")
 constexpr std::size_t kMaxNodes = 1'000'000;  // values in the document once aliases are expanded
+constexpr int kMaxDepth = 256;  // levels once aliases are expanded (an alias inside its own anchor never ends)
 
 // Refuses text nested deeper than the limits allow, by a scan that needs no parser: flow depth
 // outside quoted scalars and comments, and each line's leading block structure.
@@ -245,6 +246,14 @@ class YamlReader {
       : source_(source), positions_(positions), substitute_(substitute) {}
 
   Value convert(const YAML::Node& node, const std::string& pointer) {
+    if (depth_ >= kMaxDepth)
+      fail(format_pos(source_, pos_of(node.Mark())) + ": nested deeper than " + std::to_string(kMaxDepth) +
+           " levels once aliases (*name) are expanded (does an alias refer to the node that holds it?)");
+    ++depth_;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (++nodes_ > kMaxNodes)
       fail(format_pos(source_, pos_of(node.Mark())) + ": more than " + std::to_string(kMaxNodes) +
            " values once aliases (*name) are expanded; a model config needs far fewer");
@@ -296,6 +305,7 @@ class YamlReader {
   PosMap& positions_;
   bool substitute_;
   std::size_t nodes_ = 0;  // converted so far (aliases count each time they are expanded)
+  int depth_ = 0;          // of the node being converted
 };
 
 // Positions only (JSON documents): the same walk, values discarded. Best effort.
