@@ -11,6 +11,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev libsqlite3-dev
   catch2 python3 systemd openssl
   python3-dev pybind11-dev python3-pytest
+  clang libfuzzer-14-dev
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <agentd/error.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -55,6 +56,16 @@ int main(int argc, char** argv) {
   }
   const auto& opts = args.options;
   agentd::detail::setup_logging(opts.log_level, opts.log_format);
+
+  // One descriptor per client connection: take every descriptor the hard limit allows (the soft
+  // limit is often 1024, which a few hundred clients and peers would exhaust).
+  if (rlimit fds{}; ::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+    const rlim_t soft = fds.rlim_cur;
+    fds.rlim_cur = fds.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &fds) != 0)
+      spdlog::warn("cannot raise the open file limit from {} to {}: connections past about {} "
+                   "are refused", soft, fds.rlim_max, soft);
+  }
 
   // Signals are taken by the event loop; they must be blocked before any thread starts.
   kj::UnixEventPort::captureSignal(SIGINT);

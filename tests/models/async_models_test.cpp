@@ -275,7 +275,7 @@ TEST_CASE("dropping a chat_async promise cancels its request, in flight or queue
   }
 }
 
-TEST_CASE("max_concurrency bounds the calls of a model in flight; the rest wait in FIFO order",
+TEST_CASE("max_concurrency bounds the calls of a model in flight and the rest wait in FIFO order",
           "[models][async]") {
   Loop loop;
   auto key = unique_key("async-limit");
@@ -361,7 +361,7 @@ TEST_CASE("chat_async through the registry counts usage and errors like chat()",
   CHECK(usage.completion_tokens == 2 * r.usage.completion_tokens);
 }
 
-TEST_CASE("echo answers chat_async on the loop; delay_ms waits on the loop's timer", "[models][async]") {
+TEST_CASE("echo answers chat_async on the loop and delay_ms waits on the loop's timer", "[models][async]") {
   Loop loop;
   auto model = model_from_yaml("- config_name: e\n  model_type: echo\n  delay_ms: 200\n");
   const std::size_t before = thread_count();

@@ -302,3 +302,58 @@ TEST_CASE("model_config_from_json validates a config built in code", "[models][c
     CHECK_THAT(e.message(), Contains("setModelConfigs: model config 'e': unknown model_type 'nope'"));
   }
 }
+
+TEST_CASE("documents nested too deep are refused before yaml-cpp recurses into them",
+          "[models][config][hostile]") {
+  // The walks over a parsed document recurse once per level: 100,000 levels exhaust the stack or
+  // memory (a crash of the server that received them through setModelConfigs).
+  const std::string flow(100000, '[');
+  CHECK(error_of(flow).find("models.yaml:1:65: nested deeper than 64 levels") != std::string::npos);
+  CHECK(error_of(std::string(50000, '[') + std::string(50000, ']')).find("nested deeper") !=
+        std::string::npos);  // balanced JSON: nlohmann reads it, yaml-cpp (positions) would not
+  CHECK(error_of("- " + std::string(100000, '{')).find("nested deeper") != std::string::npos);
+  std::string dashes;
+  for (int i = 0; i < 5000; ++i) dashes += "- ";
+  CHECK(error_of(dashes + "x").find("columns of indentation") != std::string::npos);
+  // Brackets inside quoted scalars and comments are text, and 64 levels still parse.
+  CHECK(error_of("- config_name: \"" + flow + "\"\n  model_type: echo  # " + flow + "\n") == "");
+  CHECK(error_of("- config_name: 'it''s [[[" + std::string(100, '[') + "'\n  model_type: echo\n") == "");
+  CHECK(error_of("- {config_name: e, model_type: echo, generate_args: {x: " + std::string(62, '[') +
+                 std::string(62, ']') + "}}\n") == "");
+  // A quote inside a plain scalar does not hide what follows it.
+  CHECK(error_of("- a'\n- " + flow).find("nested deeper") != std::string::npos);
+}
+
+TEST_CASE("aliases expanding past a million values are refused", "[models][config][hostile]") {
+  // "Billion laughs": each level refers to the one before nine times.
+  std::string doc = "- config_name: e\n  model_type: echo\n  l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 8; ++i) {
+    doc += "  l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int j = 0; j < 9; ++j) doc += (j ? ", *l" : "*l") + std::to_string(i - 1);
+    doc += "]\n";
+  }
+  CHECK(error_of(doc).find("more than 1000000 values once aliases") != std::string::npos);
+}
+
+TEST_CASE("a config holding bytes that are not UTF-8 gets a config_error, not a crash",
+          "[models][config][hostile]") {
+  // model_config_fuzz's crash-de0f83d4: describing the bad value in the message ran
+  // nlohmann's dump(), which threw type_error 316 (invalid UTF-8) out of the parser.
+  const std::string crash =
+      "- &base\n 'config_nam[e: a\n  model_typscope_c$hat\n  model_name: \x91wen-ma  xpa\n"
+      "i_kdel_type: echo\n";
+  const std::string message = error_of(crash);
+  CHECK_FALSE(message.empty());
+  CHECK(error_of("- config_name: \"\\x91\"\n  model_type: [\"\xff\xfe\"]\n").find("model_type") !=
+        std::string::npos);
+}
+
+TEST_CASE("an alias inside the node it refers to is refused, not followed forever",
+          "[models][config][hostile]") {
+  // model_config_fuzz's crash-9c23e123: "mode<<: *base" inside "&base" made a cycle, and the
+  // conversion to a Value recursed until the stack overflowed.
+  const std::string crash =
+      "- &base\n  config_name: a\n  model_tipe: dashscope_chat\n  mode<<: *base\n  config_name: b\n"
+      "- config_name: a\n  model_type: echo\n";
+  CHECK(error_of(crash).find("levels once aliases (*name) are expanded") != std::string::npos);
+}

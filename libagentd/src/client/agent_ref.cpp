@@ -21,7 +21,8 @@ constexpr const char* kRefKey = "agentd_agent_ref";
 AgentAddress parse_agent_ref(const Value& ref) {
   if (!AgentRef::is_ref(ref))
     throw Error(ErrorCode::bad_args,
-                "not an agent reference (expected the Value of AgentRef::to_value()): " + ref.dump());
+                "not an agent reference (expected the Value of AgentRef::to_value()): " +
+                    ref.dump(-1, ' ', false, Value::error_handler_t::replace));
   std::string address = ref[kRefKey].value("address", std::string{});
   AgentAddress out;
   if (!split_host_port(address, out.host, out.port))

@@ -44,7 +44,7 @@ Msg::Msg(std::string name_in, Value content_in, std::string role_in)
 std::string Msg::text() const {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return {};
-  return content.dump();
+  return content.dump(-1, ' ', false, Value::error_handler_t::replace);  // bytes that are no UTF-8: U+FFFD
 }
 
 Value to_json(const Msg& m) {

@@ -14,7 +14,8 @@ HttpModel::HttpModel(ModelConfig config) : config_(std::move(config)) {
   retry_.max_delay = config_.retry_max_delay;
   if (config_.headers.is_object()) {
     for (const auto& [name, value] : config_.headers.items()) {
-      headers_.push_back(name + ": " + (value.is_string() ? value.get<std::string>() : value.dump()));
+      headers_.push_back(name + ": " + (value.is_string() ? value.get<std::string>()
+                                                          : value.dump(-1, ' ', false, Value::error_handler_t::replace)));
     }
   }
 }

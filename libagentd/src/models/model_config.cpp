@@ -254,7 +254,9 @@ class ConfigValidator {
   }
 
   static std::string describe(const Value& v) {
-    std::string text = v.dump();
+    // Replace, not throw: a document's strings are bytes, and invalid UTF-8 made dump() throw
+    // nlohmann's type_error out of the parser (found by model_config_fuzz).
+    std::string text = v.dump(-1, ' ', false, Value::error_handler_t::replace);
     if (text.size() > 60) text = text.substr(0, 57) + "...";
     return std::string(v.type_name()) + " " + text;
   }

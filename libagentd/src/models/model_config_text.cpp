@@ -46,6 +46,78 @@ Pos pos_of(const YAML::Mark& mark) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Limits. nlohmann reads JSON nested to any depth, and the walks below (positions, ${ENV}
+// substitution, YAML to Value) recurse once per level, each holding its JSON pointer: 100,000
+// balanced brackets (200 KB) exhaust the stack or memory (yaml-cpp stops its own parser at
+// 2,000 levels, not these walks). Aliases
+// expand into copies (a "billion laughs" document is a few lines). Documents come from files
+// and, over RPC, from setModelConfigs, so both are refused with a config_error first.
+
+constexpr int kMaxNesting = 64;            // flow collections ([ {) inside each other
+constexpr std::size_t kMaxIndent = 256;    // columns of block structure (spaces, "- ", "? ", ": ")
+constexpr std::size_t kMaxNodes = 1'000'000;  // values in the document once aliases are expanded
+constexpr int kMaxDepth = 256;  // levels once aliases are expanded (an alias inside its own anchor never ends)
+
+// Refuses text nested deeper than the limits allow, by a scan that needs no parser: flow depth
+// outside quoted scalars and comments, and each line's leading block structure.
+void check_nesting(std::string_view text, std::string_view source) {
+  int depth = 0;
+  std::size_t line = 1;
+  bool line_start = true;
+  std::size_t lead = 0;  // leading structure characters of the current line so far
+  std::size_t line_begin = 0;
+  auto here = [&](std::size_t i) {
+    return format_pos(source, Pos{static_cast<int>(line), static_cast<int>(i - line_begin + 1)});
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      lead = 0;
+      line_begin = i + 1;
+      continue;
+    }
+    if (line_start) {
+      if (c == ' ' || c == '\t' || c == '-' || c == '?' || c == ':') {
+        if (++lead > kMaxIndent)
+          fail(here(i) + ": nested deeper than a model config can be (more than " + std::to_string(kMaxIndent) +
+               " columns of indentation)");
+        continue;
+      }
+      line_start = false;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;  // a comment, to the end of the line
+    } else if ((c == '"' || c == '\'') &&
+               (i == 0 || std::string_view(" \t\n[{,:-?").find(text[i - 1]) != std::string_view::npos)) {
+      // A quoted scalar (one starts a token; a quote inside a plain scalar, "don't", is text):
+      // skip to its closing quote ("" escapes with \, '' doubles the quote).
+      for (++i; i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          line_begin = i + 1;
+        }
+        if (c == '"' && text[i] == '\\') {
+          ++i;
+        } else if (text[i] == c) {
+          if (c == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+            ++i;
+          } else {
+            break;
+          }
+        }
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        fail(here(i) + ": nested deeper than " + std::to_string(kMaxNesting) + " levels of [ ] and { }, more than a model config needs");
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // ${ENV} substitution.
 
 // Replaces ${NAME} and ${NAME:-default} with the environment's values; "$${" stays a literal "${".
@@ -174,6 +246,17 @@ class YamlReader {
       : source_(source), positions_(positions), substitute_(substitute) {}
 
   Value convert(const YAML::Node& node, const std::string& pointer) {
+    if (depth_ >= kMaxDepth)
+      fail(format_pos(source_, pos_of(node.Mark())) + ": nested deeper than " + std::to_string(kMaxDepth) +
+           " levels once aliases (*name) are expanded (does an alias refer to the node that holds it?)");
+    ++depth_;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
+    if (++nodes_ > kMaxNodes)
+      fail(format_pos(source_, pos_of(node.Mark())) + ": more than " + std::to_string(kMaxNodes) +
+           " values once aliases (*name) are expanded; a model config needs far fewer");
     positions_.values.emplace(pointer, pos_of(node.Mark()));
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
@@ -221,6 +304,8 @@ class YamlReader {
   std::string_view source_;
   PosMap& positions_;
   bool substitute_;
+  std::size_t nodes_ = 0;  // converted so far (aliases count each time they are expanded)
+  int depth_ = 0;          // of the node being converted
 };
 
 // Positions only (JSON documents): the same walk, values discarded. Best effort.
@@ -268,6 +353,7 @@ Pos pos_from_offset(std::string_view text, std::size_t offset) {
 }  // namespace
 
 Value read_config_document(std::string_view text, std::string_view source_name, PosMap& positions) {
+  check_nesting(text, source_name);
   std::size_t first = text.find_first_not_of(" \t\r\n");
   Value doc;
   if (first != std::string_view::npos && (text[first] == '[' || text[first] == '{')) {

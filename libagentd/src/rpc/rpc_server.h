@@ -33,6 +33,12 @@ struct RpcContext {
   std::function<void()> request_stop;  // the stop RPC
   std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
   const Traffic* bytes = nullptr;  // the server's bytes by connection kind (may be null)
+  // What one client may leave unread: completions queued for it or sent and not yet answered
+  // (bytes, about). Past it the connection is closed through close_connection.
+  std::size_t client_backlog_limit = std::size_t{1} << 30;
+  // Closes the connection this context serves, saying why (logged once). Set per connection by
+  // the server; empty (nothing to close) for local mode's in-process use.
+  std::function<void(const std::string& why)> close_connection;
 };
 
 // The bootstrap capability of a server. on_fetch (may be empty) runs on the first fetch call:

@@ -20,19 +20,27 @@ namespace {
 
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
+// The most calls one Session.submit may carry. The C++ client sends at most 4,096; a list of
+// empty structs costs a few bytes on the wire per million, so the count is checked, not the size.
+constexpr unsigned kMaxCallsPerSubmit = 65536;
+
 // Completions (and chunks of streamed calls) waiting for the next CallSink.done / .chunks.
 // Loop thread only; the session holds it, and what arrives after the session is gone
 // (weak_ptr expired) is dropped.
-// TODO(backpressure): nothing bounds what a client that stops reading makes the server keep
-// here, nor how many calls one submit may queue.
+// What a client leaves unread is bounded: items queued here plus those sent and not yet
+// answered by its CallSink count against ctx.client_backlog_limit; past it, the client is not
+// reading (or not keeping up by a wide margin), its connection is closed (ctx.close_connection)
+// and what was queued for it is dropped.
 class Outbox : public std::enable_shared_from_this<Outbox> {
  public:
-  explicit Outbox(wire::CallSink::Client sink) : sink_(kj::mv(sink)) {}
+  Outbox(wire::CallSink::Client sink, RpcContext& ctx) : sink_(kj::mv(sink)), ctx_(ctx) {}
 
   // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
   // the rest of it. Sent after everything already queued on the loop (a whole bridge batch).
   void add(std::uint64_t ticket, std::size_t size, CallDoneWriter write) {
+    if (overflowed_) return;  // the connection is closing: nobody will read it
     items_.push_back(Item{ticket, size + 16, kj::mv(write), false, 0, {}});
+    if (!count(size + 16)) return;
     schedule();
   }
   void add_error(std::uint64_t ticket, Error e) {
@@ -45,9 +53,13 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   // with everything else added, so before the call's CallDone. Text over kMaxChunkBytes is
   // split (at UTF-8 character boundaries) into several chunks.
   void add_chunk(std::uint64_t ticket, std::uint32_t& seq, std::string text) {
+    if (overflowed_) return;
+    bool within = true;
     auto push = [&](std::string piece) {
+      if (overflowed_) return;
       const std::size_t size = piece.size() + 32;
       items_.push_back(Item{ticket, size, CallDoneWriter(), true, seq++, std::move(piece)});
+      if (within) within = count(size);
     };
     if (text.size() <= kMaxChunkBytes) {
       push(std::move(text));
@@ -63,6 +75,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
         rest.remove_prefix(cut);
       }
     }
+    if (!within) return;
     schedule();
   }
 
@@ -77,6 +90,36 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
     std::uint32_t seq = 0;  // chunk
     std::string text;       // chunk
   };
+
+  // Counts bytes newly queued; false (and the connection closing) past the client's limit.
+  bool count(std::size_t bytes) {
+    queued_bytes_ += bytes;
+    if (queued_bytes_ + unanswered_bytes_ <= ctx_.client_backlog_limit) return true;
+    overflow();
+    return false;
+  }
+
+  // The client left more than the limit unread: close its connection and drop what waits.
+  void overflow() {
+    overflowed_ = true;
+    const std::size_t mib = (queued_bytes_ + unanswered_bytes_) >> 20;
+    items_.clear();
+    queued_bytes_ = 0;
+    if (ctx_.close_connection)
+      ctx_.close_connection(fmt::format(
+          "the client left {} MiB of call completions unread (limit {} MiB, "
+          "--max-client-backlog); it is not reading its connection",
+          mib, ctx_.client_backlog_limit >> 20));
+  }
+
+  // Counts a sent message as unanswered until its CallSink call returns.
+  void track(kj::Promise<void> sent, std::size_t bytes) {
+    unanswered_bytes_ += bytes;
+    std::weak_ptr<Outbox> weak = shared_from_this();
+    tasks_.add(sent.attach(kj::defer([weak, bytes]() {
+      if (auto self = weak.lock()) self->unanswered_bytes_ -= bytes;
+    })));
+  }
 
   void schedule() {
     if (scheduled_) return;
@@ -93,6 +136,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   // capability are delivered in the order sent, so the client sees them in this order.
   void flush() {
     scheduled_ = false;
+    if (overflowed_) return;
     std::size_t begin = 0;
     while (begin < items_.size()) {
       const bool chunks = items_[begin].chunk;
@@ -108,18 +152,21 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       begin = end;
     }
     items_.clear();
+    queued_bytes_ = 0;
   }
 
   void send_chunks(std::size_t begin, std::size_t end) {
     auto req = sink_.chunksRequest();
     auto list = req.initChunks(static_cast<unsigned>(end - begin));
+    std::size_t bytes = 0;
     for (std::size_t i = begin; i < end; ++i) {
       auto out = list[static_cast<unsigned>(i - begin)];
       out.setTicket(items_[i].ticket);
       out.setSeq(items_[i].seq);
       out.setText(to_kj(items_[i].text));
+      bytes += items_[i].size;
     }
-    tasks_.add(req.send().ignoreResult());
+    track(req.send().ignoreResult(), bytes);
   }
 
   // Sends items [begin, end) as one CallSink.done. A batch holds more than kBatchBytes only
@@ -145,11 +192,15 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
                     d.initError());
       }
     }
-    tasks_.add(req.send().ignoreResult());
+    track(req.send().ignoreResult(), approx_bytes);
   }
 
   wire::CallSink::Client sink_;
+  RpcContext& ctx_;
   std::vector<Item> items_;
+  std::size_t queued_bytes_ = 0;      // of items_
+  std::size_t unanswered_bytes_ = 0;  // of CallSink messages sent and not answered
+  bool overflowed_ = false;
   bool scheduled_ = false;
   // Completions that could not be sent. A client that went away needs no word; anything else
   // means calls the client will never hear of, which must not pass silently.
@@ -172,10 +223,19 @@ Call::Kind call_kind(wire::CallKind k) {
 class SessionImpl final : public wire::Session::Server {
  public:
   SessionImpl(RpcContext& ctx, wire::CallSink::Client sink)
-      : ctx_(ctx), out_(std::make_shared<Outbox>(kj::mv(sink))) {}
+      : ctx_(ctx), out_(std::make_shared<Outbox>(kj::mv(sink), ctx)) {}
 
   kj::Promise<void> submit(SubmitContext context) override {
-    for (auto spec : context.getParams().getCalls()) {
+    auto calls = context.getParams().getCalls();
+    if (calls.size() > kMaxCallsPerSubmit) {
+      const std::string why = fmt::format(
+          "Session.submit carries {} calls, more than the {} one submit may carry; send them in "
+          "several",
+          calls.size(), kMaxCallsPerSubmit);
+      return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                           kj::heapString(why.data(), why.size()));
+    }
+    for (auto spec : calls) {
       try {
         if (spec.getKind() == wire::CallKind::CREATE)
           create(spec);
@@ -183,6 +243,12 @@ class SessionImpl final : public wire::Session::Server {
           queue(spec);
       } catch (const Error& e) {
         out_->add_error(spec.getTicket(), e);
+      } catch (const kj::Exception& e) {
+        // A call the message's limits refuse (a value nested too deep, a broken pointer): this
+        // call fails alone, the calls around it go on.
+        out_->add_error(spec.getTicket(),
+                        Error(ErrorCode::bad_request,
+                              fmt::format("the call could not be read: {}", e.getDescription().cStr())));
       }
     }
     return kj::READY_NOW;

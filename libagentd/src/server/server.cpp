@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "connection_guard.h"
 #include "counting_stream.h"
 #include "model_config.h"
 #include "value_codec.h"
@@ -85,7 +86,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                  spdlog::info("model configs replaced over RPC (version {})", version);
                  return version;
                },
-           .bytes = &bytes_},
+           .bytes = &bytes_,
+           .client_backlog_limit = options_.max_client_backlog_mb << 20,
+           .close_connection = {}},  // set per connection (serve())
       bootstrap_(make_agent_server(rpc_)),
       gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
       stop_promise_(nullptr),
@@ -273,15 +276,34 @@ kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool loc
   // run() cancels this loop before it drops the listener, so the listener outlives it.
   return listener.accept().then(
       [this, &listener, local](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+        if (accept_failing_) spdlog::info("accepting connections again");
+        accept_failing_ = false;
         tasks_.add(serve(kj::mv(stream), local));
         return accept_loop(listener, local);
+      },
+      [this, &listener, local](kj::Exception&& e) -> kj::Promise<void> {
+        // Out of file descriptors (EMFILE: too many open connections) or another passing
+        // failure: keep serving the connections there are and try again shortly, rather than
+        // never accepting again. Logged once until an accept succeeds.
+        if (!accept_failing_)
+          spdlog::error("cannot accept connections (retrying every 100 ms): {}",
+                        e.getDescription().cStr());
+        accept_failing_ = true;
+        return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this]() {
+          return accept_loop(listener, local);
+        });
       });
 }
 
 // Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
-// can move the connection's byte counts from "client" to "peer".
+// can move the connection's byte counts from "client" to "peer", and its own copy of the RPC
+// context, whose close_connection ends this connection.
 struct Server::Connection {
+  explicit Connection(const RpcContext& shared) : ctx(shared) {}
+  RpcContext ctx;  // destroyed last: the RPC objects below borrow it
+  kj::Own<kj::PromiseFulfiller<void>> close;  // fulfilled: drop the connection
   kj::Own<CountingStream> stream;
+  kj::Own<ConnectionGuard> guard;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
 };
@@ -335,20 +357,33 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
 
 kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer,
                                     bool tls_expected) {
-  auto conn = kj::heap<Connection>();
+  auto conn = kj::heap<Connection>(rpc_);
   conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
-  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->stream, capnp::rpc::twoparty::Side::SERVER);
+  conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer);
+  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(
+      *conn->guard, capnp::rpc::twoparty::Side::SERVER, ConnectionGuard::reader_options());
+  auto closed = kj::newPromiseAndFulfiller<void>();
+  conn->close = kj::mv(closed.fulfiller);
+  Connection* c = conn.get();
+  conn->ctx.close_connection = [c](const std::string& why) {
+    c->guard->note_closing(why);
+    if (c->close->isWaiting()) c->close->fulfill();
+  };
   CountingStream* stream = conn->stream.get();
   auto gate = tls_expected
                   ? make_refusing_gate(
                         "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
                         "or --tls-ca FILE for agentctl and agentd-bench)")
-                  : make_gate(gate_, kj::mv(peer), [this, stream]() {
-                      return make_agent_server(rpc_,
+                  : make_gate(gate_, kj::mv(peer), [this, c, stream]() {
+                      // The connection's own context: its close_connection closes this one.
+                      return make_agent_server(c->ctx,
                                                [this, stream]() { stream->retarget(bytes_.peer); });
                     });
   conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(gate)));
-  auto done = conn->network->onDisconnect();
+  // Requests a client has sent and the server not yet answered: past 8 MiB of them, the server
+  // stops reading from it until some are answered.
+  conn->rpc->setFlowLimit(8 * 1024 * 1024);
+  auto done = conn->network->onDisconnect().exclusiveJoin(kj::mv(closed.promise));
   return done.attach(kj::mv(conn));
 }
 

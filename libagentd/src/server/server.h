@@ -165,6 +165,7 @@ class Server {
   kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
   kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket
   kj::Promise<void> accepting_unix_ = nullptr;
+  bool accept_failing_ = false;             // the last accept failed (logged once)
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;

@@ -82,6 +82,8 @@ po::options_description make_description(ServerOptions& o) {
      "also listen on a Unix domain socket at PATH (mode 0660; clients use the address unix:PATH)")
     ("unix-socket-group", po::value<std::string>(&o.unix_socket_group)->value_name("GROUP"),
      "the group owning --unix-socket (its members may connect)")
+    ("max-client-backlog", po::value<std::size_t>(&o.max_client_backlog_mb)->default_value(o.max_client_backlog_mb)->value_name("MIB"),
+     "close the connection of a client that leaves more than this many MiB of call completions unread")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on

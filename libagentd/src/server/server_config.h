@@ -28,6 +28,7 @@ struct ServerOptions {
   bool stop_on_stdin_eof = false;     // child mode: the parent holds our stdin
   double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder
   double peer_fetch_timeout = 7200;   // seconds to wait for another server's result
+  std::size_t max_client_backlog_mb = 1024;  // completions one client may leave unread (MiB)
   std::string config_file;
   // Security (README "Security"): tokens clients must log in with (empty: any token), the token
   // this server presents to peers (empty: the first of auth_token_file's), and the explicit

@@ -1,0 +1,427 @@
+// Hostile input against a real as_server: random bytes, truncated frames, frames claiming huge
+// segment counts or sizes, messages the RPC protocol does not allow, deeply nested values,
+// thousands of idle connections and a client that stops reading. Throughout, a normal client
+// keeps being served, the server's memory stays bounded, and each connection the server closes
+// for what it sent is logged once with its address.
+#include "server_process.h"
+
+#include "agentd.capnp.h"
+
+#include <agentd/client.h>
+#include <agentd/error.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <capnp/message.h>
+#include <capnp/rpc.capnp.h>
+#include <capnp/serialize.h>
+#include <capnp/rpc-twoparty.h>
+#include <catch2/catch.hpp>
+#include <kj/async-io.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace agentd;
+using namespace agentd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+#ifdef __SANITIZE_ADDRESS__
+constexpr std::uint64_t kSlack = 3;  // ASan's redzones and shadow memory
+#else
+constexpr std::uint64_t kSlack = 1;
+#endif
+
+// Under AddressSanitizer, freed memory waits in a quarantine (256 MiB by default) before it is
+// reused, which a memory bound would measure: servers started after this keep a small one.
+void small_asan_quarantine() {
+#ifdef __SANITIZE_ADDRESS__
+  std::string opts = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
+  ::setenv("ASAN_OPTIONS", (opts + (opts.empty() ? "" : ":") + "quarantine_size_mb=16").c_str(), 1);
+#endif
+}
+
+// Takes every descriptor the hard limit allows (servers started afterwards inherit it).
+rlim_t raise_fd_limit() {
+  rlimit fds{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &fds) == 0);
+  fds.rlim_cur = fds.rlim_max;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &fds) == 0);
+  return fds.rlim_cur;
+}
+
+// A plain TCP connection to the server, for sending bytes no client library would.
+class RawSocket {
+ public:
+  explicit RawSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    local_port_ = ntohs(addr.sin_port);
+  }
+  ~RawSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  // "127.0.0.1:PORT": how the server names this connection in its log.
+  std::string peer_name() const { return "127.0.0.1:" + std::to_string(local_port_); }
+
+  // Sends all of data; false when the server closed first (a reset).
+  bool send_all(const std::string& data) {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  void end_writing() { ::shutdown(fd_, SHUT_WR); }
+
+  // True once the server closed the connection (EOF or reset) within timeout; what the server
+  // sent before (an RPC Abort) is read and discarded.
+  bool wait_closed(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+  std::uint16_t local_port_ = 0;
+};
+
+std::string le32(std::uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A frame holding an RPC Return message for question 12345, which the server never asked.
+std::string stray_return() {
+  capnp::MallocMessageBuilder b;
+  b.initRoot<capnp::rpc::Message>().initReturn().setAnswerId(12345);
+  auto words = capnp::messageToFlatArray(b);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+std::string random_bytes(std::uint32_t seed, std::size_t n) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+// Lines the server logged at error level ("TIME error MESSAGE" in the text log format).
+std::size_t error_lines(const std::string& log) {
+  std::size_t n = 0;
+  std::istringstream lines(log);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string time, level;
+    fields >> time >> level;
+    if (level == "error" || level == "critical") ++n;
+  }
+  return n;
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Peak and current resident memory of a process, from /proc (KiB).
+struct Rss {
+  std::uint64_t now_kib = 0;
+  std::uint64_t peak_kib = 0;
+};
+Rss rss_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  Rss r;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    std::uint64_t kib = 0;
+    fields >> key >> kib;
+    if (key == "VmRSS:") r.now_kib = kib;
+    if (key == "VmHWM:") r.peak_kib = kib;
+  }
+  return r;
+}
+
+// A normal client's round trip: what must keep working whatever the other connections do.
+void normal_round_trip(AgentRef& agent, int i) {
+  auto reply = agent.reply(Msg("user", "still here " + std::to_string(i))).get(10s);
+  REQUIRE(reply.content.get<std::string>().find("still here " + std::to_string(i)) != std::string::npos);
+}
+
+// A raw Cap'n Proto connection (the schema's generated code only), on its own event loop.
+struct RawRpc {
+  explicit RawRpc(std::uint16_t port)
+      : stream(io.provider->getNetwork()
+                   .parseAddress("127.0.0.1", port)
+                   .wait(io.waitScope)
+                   ->connect()
+                   .wait(io.waitScope)),
+        rpc(*stream),
+        server(rpc.bootstrap().castAs<wire::AgentServer>()) {}
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyClient rpc;
+  wire::AgentServer::Client server;
+};
+
+// A value nested `depth` lists deep.
+void write_nested(wire::Value::Builder v, int depth) {
+  for (int i = 0; i < depth; ++i) v = v.initList(1)[0];
+  v.setText("bottom");
+}
+
+// Records how many CallDones arrived and the error codes among them.
+class SinkCounter final : public wire::CallSink::Server {
+ public:
+  explicit SinkCounter(std::vector<wire::ErrorCode>& errors) : errors_(errors) {}
+  kj::Promise<void> done(DoneContext context) override {
+    for (auto d : context.getParams().getCalls()) {
+      if (d.isError()) errors_.push_back(d.getError().getCode());
+      if (d.isValue() && d.getValue().isError()) errors_.push_back(d.getValue().getError().getCode());
+    }
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::vector<wire::ErrorCode>& errors_;
+};
+
+}  // namespace
+
+TEST_CASE("malformed frames are closed and logged once each while others are served",
+          "[hostile]") {
+  small_asan_quarantine();
+  auto s = ServerProcess::start(standard_args());
+  auto c = s->connect();
+  auto agent = c.create_agent("EchoAgent", "steady");
+  normal_round_trip(agent, 0);
+  const auto rss_before = rss_of(s->pid());
+
+  struct Case {
+    std::string what;
+    std::string bytes;
+    std::string reason;  // in the server's log line
+  };
+  std::vector<Case> cases;
+  for (std::uint32_t seed = 1; seed <= 8; ++seed)
+    cases.push_back({"random bytes " + std::to_string(seed), random_bytes(seed, 4096), ""});
+  // One segment of 64 words, of which 8 arrive before the client stops sending.
+  cases.push_back({"a truncated frame", le32(0) + le32(64) + std::string(64, 'x'), "bad frame: cut short"});
+  // 2^32 - 1 segments claimed (the count is stored minus one).
+  cases.push_back({"a frame claiming 4 billion segments", le32(0xFFFFFFFEu) + le32(1) + std::string(64, '\0'),
+                   "too many segments"});
+  cases.push_back({"a frame claiming a 16 GiB segment", le32(0) + le32(0x7FFFFFFFu) + std::string(64, '\0'),
+                   "too large"});
+  // A well-formed RPC message the protocol does not allow: a Return for a question never asked.
+  cases.push_back({"a Return for a question never asked", stray_return(), "protocol error"});
+
+  std::vector<std::unique_ptr<RawSocket>> sockets;
+  int round = 1;
+  for (const auto& k : cases) {
+    INFO(k.what);
+    auto sock = std::make_unique<RawSocket>(s->port());
+    sock->send_all(k.bytes);  // may be cut short by the server closing first
+    sock->end_writing();
+    CHECK(sock->wait_closed(10s));
+    normal_round_trip(agent, round++);
+    const std::string who = "closing connection from " + sock->peer_name() + ":";
+    CHECK(wait_until([&] { return count_of(s->stderr_text(), who) == 1; }, 10s));
+    if (!k.reason.empty()) {
+      auto log = s->stderr_text();
+      auto at = log.find(who);
+      REQUIRE(at != std::string::npos);
+      CHECK(log.substr(at, log.find('\n', at) - at).find(k.reason) != std::string::npos);
+    }
+    sockets.push_back(std::move(sock));
+  }
+  // Nothing claimed was allocated: the 16 GiB and 4-billion-segment frames left no trace.
+  CHECK(rss_of(s->pid()).peak_kib < rss_before.peak_kib + kSlack * 64 * 1024);
+  // Logged once each, and nothing else logged as an error.
+  for (const auto& sock : sockets)
+    CHECK(count_of(s->stderr_text(), "closing connection from " + sock->peer_name() + ":") == 1);
+  CHECK(error_lines(s->stderr_text()) == 0);
+  normal_round_trip(agent, round);
+  // Clients that go away, with calls in flight or not, are not logged.
+  for (int i = 0; i < 3; ++i) {
+    auto other = s->connect();
+    auto a = other.create_agent("EchoAgent");
+    normal_round_trip(a, i);
+    (void)a.reply(Msg("user", "left behind"));
+  }
+  auto last = s->connect();
+  auto a = last.create_agent("EchoAgent");
+  normal_round_trip(a, 99);
+  CHECK(count_of(s->stderr_text(), "closing connection from") == sockets.size());
+}
+
+TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
+  auto s = ServerProcess::start(standard_args());
+  auto c = s->connect();
+  auto agent = c.create_agent("EchoAgent", "steady");
+  RawRpc raw(s->port());
+
+  // createAgent with args 1000 lists deep: refused; the connection goes on.
+  auto create = raw.server.createAgentRequest();
+  create.setClassName("EchoAgent");
+  write_nested(create.initArgs(), 1000);
+  std::string why;
+  try {
+    create.send().wait(raw.io.waitScope);
+  } catch (const kj::Exception& e) {
+    why = e.getDescription().cStr();
+  }
+  CHECK(why.find("nest") != std::string::npos);
+  raw.server.pingRequest().send().wait(raw.io.waitScope);  // the connection still serves
+
+  // The same inside a Session.submit: that call fails with bad_request, its neighbours run.
+  std::vector<wire::ErrorCode> errors;
+  auto open = raw.server.sessionRequest();
+  open.setSink(kj::heap<SinkCounter>(errors));
+  auto session = open.send().getSession();
+  auto submit = session.submitRequest();
+  auto calls = submit.initCalls(2);
+  calls[0].setTicket(1);
+  calls[0].setKind(wire::CallKind::METHOD);
+  calls[0].setAgentId(agent.id().c_str());
+  calls[0].setMethod("ping");
+  write_nested(calls[0].initArgs(), 1000);
+  calls[1].setTicket(2);
+  calls[1].setKind(wire::CallKind::METHOD);
+  calls[1].setAgentId(agent.id().c_str());
+  calls[1].setMethod("ping");
+  submit.send().wait(raw.io.waitScope);
+  auto& timer = raw.io.provider->getTimer();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (errors.size() < 1 && std::chrono::steady_clock::now() < deadline)
+    timer.afterDelay(2 * kj::MILLISECONDS).wait(raw.io.waitScope);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0] == wire::ErrorCode::BAD_REQUEST);
+
+  // A submit of more calls than one may carry (70,000 empty ones: a few bytes on the wire each)
+  // is refused whole, saying why; the session goes on.
+  auto flood = session.submitRequest();
+  flood.initCalls(70000);
+  std::string refused;
+  try {
+    flood.send().wait(raw.io.waitScope);
+  } catch (const kj::Exception& e) {
+    refused = e.getDescription().cStr();
+  }
+  CHECK(refused.find("more than the 65536 one submit may carry") != std::string::npos);
+  CHECK(errors.size() == 1);
+
+  // Model configs nested 100,000 levels deep, as YAML and as JSON: config_error, no crash.
+  for (const std::string& doc : {std::string(100000, '[') , "- " + std::string(100000, '{')}) {
+    try {
+      c.set_model_configs(doc);
+      FAIL("accepted a nested document");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::config_error);
+    }
+  }
+  normal_round_trip(agent, 1);
+}
+
+TEST_CASE("thousands of idle connections do not stop the server serving", "[hostile]") {
+  const rlim_t limit = raise_fd_limit();
+  const std::size_t n = static_cast<std::size_t>(std::min<rlim_t>(3000, limit > 400 ? limit - 200 : 0));
+  REQUIRE(n >= 900);  // the test means thousands; a hard limit under 1100 cannot show it
+  small_asan_quarantine();
+  auto s = ServerProcess::start(standard_args());  // inherits the raised limit (and raises its own)
+  auto c = s->connect();
+  auto agent = c.create_agent("EchoAgent", "steady");
+  normal_round_trip(agent, 0);
+  const auto before = rss_of(s->pid());
+
+  std::vector<std::unique_ptr<RawSocket>> idle;
+  for (std::size_t i = 0; i < n; ++i) {
+    idle.push_back(std::make_unique<RawSocket>(s->port()));
+    if (i % 500 == 0) normal_round_trip(agent, static_cast<int>(i) + 1);
+  }
+  // A new client is accepted behind all of them and served.
+  auto late = s->connect();
+  CHECK(late.create_agent("EchoAgent").reply(Msg("user", "late")).get(10s).content.get<std::string>().find("late") !=
+        std::string::npos);
+  // Idle connections cost little: well under 64 KiB each.
+  const auto during = rss_of(s->pid());
+  CHECK(during.now_kib < before.now_kib + kSlack * n * 64);
+  idle.clear();
+  normal_round_trip(agent, 1);
+  CHECK(error_lines(s->stderr_text()) == 0);
+}
+
+TEST_CASE("a client that stops reading is closed at its backlog limit, others go on",
+          "[hostile]") {
+  small_asan_quarantine();
+  auto s = ServerProcess::start(standard_args({"--max-client-backlog", "16"}));
+  auto c = s->connect();
+  auto agent = c.create_agent("EchoAgent", "big-memory");
+  // An agent whose memory is 8 MiB: every memory call answers 8 MiB.
+  for (int i = 0; i < 8; ++i) agent.observe(Msg("user", std::string(1 << 20, 'm')));
+  REQUIRE(agent.memory().size() == 8);
+  auto steady = c.create_agent("EchoAgent", "steady");
+  normal_round_trip(steady, 0);
+  const auto before = rss_of(s->pid());
+
+  // 64 memory calls (512 MiB of answers) from a client that then never reads again.
+  RawRpc raw(s->port());
+  std::vector<wire::ErrorCode> errors;
+  auto open = raw.server.sessionRequest();
+  open.setSink(kj::heap<SinkCounter>(errors));
+  auto session = open.send().getSession();
+  auto submit = session.submitRequest();
+  auto calls = submit.initCalls(64);
+  for (unsigned i = 0; i < 64; ++i) {
+    calls[i].setTicket(i + 1);
+    calls[i].setKind(wire::CallKind::MEMORY);
+    calls[i].setAgentId(agent.id().c_str());
+  }
+  submit.send().wait(raw.io.waitScope);  // from here on, raw's loop never runs again
+
+  const std::string closing = "closing connection from ";
+  CHECK(wait_until([&] { return s->stderr_text().find("call completions unread") != std::string::npos; },
+                   30s));
+  normal_round_trip(steady, 1);
+  auto log = s->stderr_text();
+  CHECK(count_of(log, "call completions unread") == 1);
+  CHECK(count_of(log, closing) == 1);
+  // The 512 MiB were never all held: the peak stays within a few backlogs of where it was.
+  CHECK(rss_of(s->pid()).peak_kib < before.peak_kib + kSlack * 160 * 1024);
+  normal_round_trip(steady, 2);
+}
