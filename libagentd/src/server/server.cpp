@@ -289,7 +289,7 @@ kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool loc
           spdlog::error("cannot accept connections (retrying every 100 ms): {}",
                         e.getDescription().cStr());
         accept_failing_ = true;
-        return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this]() {
+        return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this, &listener, local]() {
           return accept_loop(listener, local);
         });
       });
