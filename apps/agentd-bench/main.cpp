@@ -53,7 +53,9 @@ Workloads (all by default; choose with --workloads W1,W5):
       each repeat keeps the median of five of each
   W7  --agents agents whose reply blocks --block-ms, all called at once: total time; then
       --async-agents asynchronous agents (WaitAgent) each waiting --wait-ms without a thread,
-      all called at once: total time and the server's thread count
+      all called at once: total time and the server's thread count; then --model-agents
+      asynchronous agents (AskAgent) each asking a local model endpoint that answers after
+      --wait-ms (agentd-bench --serve-model, over HTTP), all at once, on a fresh child server
   W10 streamed replies: the agent stamps each chunk with its steady_clock time, the bench
       subtracts on arrival: first-chunk latency p50/p99 and any chunk's p99 (us); needs the
       server on this machine
@@ -149,6 +151,9 @@ int main(int argc, char** argv) {
     ("async-agents", po::value<std::size_t>()->value_name("N"),
      "W7 asynchronous agents waiting at once (default 100000; quick 2000)")
     ("wait-ms", po::value<int>()->value_name("MS"), "W7 asynchronous wait per reply (default 1000; quick 200)")
+    ("model-agents", po::value<std::size_t>()->value_name("N"),
+     "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
+     "once (default 10000; quick 200; 0: skip; needs servers the bench starts)")
     ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")
     ("serve-model", po::value<unsigned>()->value_name("PORT"),
      "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
@@ -233,6 +238,7 @@ int main(int argc, char** argv) {
   cfg.block_ms = ms("block-ms", 1000, 200);
   cfg.async_agents = size("async-agents", 100000, 2000);
   cfg.wait_ms = ms("wait-ms", 1000, 200);
+  cfg.model_agents = size("model-agents", 10000, 200);
   cfg.bulk_n = size("bulk-n", 1000000, 2000);
 
   Report report;

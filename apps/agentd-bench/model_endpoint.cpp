@@ -211,24 +211,42 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
   return 0;
 }
 
+struct EndpointProcess::Impl {
+  detail::Subprocess process;
+};
+
+EndpointProcess::EndpointProcess(std::chrono::milliseconds delay) : impl_(std::make_unique<Impl>()) {
+  detail::SpawnOptions spawn;
+  spawn.argv = {"/proc/self/exe", "--serve-model", "0", "--model-delay-ms", std::to_string(delay.count())};
+  spawn.in = detail::Redirect::pipe();
+  spawn.out = detail::Redirect::pipe();
+  impl_->process = detail::Subprocess::spawn(spawn);
+  std::string line;
+  char c;
+  while (::read(impl_->process.stdout_pipe().get(), &c, 1) == 1 && c != '\n') line += c;
+  if (line.rfind("PORT ", 0) != 0)
+    throw std::runtime_error(fmt::format("the model endpoint did not start (it said \"{}\")", line));
+  url_ = "http://127.0.0.1:" + line.substr(5) + "/v1";
+}
+
+EndpointProcess::~EndpointProcess() {
+  // EOF on its stdin stops it (it reports what it served); SIGKILL after 5 s.
+  impl_->process.stdin_pipe() = nullptr;
+  impl_->process.terminate(std::chrono::seconds(5));
+}
+
 int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& given_url, bool stream) {
   raise_fd_limit();
   std::string url = given_url;
-  detail::Subprocess endpoint_process;
+  std::unique_ptr<EndpointProcess> endpoint;
   if (url.empty()) {
-    detail::SpawnOptions spawn;
-    spawn.argv = {"/proc/self/exe", "--serve-model", "0", "--model-delay-ms", std::to_string(delay.count())};
-    spawn.in = detail::Redirect::pipe();
-    spawn.out = detail::Redirect::pipe();
-    endpoint_process = detail::Subprocess::spawn(spawn);
-    std::string line;
-    char c;
-    while (::read(endpoint_process.stdout_pipe().get(), &c, 1) == 1 && c != '\n') line += c;
-    if (line.rfind("PORT ", 0) != 0) {
-      fmt::print(stderr, "agentd-bench: the model endpoint did not start (it said \"{}\")\n", line);
+    try {
+      endpoint = std::make_unique<EndpointProcess>(delay);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "agentd-bench: {}\n", e.what());
       return 1;
     }
-    url = "http://127.0.0.1:" + line.substr(5) + "/v1";
+    url = endpoint->url();
   }
   if (calls + 64 > fd_limit()) {
     fmt::print(stderr, "agentd-bench: {} calls need about {} file descriptors; the limit is {} (ulimit -n)\n", calls,
@@ -282,10 +300,7 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
       status = 1;
     }
   }
-  if (endpoint_process.pid() > 0) {  // EOF on its stdin stops it; it reports what it served
-    endpoint_process.stdin_pipe() = nullptr;
-    endpoint_process.terminate(std::chrono::seconds(5));
-  }
+  endpoint.reset();  // it reports what it served as it stops
   return status;
 }
 

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace agentd::bench {
@@ -62,6 +63,23 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay);
 // given, fires `calls` concurrent chat_async calls at it from one KJ loop (openai_chat, max_concurrency
 // = calls), and prints the wall time, the threads of this process before and at most during the run,
 // and the endpoint's answers. Returns the exit status.
+// `agentd-bench --serve-model 0` as a child process of this one (stopped with it): the endpoint
+// W7's model row and --model-calls use. Throws std::runtime_error when it does not start.
+class EndpointProcess {
+ public:
+  explicit EndpointProcess(std::chrono::milliseconds delay);
+  ~EndpointProcess();
+  EndpointProcess(const EndpointProcess&) = delete;
+  EndpointProcess& operator=(const EndpointProcess&) = delete;
+  // "http://127.0.0.1:PORT/v1", an OpenAI-compatible base URL.
+  const std::string& url() const { return url_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string url_;
+};
+
 int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& url, bool stream);
 
 }  // namespace agentd::bench

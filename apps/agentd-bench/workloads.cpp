@@ -3,14 +3,18 @@
 #include "tokens.h"
 
 #include "baselines.h"
+#include "model_endpoint.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -646,6 +650,7 @@ void run_w6(const Config& cfg, Deployment& dep, Report& report) {
 // ---- W7: blocking concurrency ----
 
 void run_w7_async(const Config& cfg, Deployment& dep, Report& report);
+void run_w7_model(const Config& cfg, Deployment& dep, Report& report);
 
 void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
@@ -686,7 +691,11 @@ std::size_t thread_count(std::int64_t pid) {
 // Asynchronous agents waiting on a timer (sleep_for): every call in flight at once, none holding
 // a thread. The server's threads are counted while all of them wait.
 void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
-  Client& c = dep.client(0);
+  // A fresh child when the bench owns its servers: the blocking row grew the shared server's
+  // worker pool, which would count here.
+  std::optional<Client> fresh;
+  if (dep.owned()) fresh.emplace(dep.spawn());
+  Client& c = fresh ? *fresh : dep.client(0);
   progress(fmt::format("W7 creating {} asynchronous agents", cfg.async_agents));
   auto agents = c.create_agents("WaitAgent", cfg.async_agents, Value{{"sleep_ms", cfg.wait_ms}});
   Msg msg = text_msg(cfg.payload);
@@ -718,7 +727,59 @@ void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
     threads.target = at_most(63, "< 64");
     report.rows.push_back(std::move(threads));
   }
-  cleanup(dep, 0, agents, cfg.threads);
+  if (!fresh) cleanup(dep, 0, agents, cfg.threads);
+  if (cfg.model_agents > 0 && dep.owned()) run_w7_model(cfg, dep, report);
+}
+
+// Asynchronous agents waiting on real HTTP model calls: a local OpenAI-compatible endpoint
+// (--serve-model, a child of the bench) answers each request after --wait-ms; a fresh child
+// server has it as model config "delayed", with max_concurrency high enough for every call.
+void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
+  const double wait_s = cfg.wait_ms / 1000.0;
+  EndpointProcess endpoint(std::chrono::milliseconds(cfg.wait_ms));
+  const std::string dir = fmt::format("/tmp/agentd-bench-w7-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string config_path = dir + "/models.yaml";
+  {
+    std::ofstream out(config_path);
+    out << "- config_name: delayed\n"
+        << "  model_type: openai_chat\n"
+        << "  model_name: bench\n"
+        << "  api_key: none\n"
+        << "  max_concurrency: " << cfg.model_agents << "\n"
+        << "  client_args: {base_url: \"" << endpoint.url() << "\", timeout: 120, max_retries: 0}\n";
+  }
+  ChildOptions o = dep.child_options();
+  o.model_config_path = config_path;
+  Client c = Client::spawn_child(o);
+  std::filesystem::remove_all(dir);
+  const std::int64_t pid = c.info().pid;
+  progress(fmt::format("W7 creating {} asynchronous agents asking a model", cfg.model_agents));
+  auto agents = c.create_agents("AskAgent", cfg.model_agents, Value{{"model", "delayed"}});
+  Row row{"W7", fmt::format("{} async agents each asking a model that takes {} ms (HTTP), at once",
+                            cfg.model_agents, cfg.wait_ms),
+          "s"};
+  row.baseline_name = "one wait";
+  Row threads{"W7", "server threads while the model calls wait", "threads"};
+  Msg msg("bench", "hello");
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W7 model repeat {}/{}", r + 1, cfg.repeat));
+    auto t0 = Clock::now();
+    std::vector<Placeholder> ps;
+    ps.reserve(agents.size());
+    for (auto& a : agents) ps.push_back(a.reply(msg));
+    if (seconds_since(t0) < wait_s) threads.agentd.add(static_cast<double>(thread_count(pid)));
+    for (auto& p : ps) expect(p.get().text() == "echo: hello", "W7: wrong model answer");
+    row.agentd.add(seconds_since(t0));
+    row.baseline.add(wait_s);
+  }
+  const double limit = 3 * wait_s;
+  row.target = at_most(limit, fmt::format("<= {:.3g} s", limit));
+  report.rows.push_back(std::move(row));
+  if (!threads.agentd.empty()) {
+    threads.target = at_most(63, "< 64");
+    report.rows.push_back(std::move(threads));
+  }
 }
 
 // ---- W10: streamed replies ----

@@ -42,6 +42,8 @@ struct Config {
   int block_ms = 1000;              // W7 block per reply
   std::size_t async_agents = 100000;  // W7 asynchronous agents (WaitAgent), all waiting at once
   int wait_ms = 1000;                 // W7 asynchronous wait (sleep_for) per reply
+  std::size_t model_agents = 10000;   // W7 asynchronous agents each asking a model that delays
+                                      // wait_ms (a local endpoint), all at once
   std::size_t bulk_n = 1000000;     // W9 agents, one reply each, all in flight at once
 };
 
