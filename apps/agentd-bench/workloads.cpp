@@ -219,6 +219,20 @@ std::string Deployment::describe() const {
 
 // ---- W1: call latency ----
 
+// Round trips of a.reply(msg).get() in microseconds, after 50 for warm-up; each answer checked.
+std::vector<double> reply_latencies(AgentRef& a, const Msg& msg, std::size_t calls) {
+  for (int i = 0; i < 50; ++i) a.reply(msg).get();
+  std::vector<double> out;
+  out.reserve(calls);
+  for (std::size_t i = 0; i < calls; ++i) {
+    auto t0 = Clock::now();
+    Msg m = a.reply(msg).get();
+    out.push_back(micros_since(t0));
+    expect(m.content == msg.content, "W1: the echo agent answered something else");
+  }
+  return out;
+}
+
 // The asynchronous echo (examples/async_agents): its reply runs on the server's loop thread
 // without a hop to a worker and back, against the bare Cap'n Proto echo, alternating runs.
 void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
@@ -230,14 +244,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   Row reply99{"W1", "async agent reply().get() p99", "us"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
-    for (int i = 0; i < 50; ++i) a.reply(msg).get();
-    std::vector<double> replies;
-    for (std::size_t i = 0; i < cfg.calls; ++i) {
-      auto t0 = Clock::now();
-      Msg m = a.reply(msg).get();
-      replies.push_back(micros_since(t0));
-      expect(m.content == msg.content, "W1: the async echo agent answered something else");
-    }
+    auto replies = reply_latencies(a, msg, cfg.calls);
     auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
     reply50.agentd.add(percentile(replies, 50));
     reply99.agentd.add(percentile(replies, 99));
@@ -306,19 +313,8 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     Row tls50{"W1", "reply().get() p50 over TLS", "us"}, tls99{"W1", "reply().get() p99 over TLS", "us"};
     for (int r = 0; r < cfg.repeat; ++r) {
       progress(fmt::format("W1 over TLS repeat {}/{}", r + 1, cfg.repeat));
-      auto measure = [&](AgentRef& agent) {
-        for (int i = 0; i < 50; ++i) agent.reply(msg).get();
-        std::vector<double> out;
-        for (std::size_t i = 0; i < cfg.calls; ++i) {
-          auto t0 = Clock::now();
-          Msg m = agent.reply(msg).get();
-          out.push_back(micros_since(t0));
-          expect(m.content == msg.content, "W1: the echo agent answered something else");
-        }
-        return out;
-      };
-      auto plain = measure(a);
-      auto sealed = measure(ta);
+      auto plain = reply_latencies(a, msg, cfg.calls);
+      auto sealed = reply_latencies(ta, msg, cfg.calls);
       tls50.agentd.add(percentile(sealed, 50));
       tls99.agentd.add(percentile(sealed, 99));
       tls50.baseline.add(percentile(plain, 50));
@@ -342,19 +338,8 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     Row unix_tcp{"W1", "reply().get() p50, Unix socket vs TCP", "us"};
     for (int r = 0; r < cfg.repeat; ++r) {
       progress(fmt::format("W1 over the Unix socket repeat {}/{}", r + 1, cfg.repeat));
-      auto measure = [&](AgentRef& agent) {
-        for (int i = 0; i < 50; ++i) agent.reply(msg).get();
-        std::vector<double> out;
-        for (std::size_t i = 0; i < cfg.calls; ++i) {
-          auto t0 = Clock::now();
-          Msg m = agent.reply(msg).get();
-          out.push_back(micros_since(t0));
-          expect(m.content == msg.content, "W1: the echo agent answered something else");
-        }
-        return out;
-      };
-      auto over_unix = measure(ua);
-      auto over_tcp = measure(a);
+      auto over_unix = reply_latencies(ua, msg, cfg.calls);
+      auto over_tcp = reply_latencies(a, msg, cfg.calls);
       auto raw = unix_pingpong_latency(cfg.calls, cfg.payload);
       unix50.agentd.add(percentile(over_unix, 50));
       unix99.agentd.add(percentile(over_unix, 99));
@@ -688,6 +673,20 @@ std::size_t thread_count(std::int64_t pid) {
   return n;
 }
 
+// Calls every agent at once, then reads and checks every answer; returns the seconds it took.
+// While the calls still wait (before wait_s has passed), samples server pid's thread count into
+// threads (pid 0: not on this machine, no sample).
+double all_at_once(std::vector<AgentRef>& agents, const Msg& msg, std::int64_t pid, double wait_s,
+                   Series& threads, const std::function<void(const Msg&)>& check) {
+  auto t0 = Clock::now();
+  std::vector<Placeholder> ps;
+  ps.reserve(agents.size());
+  for (auto& a : agents) ps.push_back(a.reply(msg));
+  if (pid != 0 && seconds_since(t0) < wait_s) threads.add(static_cast<double>(thread_count(pid)));
+  for (auto& p : ps) check(p.get());
+  return seconds_since(t0);
+}
+
 // Asynchronous agents waiting on a timer (sleep_for): every call in flight at once, none holding
 // a thread. The server's threads are counted while all of them wait.
 void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
@@ -709,15 +708,10 @@ void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
   Row threads{"W7", "server threads while they all wait", "threads"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W7 async repeat {}/{}", r + 1, cfg.repeat));
-    auto t0 = Clock::now();
-    std::vector<Placeholder> ps;
-    ps.reserve(agents.size());
-    for (auto& a : agents) ps.push_back(a.reply(msg));
-    // Sampled while the calls are suspended (their wait has not ended yet).
-    if (same_machine && seconds_since(t0) < wait_s)
-      threads.agentd.add(static_cast<double>(thread_count(pid)));
-    for (auto& p : ps) expect(p.get().content == msg.content, "W7: wrong async echo");
-    row.agentd.add(seconds_since(t0));
+    row.agentd.add(all_at_once(agents, msg, same_machine ? pid : 0, wait_s, threads.agentd,
+                               [&](const Msg& m) {
+                                 expect(m.content == msg.content, "W7: wrong async echo");
+                               }));
     row.baseline.add(wait_s);
   }
   const double limit = 2.5 * wait_s;
@@ -764,13 +758,9 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
   Msg msg("bench", "hello");
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W7 model repeat {}/{}", r + 1, cfg.repeat));
-    auto t0 = Clock::now();
-    std::vector<Placeholder> ps;
-    ps.reserve(agents.size());
-    for (auto& a : agents) ps.push_back(a.reply(msg));
-    if (seconds_since(t0) < wait_s) threads.agentd.add(static_cast<double>(thread_count(pid)));
-    for (auto& p : ps) expect(p.get().text() == "echo: hello", "W7: wrong model answer");
-    row.agentd.add(seconds_since(t0));
+    row.agentd.add(all_at_once(agents, msg, pid, wait_s, threads.agentd, [](const Msg& m) {
+      expect(m.text() == "echo: hello", "W7: wrong model answer");
+    }));
     row.baseline.add(wait_s);
   }
   const double limit = 3 * wait_s;
