@@ -15,6 +15,15 @@ thread_local AsyncLoop* t_current = nullptr;
 
 AsyncLoop* current_async_loop() { return t_current; }
 
+kj::Promise<void> steady_deadline(kj::Timer& timer, std::chrono::steady_clock::time_point deadline) {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return kj::READY_NOW;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count() + 1;
+  return timer.afterDelay(ns * kj::NANOSECONDS).then([&timer, deadline]() {
+    return steady_deadline(timer, deadline);
+  });
+}
+
 AsyncLoop& require_async_loop(const char* what) {
   if (t_current == nullptr || !t_current->on_loop_thread())
     throw Error(ErrorCode::bad_request,
@@ -78,7 +87,8 @@ void LoopScheduler::post(std::function<void()> fn) {
 
 void LoopScheduler::resume_after(std::chrono::nanoseconds delay, std::coroutine_handle<> h,
                                  std::shared_ptr<bool> alive) {
-  tasks_->add(timer_.afterDelay(delay.count() * kj::NANOSECONDS).then([h, alive = kj::mv(alive)]() {
+  const auto deadline = std::chrono::steady_clock::now() + delay;
+  tasks_->add(steady_deadline(timer_, deadline).then([h, alive = kj::mv(alive)]() {
     if (*alive) h.resume();
   }));
 }

@@ -27,6 +27,11 @@ namespace agentd::detail {
 class Bridge;
 class WorkerPool;
 
+// Resolves once std::chrono::steady_clock reaches deadline. (A kj::Timer measures from the time
+// its loop last read the clock, which may be a little behind: this waits again if it woke early,
+// so a delay is never cut short.)
+kj::Promise<void> steady_deadline(kj::Timer& timer, std::chrono::steady_clock::time_point deadline);
+
 class LoopScheduler final : public AsyncLoop {
  public:
   // Construct on the loop thread; timer, bridge and workers are that loop's and outlive this.

@@ -2,6 +2,8 @@
 // message (the last message when none is from a user) and counts words as tokens.
 #include "chat_models.h"
 
+#include "async_loop.h"
+
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -41,7 +43,7 @@ class EchoModel final : public ChatModel, public AsyncChatModel {
                                          const ChatOptions& /*options*/) override {
     const auto started = std::chrono::steady_clock::now();
     kj::Promise<void> wait = delay_.count() == 0 ? kj::evalLater([] {})
-                                                 : http.timer().afterDelay(delay_.count() * kj::MILLISECONDS);
+                                                 : steady_deadline(http.timer(), started + delay_);
     return wait
         .then([this, messages, started, on_chunk = std::move(on_chunk)] {
           return rethrow_as_kj([&] { return answer(messages, on_chunk ? &on_chunk : nullptr, started); });
