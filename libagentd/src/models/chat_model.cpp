@@ -7,7 +7,9 @@
 // GCC 12 reports kj's ExceptionOr<ChatResponse> (inside kj::Canceler, used by await_kj) as
 // "maybe used uninitialized" when a rejection replaces it: a false positive of its flow analysis
 // through kj's Maybe; the value is constructed before any read.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "async_http.h"
 #include "chat_models.h"

@@ -101,6 +101,9 @@ class HttpChatModel : public HttpModel, public AsyncChatModel {
   ChatResponse stream(const std::vector<Msg>& messages, const std::function<void(std::string_view)>& on_chunk,
                       const ChatOptions& options) override;
   // At most config().max_concurrency of these run at once per AsyncHttp; the rest wait in FIFO order.
+  // The coroutine forms agents call (agentd/model.h) stay visible beside the loop's forms.
+  using ChatModel::chat_async;
+  using ChatModel::stream_async;
   kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
                                        const ChatOptions& options) override;
   kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,

@@ -32,6 +32,9 @@ class EchoModel final : public ChatModel, public AsyncChatModel {
     return answer(messages, on_chunk ? &on_chunk : nullptr);
   }
 
+  using ChatModel::chat_async;  // the coroutine forms (agentd/model.h) stay visible
+  using ChatModel::stream_async;
+
   // On the loop, without a thread: in the next turn, or after delay_ms on the loop's timer.
   kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
                                        const ChatOptions& options) override {

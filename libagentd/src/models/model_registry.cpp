@@ -72,6 +72,9 @@ class CountingChatModel final : public ChatModel, public AsyncChatModel {
     return counted([&] { return model_->embed(texts, options); });
   }
 
+  using ChatModel::chat_async;  // the coroutine forms (agentd/model.h) stay visible
+  using ChatModel::stream_async;
+
   // Counted like the blocking calls; the wrapped model goes its own asynchronous way (or to the
   // worker pool). The wrapper outlives the promise (the caller's contract), the counters with it.
   kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
