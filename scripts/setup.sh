@@ -12,6 +12,7 @@ PACKAGES=(
   catch2 python3 systemd openssl
   python3-dev pybind11-dev python3-pytest
   clang libfuzzer-14-dev
+  libnss-wrapper yamllint python3-yaml
 )
 
 missing=()
