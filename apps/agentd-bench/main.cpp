@@ -56,6 +56,12 @@ Workloads (all by default; choose with --workloads W1,W5):
       all called at once: total time and the server's thread count; then --model-agents
       asynchronous agents (AskAgent) each asking a local model endpoint that answers after
       --wait-ms (agentd-bench --serve-model, over HTTP), all at once, on a fresh child server
+  W8  the simulation (guess 2/3 of the average, examples/simulation): --sim-participants
+      participants (default 100,000) each guessing after a simulated model latency of
+      --sim-latency-ms, spread over --sim-servers fresh child servers (default 4) with groups
+      beside them; one round (main -> groups -> participants, all placeholders): creation
+      time, round time, server threads during the round, server RSS per idle participant.
+      The paper's million: --workloads W8 --sim-participants 1000000 --repeat 1
   W10 streamed replies: the agent stamps each chunk with its steady_clock time, the bench
       subtracts on arrival: first-chunk latency p50/p99 and any chunk's p99 (us); needs the
       server on this machine
@@ -84,9 +90,9 @@ std::set<std::string> parse_workloads(const std::string& list) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     const bool known = item == "W10" || (item.size() == 2 && item[0] == 'W' && item[1] >= '1' &&
-                                         item[1] <= '9' && item[1] != '8');
+                                         item[1] <= '9');
     if (!known)
-      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W7, W9, W10)", item));
+      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W10)", item));
     out.insert(item);
   }
   return out;
@@ -104,7 +110,7 @@ int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W10";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()
@@ -155,6 +161,13 @@ int main(int argc, char** argv) {
      "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
      "once (default 10000; quick 200; 0: skip; needs servers the bench starts)")
     ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")
+    ("sim-participants", po::value<std::size_t>()->value_name("N"),
+     "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")
+    ("sim-servers", po::value<std::size_t>()->value_name("M"), "W8 child servers (default 4)")
+    ("sim-groups-per-server", po::value<std::size_t>()->value_name("G"),
+     "W8 groups per server (default: one per 5000 participants of a server)")
+    ("sim-latency-ms", po::value<int>()->value_name("MS"),
+     "W8 participants' simulated model latency (default 1000; quick 200)")
     ("serve-model", po::value<unsigned>()->value_name("PORT"),
      "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
      "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")
@@ -240,6 +253,10 @@ int main(int argc, char** argv) {
   cfg.wait_ms = ms("wait-ms", 1000, 200);
   cfg.model_agents = size("model-agents", 10000, 200);
   cfg.bulk_n = size("bulk-n", 1000000, 2000);
+  cfg.sim_participants = std::max<std::size_t>(1, size("sim-participants", 100000, 2000));
+  cfg.sim_servers = std::max<std::size_t>(1, size("sim-servers", 4, 4));
+  cfg.sim_groups_per_server = size("sim-groups-per-server", 0, 0);
+  cfg.sim_latency_ms = std::max(0, ms("sim-latency-ms", 1000, 200));
 
   Report report;
   for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
@@ -253,7 +270,7 @@ int main(int argc, char** argv) {
     // In this order (a vector: a std::map would put W10 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
         {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},
-        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W9", run_w9}, {"W10", run_w10}};
+        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

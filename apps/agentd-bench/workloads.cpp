@@ -4,6 +4,7 @@
 
 #include "baselines.h"
 #include "model_endpoint.h"
+#include "simulation.h"  // examples/simulation: the game's main-side logic
 
 #include <dirent.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <atomic>
 
 namespace agentd::bench {
 
@@ -770,6 +772,105 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
     threads.target = at_most(63, "< 64");
     report.rows.push_back(std::move(threads));
   }
+}
+
+// ---- W8: the simulation (guess 2/3 of the average) ----
+
+// AgentScope's large-scale simulation, through the library as the `simulation` example plays it
+// (examples/simulation/simulation.h): --sim-participants participants with a simulated model
+// latency of --sim-latency-ms over --sim-servers fresh child servers, groups beside them, one
+// round (main -> groups -> participants). Server RSS per idle participant is measured over the
+// participants' creation alone (groups come after); threads are sampled on every server while
+// the round runs.
+void run_w8(const Config& cfg, Deployment& dep, Report& report) {
+  if (!dep.owned()) {
+    report.skipped.push_back("W8: starts its own child servers (not with --server)");
+    return;
+  }
+  if (!dep.has_class(0, "ParticipantAgent")) {
+    report.skipped.push_back("W8: no ParticipantAgent (the simulation_agents plugin is not in --plugin-dir)");
+    return;
+  }
+  const std::size_t n = cfg.sim_participants;
+  const std::size_t m = std::max<std::size_t>(1, cfg.sim_servers);
+  Row init{"W8", fmt::format("create {} participants + groups over {} servers", n, m), "s"};
+  Row round{"W8", fmt::format("one round, {} participants (latency {} ms) over {} servers", n,
+                              cfg.sim_latency_ms, m),
+            "s"};
+  Row threads{"W8", "server threads during the round (max over servers)", "threads"};
+  Row rss{"W8", "server RSS per idle participant", "B"};
+  std::size_t groups = 0;
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W8 repeat {}/{} ({} participants, {} servers)", r + 1, cfg.repeat, n, m));
+    std::vector<std::optional<Client>> made(m);
+    simulation::on_each(m, [&](std::size_t i) { made[i] = dep.spawn(); });
+    std::vector<Client*> servers;
+    std::vector<std::int64_t> pids;
+    std::uint64_t rss_before = 0;
+    for (auto& c : made) {
+      servers.push_back(&*c);
+      const ServerInfo info = c->info();
+      pids.push_back(info.pid);
+      rss_before += info.rss_bytes;
+    }
+    simulation::GameOptions o;
+    o.participants = n;
+    o.groups_per_server = cfg.sim_groups_per_server;
+    o.latency_ms = cfg.sim_latency_ms;
+    simulation::Game game(servers, o);
+    auto t0 = Clock::now();
+    game.create_participants();
+    const double participants_s = seconds_since(t0);
+    std::uint64_t rss_after = 0;
+    for (auto* c : servers) rss_after += c->info().rss_bytes;
+    rss.agentd.add((static_cast<double>(rss_after) - static_cast<double>(rss_before)) / n);
+    t0 = Clock::now();
+    game.create_groups();
+    init.agentd.add(participants_s + seconds_since(t0));
+    groups = game.group_count();
+
+    std::atomic<bool> done{false};
+    std::size_t most = 0;
+    std::thread sampler([&] {
+      while (!done) {
+        for (auto pid : pids) most = std::max(most, thread_count(pid));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    simulation::RoundResult res;
+    try {
+      res = game.play_round(1);
+    } catch (...) {
+      done = true;
+      sampler.join();
+      throw;
+    }
+    done = true;
+    sampler.join();
+    expect(res.count == static_cast<std::int64_t>(n),
+           fmt::format("W8: {} guesses for {} participants", res.count, n));
+    expect(!res.winner.empty() && std::abs(res.winner_guess - res.target) <= 100,
+           "W8: no winner");
+    round.agentd.add(res.seconds);
+    round.baseline.add(cfg.sim_latency_ms / 1000.0);
+    threads.agentd.add(static_cast<double>(most));
+    progress(fmt::format("W8 round {:.3f} s (guess {:.3f} s, closest {:.3f} s), average {:.3f}, "
+                         "target {:.3f}, winner {} ({})",
+                         res.seconds, res.guess_seconds, res.closest_seconds, res.average,
+                         res.target, res.winner, res.winner_guess));
+    // The children stop with their clients; nothing to delete.
+  }
+  // The two targets (1,000,000 in <= 15 s, 100,000 in <= 2.5 s, latency 1 s) joined by a line:
+  // the latency plus a fixed and a per-participant overhead.
+  const double limit = cfg.sim_latency_ms / 1000.0 + 0.1111 + 13.889e-6 * static_cast<double>(n);
+  round.baseline_name = "one latency";
+  round.target = at_most(limit, fmt::format("<= {:.3g} s", limit));
+  round.note = "targets: 100,000 <= 2.5 s, 1,000,000 <= 15 s (latency 1 s); between: a line";
+  init.note = fmt::format("informative; {} groups", groups);
+  threads.target = at_most(63, "< 64");
+  rss.target = at_most(1536, "<= 1.5 KiB");
+  rss.note = "(rss after - rss before) / N over all servers, participants only";
+  for (Row* row : {&init, &round, &threads, &rss}) report.rows.push_back(std::move(*row));
 }
 
 // ---- W10: streamed replies ----

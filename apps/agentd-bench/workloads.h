@@ -1,4 +1,4 @@
-// The standard workloads of agentd-bench (W1..W7, W9 and W10; W8 is kept for the cluster simulation), each run `repeat` times and
+// The standard workloads of agentd-bench (W1..W10; W8 is the simulation over several servers), each run `repeat` times and
 // added to the report as rows beside their baselines.
 #pragma once
 
@@ -45,6 +45,10 @@ struct Config {
   std::size_t model_agents = 10000;   // W7 asynchronous agents each asking a model that delays
                                       // wait_ms (a local endpoint), all at once
   std::size_t bulk_n = 1000000;     // W9 agents, one reply each, all in flight at once
+  std::size_t sim_participants = 100000;  // W8 participants in all
+  std::size_t sim_servers = 4;            // W8 child servers
+  std::size_t sim_groups_per_server = 0;  // W8 groups per server (0: the example's default)
+  int sim_latency_ms = 1000;              // W8 participants' simulated model latency
 };
 
 // The servers the workloads run on: given with --server, or children this process started.
@@ -86,6 +90,7 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report);
 void run_w5(const Config& cfg, Deployment& dep, Report& report);
 void run_w6(const Config& cfg, Deployment& dep, Report& report);
 void run_w7(const Config& cfg, Deployment& dep, Report& report);
+void run_w8(const Config& cfg, Deployment& dep, Report& report);
 void run_w9(const Config& cfg, Deployment& dep, Report& report);
 void run_w10(const Config& cfg, Deployment& dep, Report& report);
 
