@@ -168,10 +168,20 @@ int main(int argc, char** argv) {
                 groups_s);
     std::fflush(stdout);
 
+    // CPU seconds all servers spent (info().cpu_seconds): against the round's time, how many
+    // cores the servers kept busy.
+    auto servers_cpu = [&servers]() {
+      double cpu = 0;
+      for (auto* s : servers) cpu += s->info().cpu_seconds;
+      return cpu;
+    };
     for (std::int64_t r = 1; r <= o.rounds; ++r) {
+      const double cpu0 = servers_cpu();
       const simulation::RoundResult res = game.play_round(r);
-      std::printf("round %lld: %.3f s (guess %.3f s, closest %.3f s)\n",
-                  static_cast<long long>(r), res.seconds, res.guess_seconds, res.closest_seconds);
+      const double cpu = servers_cpu() - cpu0;
+      std::printf("round %lld: %.3f s (guess %.3f s, closest %.3f s; servers' CPU %.2f s)\n",
+                  static_cast<long long>(r), res.seconds, res.guess_seconds, res.closest_seconds,
+                  cpu);
       std::printf("  guesses: %lld, average: %.4f, target (2/3 of it): %.4f\n",
                   static_cast<long long>(res.count), res.average, res.target);
       std::printf("  winner: %s (guess %d, group %s)\n", res.winner.c_str(), res.winner_guess,

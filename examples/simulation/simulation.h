@@ -95,6 +95,13 @@ class Game {
   Game(std::vector<agentd::Client*> servers, GameOptions options)
       : servers_(std::move(servers)), o_(std::move(options)), placed_(servers_.size()) {
     if (servers_.empty()) throw agentd::Error(agentd::ErrorCode::bad_args, "no servers");
+    const std::size_t n = participants_on(0), g = groups_on(0);
+    if (g > 0 && (n + g - 1) / g > kMaxGroupSize)
+      throw agentd::Error(agentd::ErrorCode::bad_args,
+                          std::to_string(n) + " participants on a server need at least " +
+                              std::to_string((n + kMaxGroupSize - 1) / kMaxGroupSize) +
+                              " groups there (a group holds at most " +
+                              std::to_string(kMaxGroupSize) + ")");
   }
 
   const GameOptions& options() const { return o_; }
@@ -109,6 +116,9 @@ class Game {
     if (n == 0) return 0;
     return std::min(n, o_.groups_per_server ? o_.groups_per_server : auto_groups(n));
   }
+  // The most participants one group may hold: its args (every participant's reference, about
+  // 470 bytes each on the wire) must fit one message (64 MiB).
+  static constexpr std::size_t kMaxGroupSize = 100000;
   std::size_t group_count() const {
     std::size_t g = 0;
     for (const auto& s : placed_) g += s.groups.size();
@@ -141,6 +151,7 @@ class Game {
       ServerAgents& s = placed_[i];
       const std::size_t g = groups_on(i);
       const std::size_t n = s.participants.size();
+
       std::vector<agentd::Placeholder> connected;
       for (std::size_t k = 0, from = 0; k < g; ++k) {
         const std::size_t size = n / g + (k < n % g ? 1 : 0);
