@@ -22,6 +22,9 @@ constexpr const char* kGlobalOptions =
     "  --token-file F   log in with the token in file F (default $AGENTD_TOKEN)\n"
     "  --tls-ca F       use TLS, trusting the CA certificates in PEM file F\n"
     "  --tls-cert F     with --tls-key F: a client certificate (servers with --tls-client-ca)\n"
+    "  --cluster SPEC   status, list and ps over every server of a cluster: SPEC is a cluster\n"
+    "                   file (YAML, see the README), dns:NAME:PORT (each address NAME resolves\n"
+    "                   to), or HOST:PORT,HOST:PORT,...\n"
     "  -h, --help       help (`agentctl COMMAND --help` for a command)\n"
     "  --version        print the version\n";
 
@@ -81,9 +84,11 @@ std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t mi
 std::vector<CommandSpec> command_table() {
   return {
       {"status", {"info"}, "", "show the server's id, version, load, agents, classes and models",
-       "", {}, 0, 0, cmd_status},
-      {"list", {"ls"}, "", "list the agents on the server (ID, NAME, CLASS, call counts)", "", {},
-       0, 0, cmd_list},
+       "With --cluster: one row per member (address, up or down, pid, uptime, agents, calls,\n"
+       "rss) and the totals; exits 3 when any member is down.",
+       {}, 0, 0, cmd_status},
+      {"list", {"ls"}, "", "list the agents on the server (ID, NAME, CLASS, call counts)",
+       "With --cluster: the agents of every member, with a SERVER column.", {}, 0, 0, cmd_list},
       {"create", {}, "CLASS NAME", "create an agent; prints its id",
        "CLASS is a class the server offers (see `agentctl status`).\n"
        "With --count N, creates N agents named NAME0 .. NAME<N-1> in bulk and prints their ids,\n"
@@ -132,8 +137,10 @@ std::vector<CommandSpec> command_table() {
         {"--server-path", "PATH", "the as_server binary (default: beside agentctl, then $PATH)"}},
        1, 1, cmd_up},
       {"down", {}, "", "stop the servers started by `agentctl up`", "", {}, 0, 0, cmd_down},
-      {"ps", {}, "", "list the servers started by `agentctl up` that are running", "", {}, 0, 0,
-       cmd_ps},
+      {"ps", {}, "", "list the servers started by `agentctl up` that are running",
+       "With --cluster: every member's process instead (pid, uptime, cpu, rss, as the servers\n"
+       "report them); exits 3 when any member is down.",
+       {}, 0, 0, cmd_ps},
   };
 }
 
@@ -141,7 +148,8 @@ std::string main_help(const std::vector<CommandSpec>& table) {
   std::string out =
       "agentctl: operate agentd's as_server\n\n"
       "Usage: agentctl [--host HOST] [--port PORT] [--token-file F] [--json] [--timeout S] COMMAND "
-      "[ARGS]\n\n"
+      "[ARGS]\n"
+      "       agentctl --cluster SPEC status|list|ps\n\n"
       "Commands:\n";
   for (const auto& c : table) out += fmt::format("  {:<34}{}\n", c.synopsis(), c.summary);
   return out + help_trailer();
@@ -209,6 +217,9 @@ Parsed parse(const std::vector<CommandSpec>& table, int argc, char** argv, Invoc
       auto v = take_value(name);
       if (v.empty()) throw UsageError(cmd_name(), name + " must not be empty");
       (name == "--tls-ca" ? inv.g.tls_ca : name == "--tls-cert" ? inv.g.tls_cert : inv.g.tls_key) = v;
+    } else if (name == "--cluster") {
+      inv.g.cluster = take_value(name);
+      if (inv.g.cluster.empty()) throw UsageError(cmd_name(), "--cluster must not be empty");
     } else if (name == "--timeout") {
       auto t = take_value(name);
       try {
@@ -276,6 +287,10 @@ Parsed parse(const std::vector<CommandSpec>& table, int argc, char** argv, Invoc
   }
   if (!inv.passthrough.empty() && c.name != "up")
     throw UsageError(c.name, "arguments after `--` are only for `agentctl up`");
+  if (!inv.g.cluster.empty() && c.name != "status" && c.name != "list" && c.name != "ps")
+    throw UsageError(c.name, fmt::format("--cluster works with status, list and ps; {} acts on one "
+                                         "server (--host/--port)",
+                                         c.name));
   return Parsed::run;
 }
 

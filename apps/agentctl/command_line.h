@@ -38,6 +38,7 @@ struct Globals {
   std::string tls_ca;      // --tls-ca: TLS, trusting this CA bundle (empty: plaintext)
   std::string tls_cert;    // --tls-cert/--tls-key: a client certificate for mutual TLS
   std::string tls_key;
+  std::string cluster;     // --cluster: status/list/ps over every member (file, dns:, list)
 };
 
 struct OptionSpec {

@@ -5,6 +5,7 @@
 #include "output.h"
 
 #include <agentd/client.h>
+#include <agentd/cluster.h>
 #include <agentd/error.h>
 
 #include <algorithm>
@@ -28,8 +29,8 @@ namespace {
 
 constexpr const char* kNoLocalServers = "no servers started by `agentctl up` are running\n";
 
-// A connection to --host/--port that waits --timeout for answers (at most 10 s to connect).
-agentd::Client connect(const Invocation& inv) {
+// Token, TLS and timeouts from the global options: --timeout for answers, at most 10 s to connect.
+agentd::ClientOptions client_options(const Invocation& inv) {
   agentd::ClientOptions o;
   o.timeout = inv.timeout();
   o.connect_timeout = std::min(inv.timeout(), std::chrono::milliseconds(10000));
@@ -38,7 +39,124 @@ agentd::Client connect(const Invocation& inv) {
   o.tls_ca = inv.g.tls_ca;
   o.tls_cert = inv.g.tls_cert;
   o.tls_key = inv.g.tls_key;
-  return agentd::Client::connect(inv.g.host, inv.g.port, o);
+  return o;
+}
+
+// A connection to --host/--port.
+agentd::Client connect(const Invocation& inv) {
+  return agentd::Client::connect(inv.g.host, inv.g.port, client_options(inv));
+}
+
+// Every member of --cluster, each with its ServerInfo when it answers.
+struct MemberInfo {
+  agentd::ClusterMember member;
+  std::optional<agentd::ServerInfo> info;
+};
+std::vector<MemberInfo> cluster_infos(agentd::Cluster& cluster) {
+  std::vector<MemberInfo> out;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    auto info = cluster.info(i);
+    out.push_back({cluster.members()[i], std::move(info)});
+  }
+  return out;
+}
+
+agentd::Cluster open_cluster(const Invocation& inv) {
+  agentd::ClusterOptions o;
+  o.client = client_options(inv);
+  return agentd::Cluster::open(inv.g.cluster, o);
+}
+
+Value member_json(const MemberInfo& m) {
+  Value v{{"address", m.member.address}, {"source", m.member.source}, {"up", m.info.has_value()}};
+  if (m.info) v["info"] = server_json(*m.info);
+  else v["error"] = m.member.error.empty() ? std::string("no answer") : m.member.error;
+  return v;
+}
+
+// `status --cluster` and `ps --cluster`: a row per member; exit 3 when any is down.
+int cluster_members(const Invocation& inv, bool processes) {
+  auto cluster = open_cluster(inv);
+  auto infos = cluster_infos(cluster);
+  std::size_t up = 0;
+  std::uint64_t agents = 0, completed = 0, rss = 0;
+  for (const auto& m : infos)
+    if (m.info) {
+      ++up;
+      agents += m.info->agent_count;
+      completed += m.info->calls_completed;
+      rss += m.info->rss_bytes;
+    }
+  if (inv.g.json) {
+    print_json({{"members", json_array(infos, member_json)},
+                {"up", up},
+                {"down", infos.size() - up},
+                {"agents", agents},
+                {"calls_completed", completed},
+                {"rss_bytes", rss}});
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& m : infos) {
+      if (!m.info) {
+        rows.push_back({m.member.address, "down", "-", "-", "-", "-", "-", m.member.error});
+        continue;
+      }
+      const auto& i = *m.info;
+      if (processes)
+        rows.push_back({m.member.address, "up", std::to_string(i.pid), human_seconds(i.uptime_seconds),
+                        fmt::format("{:.2f} s", i.cpu_seconds), human_bytes(i.rss_bytes),
+                        std::to_string(i.workers), i.server_id});
+      else
+        rows.push_back({m.member.address, "up", std::to_string(i.agent_count),
+                        std::to_string(i.calls_completed), std::to_string(i.calls_queued),
+                        human_bytes(i.rss_bytes), human_seconds(i.uptime_seconds), i.server_id});
+    }
+    if (processes)
+      print_table({"ADDRESS", "STATE", "PID", "UPTIME", "CPU", "RSS", "WORKERS", "SERVER_ID"}, rows);
+    else
+      print_table({"ADDRESS", "STATE", "AGENTS", "COMPLETED", "QUEUED", "RSS", "UPTIME", "SERVER_ID / ERROR"},
+                  rows);
+    std::cout << fmt::format("{} of {} servers up; {} agents, {} calls completed, {} rss\n", up,
+                             infos.size(), agents, completed, human_bytes(rss));
+  }
+  return up == infos.size() ? kExitOk : kExitUnreachable;
+}
+
+// `list --cluster`: every member's agents, with the member's address.
+int cluster_list(const Invocation& inv) {
+  auto cluster = open_cluster(inv);
+  Value all = Value::array();
+  std::vector<std::vector<std::string>> rows;
+  std::size_t down = 0;
+  for (std::size_t k = 0; k < cluster.size(); ++k) {
+    auto member = cluster.members()[k];
+    std::vector<agentd::AgentInfo> agents;
+    try {
+      agents = cluster.server(k).list_agents();
+    } catch (const agentd::Error& e) {
+      if (e.code() != agentd::ErrorCode::disconnected) throw;
+      std::cerr << "agentctl: " << member.address << " is down: " << e.message() << "\n";
+      ++down;
+      continue;
+    }
+    std::sort(agents.begin(), agents.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.name, a.id) < std::tie(b.name, b.id);
+    });
+    for (const auto& a : agents) {
+      auto v = agent_json(a);
+      v["server"] = member.address;
+      all.push_back(std::move(v));
+      rows.push_back({member.address, a.id, a.name, a.class_name, std::to_string(a.queued_calls),
+                      std::to_string(a.completed_calls), std::to_string(a.failed_calls)});
+    }
+  }
+  if (inv.g.json)
+    print_json(all);
+  else if (rows.empty())
+    std::cout << "no agents on the cluster's " << cluster.size() - down << " server(s) up\n";
+  else
+    print_table({"SERVER", "ID", "NAME", "CLASS", "QUEUED", "COMPLETED", "FAILED"}, rows);
+  return down == 0 ? kExitOk : kExitUnreachable;
 }
 
 // text, a JSON argument named `what` in the error. Throws UsageError when it is not JSON.
@@ -68,6 +186,7 @@ std::vector<std::string> default_plugin_dirs() {
 // ---- against the server ----
 
 int cmd_status(const Invocation& inv) {
+  if (!inv.g.cluster.empty()) return cluster_members(inv, false);
   auto c = connect(inv);
   auto i = c.info();
   if (inv.g.json)
@@ -78,6 +197,7 @@ int cmd_status(const Invocation& inv) {
 }
 
 int cmd_list(const Invocation& inv) {
+  if (!inv.g.cluster.empty()) return cluster_list(inv);
   auto c = connect(inv);
   auto agents = c.list_agents();
   std::sort(agents.begin(), agents.end(),
@@ -350,6 +470,7 @@ int cmd_down(const Invocation& inv) {
 }
 
 int cmd_ps(const Invocation& inv) {
+  if (!inv.g.cluster.empty()) return cluster_members(inv, true);
   auto servers = recorded();
   if (inv.g.json)
     print_json({{"servers", servers_json(servers)}});

@@ -17,6 +17,13 @@ void print_json_error(const agentd::Value& error) { print_json({{"error", error}
 // What the operator can do about e; empty: nothing to add.
 std::string hint_for(const agentd::Error& e, const Invocation& inv) {
   using agentd::ErrorCode;
+  if (!inv.g.cluster.empty()) {
+    if (e.code() == ErrorCode::disconnected)
+      return "no server of the cluster answered: are they running at the addresses above?";
+    if (e.code() == ErrorCode::config_error || e.code() == ErrorCode::bad_args)
+      return "--cluster takes a cluster file, dns:NAME:PORT or HOST:PORT,HOST:PORT (see the "
+             "README's \"Clusters\")";
+  }
   switch (e.code()) {
     case ErrorCode::disconnected:
       return fmt::format("is as_server running at {}:{}? Point at it with --host/--port, or start "

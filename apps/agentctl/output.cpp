@@ -11,8 +11,6 @@ namespace agentctl {
 
 using agentd::Value;
 
-namespace {
-
 // Columns padded to their widest cell, two spaces apart; the last column is not padded.
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows) {
@@ -33,12 +31,16 @@ void print_table(const std::vector<std::string>& header,
   for (const auto& r : rows) line(r);
 }
 
+namespace {
+
 // "key   value" lines with the keys aligned.
 void print_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
   std::size_t w = 0;
   for (const auto& [k, v] : fields) w = std::max(w, k.size());
   for (const auto& [k, v] : fields) std::cout << k << std::string(w - k.size() + 2, ' ') << v << "\n";
 }
+
+}  // namespace
 
 std::string human_bytes(std::uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -58,6 +60,8 @@ std::string human_seconds(double s) {
   if (total < 172800) return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
   return fmt::format("{}d{:02}h", total / 86400, (total % 86400) / 3600);
 }
+
+namespace {
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string out;

@@ -8,6 +8,7 @@
 #include <agentd/msg.h>
 #include <agentd/value.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ agentd::Value span_json(const agentd::TraceSpan& s);
 agentd::Value servers_json(const std::vector<LocalServer>& servers);
 // An agent just created on the server at address.
 agentd::Value created_json(const agentd::AgentRef& ref, const std::string& address);
+
+// Columns padded to their widest cell, two spaces apart (the last column not padded).
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows);
+std::string human_bytes(std::uint64_t n);  // "1.5 MiB"
+std::string human_seconds(double s);       // "12.5 s", "3m05s", "2h10m", "3d04h"
 
 // The human forms.
 void print_server_info(const agentd::ServerInfo& i);                // `status`

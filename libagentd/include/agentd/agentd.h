@@ -3,6 +3,7 @@
 
 #include <agentd/agent.h>
 #include <agentd/client.h>
+#include <agentd/cluster.h>
 #include <agentd/error.h>
 #include <agentd/model.h>
 #include <agentd/msg.h>

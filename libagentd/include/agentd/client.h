@@ -308,13 +308,14 @@ class Client {
   AgentRef create_agent(const std::string& class_name, const std::string& name = {},
                         const Value& args = Value::object(), const std::string& id = {});
   // Creates count agents of one class with the same args, in a few messages (much faster than
-  // count create_agent calls). Names are name_prefix + index (0, 1, ...), or the ids when the
-  // prefix is empty. All or nothing: when any fails, those made are deleted again and the first
+  // count create_agent calls). Names are name_prefix + index (first_index, first_index + 1, ...),
+  // or the ids when the prefix is empty. All or nothing: when any fails, those made are deleted again and the first
   // error is thrown; after the client's timeout it stops, deletes those made (and those still
   // being made, as they finish) and throws Error(timeout).
   std::vector<AgentRef> create_agents(const std::string& class_name, std::size_t count,
                                       const Value& args = Value::object(),
-                                      const std::string& name_prefix = {});
+                                      const std::string& name_prefix = {},
+                                      std::size_t first_index = 0);
   // An existing agent; throws Error(unknown_agent) when there is none.
   AgentRef agent(const std::string& id);
   std::vector<AgentInfo> list_agents();

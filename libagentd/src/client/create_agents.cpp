@@ -50,7 +50,8 @@ AgentRef Client::create_agent(const std::string& class_name, const std::string& 
 }
 
 std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::size_t count,
-                                            const Value& args, const std::string& name_prefix) {
+                                            const Value& args, const std::string& name_prefix,
+                                            std::size_t first_index) {
   // Shared by the caller and the loop thread's callbacks; guarded by mu.
   struct Batch {
     std::mutex mu;
@@ -66,7 +67,7 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
   b->ids.resize(count);
   if (count == 0) return {};
   auto name_of = [&](std::size_t i) {
-    return name_prefix.empty() ? std::string{} : name_prefix + std::to_string(i);
+    return name_prefix.empty() ? std::string{} : name_prefix + std::to_string(first_index + i);
   };
   std::vector<detail::OutSpec> specs(count);
   for (std::size_t i = 0; i < count; ++i) specs[i] = create_spec(class_name, name_of(i), args, {});
