@@ -778,7 +778,8 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
 
 // AgentScope's large-scale simulation, through the library as the `simulation` example plays it
 // (examples/simulation/simulation.h): --sim-participants participants with a simulated model
-// latency of --sim-latency-ms over --sim-servers fresh child servers, groups beside them, one
+// latency of --sim-latency-ms over --sim-servers fresh child servers (Cluster::spawn_children;
+// participants made with Cluster::create_agents), groups beside them, one
 // round (main -> groups -> participants). Server RSS per idle participant is measured over the
 // participants' creation alone (groups come after); threads are sampled on every server while
 // the round runs.
@@ -802,14 +803,13 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
   std::size_t groups = 0;
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W8 repeat {}/{} ({} participants, {} servers)", r + 1, cfg.repeat, n, m));
-    std::vector<std::optional<Client>> made(m);
-    simulation::on_each(m, [&](std::size_t i) { made[i] = dep.spawn(); });
-    std::vector<Client*> servers;
+    ClusterOptions co;
+    co.client = dep.client_options();
+    Cluster cluster = Cluster::spawn_children(m, dep.child_options(), co);
     std::vector<std::int64_t> pids;
     std::uint64_t rss_before = 0;
-    for (auto& c : made) {
-      servers.push_back(&*c);
-      const ServerInfo info = c->info();
+    for (std::size_t i = 0; i < cluster.size(); ++i) {
+      const ServerInfo info = cluster.server(i).info();
       pids.push_back(info.pid);
       rss_before += info.rss_bytes;
     }
@@ -817,12 +817,12 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
     o.participants = n;
     o.groups_per_server = cfg.sim_groups_per_server;
     o.latency_ms = cfg.sim_latency_ms;
-    simulation::Game game(servers, o);
+    simulation::Game game(cluster, o);
     auto t0 = Clock::now();
     game.create_participants();
     const double participants_s = seconds_since(t0);
     std::uint64_t rss_after = 0;
-    for (auto* c : servers) rss_after += c->info().rss_bytes;
+    for (std::size_t i = 0; i < cluster.size(); ++i) rss_after += cluster.server(i).info().rss_bytes;
     rss.agentd.add((static_cast<double>(rss_after) - static_cast<double>(rss_before)) / n);
     t0 = Clock::now();
     game.create_groups();
@@ -858,7 +858,7 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
                          "target {:.3f}, winner {} ({})",
                          res.seconds, res.guess_seconds, res.closest_seconds, res.average,
                          res.target, res.winner, res.winner_guess));
-    // The children stop with their clients; nothing to delete.
+    // The children stop with the cluster; nothing to delete.
   }
   // The two targets (1,000,000 in <= 15 s, 100,000 in <= 2.5 s, latency 1 s) joined by a line:
   // the latency plus a fixed and a per-participant overhead.

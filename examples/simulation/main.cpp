@@ -13,7 +13,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,8 +32,9 @@ and picks the winner.
 Options:
   --participants N        participants in all (default 1000)
   --servers M             start M as_server children on this machine (default 4)
-  --cluster SPEC          use running servers instead: "host:port,host:port,..." (the servers
-                          need the simulation_agents plugin)
+  --cluster SPEC          use running servers instead (agentd::Cluster::open): a list
+                          "host:port,host:port", "dns:NAME:PORT", or a cluster file; the servers
+                          need the simulation_agents plugin
   --groups-per-server G   groups on each server (default: one per 5000 participants of that
                           server, at least one)
   --latency-ms MS         each participant's simulated model latency before it guesses
@@ -105,38 +105,13 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// The servers: M children started in parallel, or connections to the --cluster addresses.
-std::vector<agentd::Client> open_servers(const Options& o) {
-  std::vector<std::optional<agentd::Client>> made;
-  if (o.cluster.empty()) {
-    made.resize(o.servers);
-    agentd::ChildOptions child;
-    child.plugins = {o.plugin_dir + "/libsimulation_agents.so"};
-    child.model_config_path = o.model_config_path;
-    simulation::on_each(o.servers, [&](std::size_t i) { made[i] = agentd::Client::spawn_child(child); });
-  } else {
-    const auto addresses = split(o.cluster, ',');
-    if (addresses.empty()) bad("--cluster: no address");
-    made.resize(addresses.size());
-    simulation::on_each(addresses.size(), [&](std::size_t i) {
-      const auto colon = addresses[i].rfind(':');
-      if (colon == std::string::npos) bad("--cluster " + addresses[i] + ": expected host:port");
-      made[i] = agentd::Client::connect(
-          addresses[i].substr(0, colon),
-          static_cast<std::uint16_t>(number("--cluster", addresses[i].substr(colon + 1), 1)));
-    });
-  }
-  std::vector<agentd::Client> out;
-  for (auto& c : made) out.push_back(std::move(*c));
-  return out;
+// The servers: M children started in parallel, or the --cluster servers.
+agentd::Cluster open_servers(const Options& o) {
+  if (!o.cluster.empty()) return agentd::Cluster::open(o.cluster);
+  agentd::ChildOptions child;
+  child.plugins = {o.plugin_dir + "/libsimulation_agents.so"};
+  child.model_config_path = o.model_config_path;
+  return agentd::Cluster::spawn_children(o.servers, child);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -149,14 +124,14 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   try {
     const auto t_start = std::chrono::steady_clock::now();
-    std::vector<agentd::Client> clients = open_servers(o);
-    std::vector<agentd::Client*> servers;
-    for (auto& c : clients) servers.push_back(&c);
-    std::printf("servers: %zu (%s)\n", servers.size(), o.cluster.empty() ? "children" : "cluster");
+    agentd::Cluster cluster = open_servers(o);
+    simulation::Game game(cluster, o.game);
+    std::printf("servers: %zu (%s)\n", game.servers(), o.cluster.empty() ? "children" : "cluster");
     std::printf("start servers: %.3f s\n", seconds_since(t_start));
     std::fflush(stdout);
-
-    simulation::Game game(servers, o.game);
+    std::vector<agentd::Client*> servers;
+    for (std::size_t i = 0; i < cluster.size(); ++i)
+      if (cluster.members()[i].up) servers.push_back(&cluster.server(i));
     const auto t0 = std::chrono::steady_clock::now();
     game.create_participants();
     const double participants_s = seconds_since(t0);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <agentd/client.h>
+#include <agentd/cluster.h>
 #include <agentd/error.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
@@ -25,6 +26,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -90,18 +92,24 @@ inline void on_each(std::size_t n, const std::function<void(std::size_t)>& fn) {
 
 class Game {
  public:
-  // servers are borrowed and outlive the Game (Client::spawn_child / connect, or a Cluster's
-  // server(i)).
+  // servers are borrowed and outlive the Game (Client::spawn_child / Client::connect): each
+  // server's participants are made there with Client::create_agents, all servers in parallel.
   Game(std::vector<agentd::Client*> servers, GameOptions options)
       : servers_(std::move(servers)), o_(std::move(options)), placed_(servers_.size()) {
-    if (servers_.empty()) throw agentd::Error(agentd::ErrorCode::bad_args, "no servers");
-    const std::size_t n = participants_on(0), g = groups_on(0);
-    if (g > 0 && (n + g - 1) / g > kMaxGroupSize)
-      throw agentd::Error(agentd::ErrorCode::bad_args,
-                          std::to_string(n) + " participants on a server need at least " +
-                              std::to_string((n + kMaxGroupSize - 1) / kMaxGroupSize) +
-                              " groups there (a group holds at most " +
-                              std::to_string(kMaxGroupSize) + ")");
+    check();
+  }
+  // The servers of a cluster (borrowed, outlives the Game), those up now: the participants are
+  // made with Cluster::create_agents (equal shares, in parallel), the groups on each server with
+  // Cluster::create_agent_on.
+  Game(agentd::Cluster& cluster, GameOptions options) : cluster_(&cluster), o_(std::move(options)) {
+    const auto members = cluster.members();
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (members[i].up) {
+        servers_.push_back(&cluster.server(i));
+        member_index_.push_back(i);
+      }
+    placed_.resize(servers_.size());
+    check();
   }
 
   const GameOptions& options() const { return o_; }
@@ -134,13 +142,31 @@ class Game {
     return a;
   }
 
-  // Creates every server's participants, all servers in parallel (Client::create_agents: a few
-  // messages per server). Names: "s<server>-p<index>".
+  // Creates the participants, an equal share on every server, all servers in parallel (a few
+  // messages per server). Names: "p<index>", 0 .. participants - 1 over all servers.
   void create_participants() {
     const agentd::Value args = participant_args();
+    if (cluster_ != nullptr) {
+      auto all = cluster_->create_agents("ParticipantAgent", o_.participants, args, "p");
+      // Which server each landed on, by its reference's address.
+      std::map<std::string, std::size_t> by_address;
+      for (std::size_t i = 0; i < servers_.size(); ++i) by_address[servers_[i]->address()] = i;
+      for (auto& p : all) {
+        const agentd::Value ref = p.to_value();
+        const std::string address = ref.begin()->at("address").get<std::string>();
+        auto it = by_address.find(address);
+        if (it == by_address.end())
+          throw agentd::Error(agentd::ErrorCode::internal,
+                              "participant " + p.name() + " is on an unknown server " + address);
+        placed_[it->second].participants.push_back(std::move(p));
+      }
+      return;
+    }
     on_each(servers_.size(), [&](std::size_t i) {
-      placed_[i].participants = servers_[i]->create_agents(
-          "ParticipantAgent", participants_on(i), args, "s" + std::to_string(i) + "-p");
+      std::size_t first = 0;
+      for (std::size_t k = 0; k < i; ++k) first += participants_on(k);
+      placed_[i].participants =
+          servers_[i]->create_agents("ParticipantAgent", participants_on(i), args, "p", first);
     });
   }
 
@@ -149,8 +175,8 @@ class Game {
   void create_groups() {
     on_each(servers_.size(), [&](std::size_t i) {
       ServerAgents& s = placed_[i];
-      const std::size_t g = groups_on(i);
       const std::size_t n = s.participants.size();
+      const std::size_t g = n == 0 ? 0 : std::min(n, o_.groups_per_server ? o_.groups_per_server : auto_groups(n));
 
       std::vector<agentd::Placeholder> connected;
       for (std::size_t k = 0, from = 0; k < g; ++k) {
@@ -159,8 +185,12 @@ class Game {
         for (std::size_t j = from; j < from + size; ++j) list.push_back(s.participants[j].to_value());
         agentd::Value args = agentd::Value::object();
         args["participants"] = std::move(list);
-        s.groups.push_back(servers_[i]->create_agent(
-            "GroupAgent", "s" + std::to_string(i) + "-g" + std::to_string(k), args));
+        const std::string name = "s" + std::to_string(i) + "-g" + std::to_string(k);
+        if (cluster_ != nullptr)
+          s.groups.push_back(cluster_->create_agent_on(std::to_string(member_index_[i]),
+                                                       "GroupAgent", name, args));
+        else
+          s.groups.push_back(servers_[i]->create_agent("GroupAgent", name, args));
         s.group_sizes.push_back(size);
         connected.push_back(s.groups.back().call_async("connect"));
         from += size;
@@ -221,7 +251,20 @@ class Game {
   }
 
  private:
-  std::vector<agentd::Client*> servers_;
+  void check() const {
+    if (servers_.empty()) throw agentd::Error(agentd::ErrorCode::bad_args, "no servers up");
+    const std::size_t n = participants_on(0), g = groups_on(0);
+    if (g > 0 && (n + g - 1) / g > kMaxGroupSize)
+      throw agentd::Error(agentd::ErrorCode::bad_args,
+                          std::to_string(n) + " participants on a server need at least " +
+                              std::to_string((n + kMaxGroupSize - 1) / kMaxGroupSize) +
+                              " groups there (a group holds at most " +
+                              std::to_string(kMaxGroupSize) + ")");
+  }
+
+  agentd::Cluster* cluster_ = nullptr;   // borrowed; null: plain clients
+  std::vector<agentd::Client*> servers_;  // borrowed
+  std::vector<std::size_t> member_index_;  // with a cluster: servers_[i] is member_index_[i]
   GameOptions o_;
   std::vector<ServerAgents> placed_;
 };

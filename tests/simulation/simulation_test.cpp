@@ -84,6 +84,36 @@ void check_round(const simulation::Game& game, const simulation::RoundResult& re
   CHECK(std::abs(res.winner_guess - res.target) == Approx(best));
 }
 
+// Each server holds its share of participants and its groups, and every member of a group is an
+// agent of the group's own server.
+void check_placement(const simulation::Game& game, const std::vector<Client*>& servers,
+                     std::size_t per_server, std::size_t groups_per_server) {
+  std::size_t members_seen = 0;
+  REQUIRE(game.placement().size() == servers.size());
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    std::set<std::string> here;
+    for (const auto& a : servers[i]->list_agents()) here.insert(a.id);
+    const auto& placed = game.placement()[i];
+    CHECK(placed.participants.size() == per_server);
+    CHECK(placed.groups.size() == groups_per_server);
+    CHECK(here.size() == per_server + groups_per_server);
+    std::size_t in_groups = 0;
+    for (const auto& p : placed.participants) CHECK(here.count(p.id()) == 1);
+    for (const auto& g : placed.groups) {
+      CHECK(here.count(g.id()) == 1);
+      const Value members = g.call("members");
+      in_groups += members.size();
+      for (const auto& m : members) {
+        INFO("group " << g.name() << " member " << m.dump());
+        CHECK(here.count(m["id"].get<std::string>()) == 1);
+      }
+    }
+    CHECK(in_groups == placed.participants.size());
+    members_seen += in_groups;
+  }
+  CHECK(members_seen == per_server * servers.size());
+}
+
 std::string run(const std::string& cmd, int& status) {
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -108,30 +138,7 @@ TEST_CASE("simulation: 200 participants over 2 servers play 2 rounds by the rule
   game.create_groups();
   REQUIRE(game.group_count() == 6);
 
-  // Placement: each server holds its share of participants and its groups, and every member of
-  // a group is an agent of the group's own server.
-  std::size_t members_seen = 0;
-  for (std::size_t i = 0; i < clients.size(); ++i) {
-    std::set<std::string> here;
-    for (const auto& a : clients[i].list_agents()) here.insert(a.id);
-    const auto& placed = game.placement()[i];
-    CHECK(placed.participants.size() == 100);
-    CHECK(here.size() == 103);
-    std::size_t in_groups = 0;
-    for (const auto& g : placed.groups) {
-      CHECK(here.count(g.id()) == 1);
-      const Value members = g.call("members");
-      in_groups += members.size();
-      for (const auto& m : members) {
-        INFO("group " << g.name() << " member " << m.dump());
-        CHECK(here.count(m["id"].get<std::string>()) == 1);
-      }
-    }
-    CHECK(in_groups == placed.participants.size());
-    members_seen += in_groups;
-  }
-  CHECK(members_seen == 200);
-
+  check_placement(game, pointers(clients), 100, 3);
   std::vector<std::int64_t> sums;
   for (std::int64_t r = 1; r <= 2; ++r) {
     const auto res = game.play_round(r);
@@ -157,6 +164,29 @@ TEST_CASE("simulation: 200 participants over 2 servers play 2 rounds by the rule
   CHECK(differ > 100);  // guesses are uniform in [0, 100]: about 1 in 101 agree by chance
 }
 
+TEST_CASE("simulation: on a Cluster, participants spread by Cluster::create_agents", "[simulation][cluster]") {
+  agentd::Cluster cluster = agentd::Cluster::spawn_children(3, child());
+  simulation::GameOptions o;
+  o.participants = 150;
+  o.groups_per_server = 2;
+  o.latency_ms = 10;
+  simulation::Game game(cluster, o);
+  game.create_participants();
+  game.create_groups();
+  std::vector<Client*> servers;
+  for (std::size_t i = 0; i < cluster.size(); ++i) servers.push_back(&cluster.server(i));
+  check_placement(game, servers, 50, 2);
+  const auto res = game.play_round(1);
+  check_round(game, res, 1);
+  // Names run over the whole cluster.
+  std::set<std::string> names;
+  for (const auto& s : game.placement())
+    for (const auto& p : s.participants) names.insert(p.name());
+  CHECK(names.size() == 150);
+  CHECK(names.count("p0") == 1);
+  CHECK(names.count("p149") == 1);
+}
+
 TEST_CASE("simulation: the program prints init, rounds, average, target and winner", "[simulation]") {
   int status = 0;
   const std::string out =
@@ -171,7 +201,7 @@ TEST_CASE("simulation: the program prints init, rounds, average, target and winn
   CHECK_THAT(out, Contains("init: ") && Contains("200 participants in") && Contains("4 groups in"));
   CHECK_THAT(out, Contains("round 1: ") && Contains("round 2: "));
   CHECK_THAT(out, Contains("guesses: 200, average: ") && Contains("target (2/3 of it): "));
-  CHECK_THAT(out, Contains("winner: s"));
+  CHECK_THAT(out, Contains("winner: p"));
 
   const std::string help = run(std::string(AGENTD_SIMULATION_BINARY) + " --help", status);
   CHECK(WEXITSTATUS(status) == 0);
