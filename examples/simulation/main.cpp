@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -145,18 +146,24 @@ int main(int argc, char** argv) {
 
     // CPU seconds all servers spent (info().cpu_seconds): against the round's time, how many
     // cores the servers kept busy.
-    auto servers_cpu = [&servers]() {
-      double cpu = 0;
-      for (auto* s : servers) cpu += s->info().cpu_seconds;
-      return cpu;
+    // And how much their RSS grew (the memory the round's calls in flight took).
+    auto servers_usage = [&servers]() {
+      std::pair<double, double> cpu_rss(0, 0);
+      for (auto* s : servers) {
+        const agentd::ServerInfo info = s->info();
+        cpu_rss.first += info.cpu_seconds;
+        cpu_rss.second += static_cast<double>(info.rss_bytes);
+      }
+      return cpu_rss;
     };
     for (std::int64_t r = 1; r <= o.rounds; ++r) {
-      const double cpu0 = servers_cpu();
+      const auto before = servers_usage();
       const simulation::RoundResult res = game.play_round(r);
-      const double cpu = servers_cpu() - cpu0;
-      std::printf("round %lld: %.3f s (guess %.3f s, closest %.3f s; servers' CPU %.2f s)\n",
+      const auto after = servers_usage();
+      std::printf("round %lld: %.3f s (guess %.3f s, closest %.3f s; servers' CPU %.2f s, "
+                  "RSS %+.1f MiB)\n",
                   static_cast<long long>(r), res.seconds, res.guess_seconds, res.closest_seconds,
-                  cpu);
+                  after.first - before.first, (after.second - before.second) / 1048576.0);
       std::printf("  guesses: %lld, average: %.4f, target (2/3 of it): %.4f\n",
                   static_cast<long long>(res.count), res.average, res.target);
       std::printf("  winner: %s (guess %d, group %s)\n", res.winner.c_str(), res.winner_guess,

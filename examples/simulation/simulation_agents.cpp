@@ -123,16 +123,13 @@ class ParticipantAgent : public agentd::AsyncAgent {
   agentd::Task<agentd::Msg> reply_async(const agentd::Msg& x) override {
     const std::int64_t round = x.content.is_number_integer() ? x.content.get<std::int64_t>() : 0;
     if (latency_ms_ > 0) co_await agentd::sleep_for(std::chrono::milliseconds(latency_ms_));
-    int guess = random_guess(round);
+    int guess = 0;
+    // The model's exchange lives in its own coroutine: this frame, alive while the participant
+    // waits out its latency, stays small (a million of them wait at once).
     if (asks_model_) {
-      auto m = model(args()["model"].get<std::string>());
-      std::vector<agentd::Msg> question = prompt_messages(args().value("prompt", std::string(kDefaultPrompt)));
-      auto answer = co_await m->chat_async(std::move(question));
-      if (auto parsed = first_number_clamped(answer.msg.text())) {
-        guess = *parsed;
-      } else {
-        ++fallbacks_;
-      }
+      guess = co_await ask_model(round);
+    } else {
+      guess = random_guess(round);
     }
     last_ = static_cast<std::int16_t>(guess);
     round_ = static_cast<std::int32_t>(round);
@@ -148,6 +145,18 @@ class ParticipantAgent : public agentd::AsyncAgent {
   }
 
  private:
+  // Asks the model; the first number of its answer, clamped to [0, 100], or the random guess
+  // when the answer holds none (counted in model_fallbacks).
+  agentd::Task<int> ask_model(std::int64_t round) {
+    auto m = model(args()["model"].get<std::string>());
+    std::vector<agentd::Msg> question =
+        prompt_messages(args().value("prompt", std::string(kDefaultPrompt)));
+    agentd::ChatResponse answer = co_await m->chat_async(std::move(question));
+    if (auto parsed = first_number_clamped(answer.msg.text())) co_return *parsed;
+    ++fallbacks_;
+    co_return random_guess(round);
+  }
+
   int random_guess(std::int64_t round) const {
     const auto seed = static_cast<std::uint64_t>(args().value("seed", std::int64_t(0)));
     const std::uint64_t h =
