@@ -133,15 +133,27 @@ int main(int argc, char** argv) {
     std::vector<agentd::Client*> servers;
     for (std::size_t i = 0; i < cluster.size(); ++i)
       if (cluster.members()[i].up) servers.push_back(&cluster.server(i));
+    auto servers_rss = [&servers]() {
+      double rss = 0;
+      for (auto* s : servers) rss += static_cast<double>(s->info().rss_bytes);
+      return rss;
+    };
+    const double rss0 = servers_rss();
     const auto t0 = std::chrono::steady_clock::now();
     game.create_participants();
     const double participants_s = seconds_since(t0);
+    const double rss1 = servers_rss();
     const auto t1 = std::chrono::steady_clock::now();
     game.create_groups();
     const double groups_s = seconds_since(t1);
+    const double rss2 = servers_rss();
+    const double n = static_cast<double>(o.game.participants);
     std::printf("init: %.3f s (%zu participants in %.3f s, %zu groups in %.3f s)\n",
                 participants_s + groups_s, o.game.participants, participants_s, game.group_count(),
                 groups_s);
+    std::printf("  servers' RSS per participant: %.0f B for the participants, %.0f B more for the "
+                "groups\n",
+                (rss1 - rss0) / n, (rss2 - rss1) / n);
     std::fflush(stdout);
 
     // CPU seconds all servers spent (info().cpu_seconds): against the round's time, how many

@@ -133,10 +133,12 @@ class Game {
     return g;
   }
 
+  // Only what differs from the participants' defaults: every participant keeps its own copy of
+  // its args, and each key costs about 100 bytes of a server's memory per participant.
   agentd::Value participant_args() const {
     agentd::Value a = agentd::Value::object();
-    a["latency_ms"] = o_.latency_ms;
-    a["seed"] = o_.seed;
+    if (o_.latency_ms != 1000) a["latency_ms"] = o_.latency_ms;
+    if (o_.seed != 0) a["seed"] = o_.seed;
     if (!o_.model.empty()) a["model"] = o_.model;
     if (!o_.prompt.empty()) a["prompt"] = o_.prompt;
     return a;
