@@ -86,7 +86,7 @@ void ResultSlot::push_chunk(std::string text) {
 }
 
 void ResultSlot::set_on_chunk(std::function<void(std::string_view)> fn) {
-  std::deque<std::string> queued;
+  std::list<std::string> queued;
   bool ended = false;
   {
     std::lock_guard lock(mu);

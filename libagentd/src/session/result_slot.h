@@ -9,7 +9,7 @@
 #include "agentd.capnp.h"
 #include "sync.h"
 
-#include <deque>
+#include <list>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,7 +28,9 @@ struct ResultSlot : Sync<Msg> {
   bool too_large = false;       // loop thread: the eager answer said "too large to inline"
   bool full_requested = false;  // loop thread
 
-  std::deque<std::string> chunks;  // guarded by mu: arrived, not yet read
+  // A list, not a deque: an empty std::deque allocates ~600 bytes, and most replies are not
+  // streamed (a million placeholders in flight would carry 600 MB of empty deques).
+  std::list<std::string> chunks;  // guarded by mu: arrived, not yet read
   bool stream_ended = false;       // guarded by mu: the call's CallDone came (or it failed)
   // Loop thread: Placeholder::on_chunk's callback; once set, chunks go to it.
   std::function<void(std::string_view)> on_chunk;
