@@ -800,6 +800,7 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
             "s"};
   Row threads{"W8", "server threads during the round (max over servers)", "threads"};
   Row created{"W8", "server threads after creating the agents (max over servers)", "threads"};
+  Row cpu{"W8", "servers' CPU during the round (all servers)", "s"};
   Row rss{"W8", "server RSS per idle participant", "B"};
   std::size_t groups = 0;
   for (int r = 0; r < cfg.repeat; ++r) {
@@ -851,6 +852,8 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
+    double cpu_before = 0;
+    for (std::size_t i = 0; i < cluster.size(); ++i) cpu_before += cluster.server(i).info().cpu_seconds;
     simulation::RoundResult res;
     try {
       res = game.play_round(1);
@@ -861,6 +864,9 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
     }
     done = true;
     sampler.join();
+    double cpu_after = 0;
+    for (std::size_t i = 0; i < cluster.size(); ++i) cpu_after += cluster.server(i).info().cpu_seconds;
+    cpu.agentd.add(cpu_after - cpu_before);
     expect(res.count == static_cast<std::int64_t>(n),
            fmt::format("W8: {} guesses for {} participants", res.count, n));
     expect(!res.winner.empty() && std::abs(res.winner_guess - res.target) <= 100,
@@ -884,9 +890,11 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
   threads.target = at_most(63, "< 64");
   threads.note = "sampled every 50 ms; after the creation's idle workers left (up to 40 s)";
   created.note = "informative: idle workers the pool added while constructors queued";
+  cpu.note = "informative: on cores of their own the round takes about the latency plus this "
+             "over the cores";
   rss.target = at_most(1536, "<= 1.5 KiB");
   rss.note = "(rss after - rss before) / N over all servers, participants only";
-  for (Row* row : {&init, &round, &threads, &created, &rss}) report.rows.push_back(std::move(*row));
+  for (Row* row : {&init, &round, &cpu, &threads, &created, &rss}) report.rows.push_back(std::move(*row));
 }
 
 // ---- W10: streamed replies ----
