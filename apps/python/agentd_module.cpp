@@ -243,50 +243,20 @@ class PyAgentRef {
   PyPlaceholder wrap(Placeholder p) const { return PyPlaceholder(std::move(p), box_); }
 
   PyPlaceholder reply(const py::object& x) const {
-    box_->check_open();
     if (x.is_none()) {
+      box_->check_open();
       py::gil_scoped_release release;
       return wrap(r_.reply());
     }
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      return wrap(r_.reply(in));  // never waits for in
-    }
-    if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      return wrap(r_.reply(m));
-    }
-    throw py::type_error("agentd: reply takes a Msg, a Placeholder or None");
+    return with_input(x, "reply takes a Msg, a Placeholder or None",
+                      [this](const auto& in) { return wrap(r_.reply(in)); });
   }
   PyPlaceholder reply_stream(const py::object& x) const {
-    box_->check_open();
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      return wrap(r_.reply_stream(in));
-    }
-    if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      return wrap(r_.reply_stream(m));
-    }
-    throw py::type_error("agentd: reply_stream takes a Msg or a Placeholder");
+    return with_input(x, "reply_stream takes a Msg or a Placeholder",
+                      [this](const auto& in) { return wrap(r_.reply_stream(in)); });
   }
   void observe(const py::object& x) const {
-    box_->check_open();
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      r_.observe(in);
-    } else if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      r_.observe(m);
-    } else {
-      throw py::type_error("agentd: observe takes a Msg or a Placeholder");
-    }
+    with_input(x, "observe takes a Msg or a Placeholder", [this](const auto& in) { r_.observe(in); });
   }
   py::object call(const std::string& method, const py::object& args) const {
     box_->check_open();
@@ -316,6 +286,25 @@ class PyAgentRef {
   }
 
  private:
+  // Runs f with x as the C++ input (a Placeholder, never waited for here, or a Msg), the GIL
+  // released; anything else raises TypeError("agentd: " + usage).
+  template <typename F>
+  auto with_input(const py::object& x, const char* usage, F f) const
+      -> decltype(f(std::declval<const Msg&>())) {
+    box_->check_open();
+    if (py::isinstance<PyPlaceholder>(x)) {
+      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
+      py::gil_scoped_release release;
+      return f(in);
+    }
+    if (py::isinstance<Msg>(x)) {
+      Msg m = x.cast<const Msg&>();
+      py::gil_scoped_release release;
+      return f(m);
+    }
+    throw py::type_error(std::string("agentd: ") + usage);
+  }
+
   AgentRef r_;
   std::shared_ptr<ClientBox> box_;
 };
