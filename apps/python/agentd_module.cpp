@@ -6,6 +6,7 @@
 // Placeholder waits run in short slices and check for signals between them, so Ctrl-C
 // interrupts a get() with KeyboardInterrupt.
 #include <agentd/client.h>
+#include <agentd/cluster.h>
 #include <agentd/error.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -243,50 +245,20 @@ class PyAgentRef {
   PyPlaceholder wrap(Placeholder p) const { return PyPlaceholder(std::move(p), box_); }
 
   PyPlaceholder reply(const py::object& x) const {
-    box_->check_open();
     if (x.is_none()) {
+      box_->check_open();
       py::gil_scoped_release release;
       return wrap(r_.reply());
     }
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      return wrap(r_.reply(in));  // never waits for in
-    }
-    if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      return wrap(r_.reply(m));
-    }
-    throw py::type_error("agentd: reply takes a Msg, a Placeholder or None");
+    return with_input(x, "reply takes a Msg, a Placeholder or None",
+                      [this](const auto& in) { return wrap(r_.reply(in)); });
   }
   PyPlaceholder reply_stream(const py::object& x) const {
-    box_->check_open();
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      return wrap(r_.reply_stream(in));
-    }
-    if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      return wrap(r_.reply_stream(m));
-    }
-    throw py::type_error("agentd: reply_stream takes a Msg or a Placeholder");
+    return with_input(x, "reply_stream takes a Msg or a Placeholder",
+                      [this](const auto& in) { return wrap(r_.reply_stream(in)); });
   }
   void observe(const py::object& x) const {
-    box_->check_open();
-    if (py::isinstance<PyPlaceholder>(x)) {
-      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
-      py::gil_scoped_release release;
-      r_.observe(in);
-    } else if (py::isinstance<Msg>(x)) {
-      Msg m = x.cast<const Msg&>();
-      py::gil_scoped_release release;
-      r_.observe(m);
-    } else {
-      throw py::type_error("agentd: observe takes a Msg or a Placeholder");
-    }
+    with_input(x, "observe takes a Msg or a Placeholder", [this](const auto& in) { r_.observe(in); });
   }
   py::object call(const std::string& method, const py::object& args) const {
     box_->check_open();
@@ -316,6 +288,25 @@ class PyAgentRef {
   }
 
  private:
+  // Runs f with x as the C++ input (a Placeholder, never waited for here, or a Msg), the GIL
+  // released; anything else raises TypeError("agentd: " + usage).
+  template <typename F>
+  auto with_input(const py::object& x, const char* usage, F f) const
+      -> decltype(f(std::declval<const Msg&>())) {
+    box_->check_open();
+    if (py::isinstance<PyPlaceholder>(x)) {
+      Placeholder in = x.cast<const PyPlaceholder&>().placeholder();
+      py::gil_scoped_release release;
+      return f(in);
+    }
+    if (py::isinstance<Msg>(x)) {
+      Msg m = x.cast<const Msg&>();
+      py::gil_scoped_release release;
+      return f(m);
+    }
+    throw py::type_error(std::string("agentd: ") + usage);
+  }
+
   AgentRef r_;
   std::shared_ptr<ClientBox> box_;
 };
@@ -378,6 +369,104 @@ auto released(const PyClient& self, F&& f) {
   auto c = self.get();
   py::gil_scoped_release release;
   return f(*c);
+}
+
+// agentd.Cluster: one client over several servers. Each member's Client gets its own ClientBox
+// (an aliasing pointer into the shared Cluster), so the refs it makes behave as a Client's do;
+// close() drops them all (and stops the children of spawn_children).
+class PyCluster {
+ public:
+  PyCluster(Cluster c, bool children, Millis timeout)
+      : cluster_(std::make_shared<Cluster>(std::move(c))), children_(children), timeout_(timeout) {}
+  ~PyCluster() {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+
+  std::shared_ptr<Cluster> get() const {
+    std::lock_guard lock(mu_);
+    if (!cluster_) throw Error(ErrorCode::disconnected, "the agentd cluster is closed");
+    return cluster_;
+  }
+  // The ref with the box of the member whose client made it.
+  PyAgentRef wrap(AgentRef r) {
+    auto c = get();
+    auto address = r.to_value()["agentd_agent_ref"].value("address", std::string());
+    std::lock_guard lock(mu_);
+    if (auto it = boxes_.find(address); it != boxes_.end()) return PyAgentRef(std::move(r), it->second);
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      Client* client = nullptr;
+      try {
+        client = &c->server(i);
+      } catch (const Error&) {  // a member down: not the one
+        continue;
+      }
+      if (client->address() != address) continue;
+      auto box = std::make_shared<ClientBox>();
+      box->client = std::shared_ptr<Client>(c, client);
+      box->timeout = timeout_;
+      boxes_[address] = box;
+      return PyAgentRef(std::move(r), box);
+    }
+    throw Error(ErrorCode::internal, "agentd: no member of the cluster made agent " + r.id());
+  }
+  std::vector<PyAgentRef> wrap_all(std::vector<AgentRef> refs) {
+    std::vector<PyAgentRef> out;
+    out.reserve(refs.size());
+    for (auto& r : refs) out.push_back(wrap(std::move(r)));
+    return out;
+  }
+  void close() {
+    std::shared_ptr<Cluster> c;
+    {
+      std::lock_guard lock(mu_);
+      c.swap(cluster_);
+      for (auto& [address, box] : boxes_) {
+        std::lock_guard box_lock(box->mu);
+        box->client.reset();
+      }
+      boxes_.clear();
+    }
+    if (!c) return;
+    std::optional<py::gil_scoped_release> release;
+    if (children_ && Py_IsInitialized() && PyGILState_Check()) release.emplace();
+    // As Client.close: the children stop now, even while refs or placeholders are alive.
+    for (std::size_t i = 0; children_ && i < c->size(); ++i) {
+      try {
+        c->server(i).stop();
+      } catch (const Error&) {
+      }
+    }
+    c.reset();
+  }
+  bool closed() const {
+    std::lock_guard lock(mu_);
+    return !cluster_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<Cluster> cluster_;
+  std::map<std::string, std::shared_ptr<ClientBox>> boxes_;  // by the member client's address
+  bool children_ = false;
+  Millis timeout_{};
+};
+
+// Runs f(cluster) with the GIL released.
+template <typename F>
+auto released(const PyCluster& self, F&& f) {
+  auto c = self.get();
+  py::gil_scoped_release release;
+  return f(*c);
+}
+
+Placement placement_named(const std::string& name) {
+  if (name == "round_robin") return Placement::round_robin;
+  if (name == "least_loaded") return Placement::least_loaded;
+  throw Error(ErrorCode::bad_args, "agentd: placement must be 'round_robin' or 'least_loaded', not '" +
+                                       name + "'");
 }
 
 std::string repr_msg(const Msg& m) {
@@ -691,6 +780,139 @@ class Error(RuntimeError):
                              : "Client(address='" + self.get()->address() + "')";
       });
 
-  for (const char* name : {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client"})
+  py::class_<PyCluster>(m, "Cluster",
+                        "One client over several servers: Cluster.open(spec) (a cluster file, "
+                        "'dns:NAME:PORT' or 'HOST:PORT,HOST:PORT'), Cluster.connect(addresses) or "
+                        "Cluster.spawn_children(n). Agents are placed by the policy "
+                        "('round_robin' or 'least_loaded') or on a named member.")
+      .def_static(
+          "open",
+          [](const std::string& spec, std::string placement, double timeout,
+             double connect_timeout, std::string token, std::string tls_ca, std::string tls_cert,
+             std::string tls_key) {
+            ClusterOptions o;
+            o.placement = placement_named(placement);
+            o.client = {.timeout = to_millis(timeout),
+                        .connect_timeout = to_millis(connect_timeout),
+                        .token = std::move(token),
+                        .tls_ca = std::move(tls_ca),
+                        .tls_cert = std::move(tls_cert),
+                        .tls_key = std::move(tls_key)};
+            Millis t = o.client.timeout;
+            std::optional<Cluster> c;
+            {
+              py::gil_scoped_release release;
+              c.emplace(Cluster::open(spec, o));
+            }
+            return std::make_unique<PyCluster>(std::move(*c), false, t);
+          },
+          py::arg("spec"), py::arg("placement") = "round_robin", py::arg("timeout") = 1800.0,
+          py::arg("connect_timeout") = 10.0, py::arg("token") = "", py::arg("tls_ca") = "",
+          py::arg("tls_cert") = "", py::arg("tls_key") = "")
+      .def_static(
+          "spawn_children",
+          [](std::size_t n, std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
+             std::string model_config_path, std::string server_path,
+             std::vector<std::string> extra_args, std::string placement, double start_timeout,
+             double timeout, std::string token) {
+            if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr)
+              server_path = default_server_path();
+            ChildOptions o{.plugins = std::move(plugins),
+                           .plugin_dirs = std::move(plugin_dirs),
+                           .model_config_path = std::move(model_config_path),
+                           .server_path = std::move(server_path),
+                           .extra_args = std::move(extra_args),
+                           .start_timeout = to_millis(start_timeout),
+                           .client = {.timeout = to_millis(timeout), .token = std::move(token)}};
+            ClusterOptions co;
+            co.placement = placement_named(placement);
+            co.client = o.client;
+            std::optional<Cluster> c;
+            {
+              py::gil_scoped_release release;
+              c.emplace(Cluster::spawn_children(n, std::move(o), co));
+            }
+            return std::make_unique<PyCluster>(std::move(*c), true, co.client.timeout);
+          },
+          py::arg("n"), py::arg("plugins") = std::vector<std::string>{},
+          py::arg("plugin_dirs") = std::vector<std::string>{}, py::arg("model_config_path") = "",
+          py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
+          py::arg("placement") = "round_robin", py::arg("start_timeout") = 30.0,
+          py::arg("timeout") = 1800.0, py::arg("token") = "")
+      .def(
+          "create_agent",
+          [](PyCluster& self, const std::string& cls, std::optional<std::string> name,
+             const py::object& args, std::optional<std::string> id) {
+            Value a = args_value(args);
+            return self.wrap(released(self, [&](Cluster& c) {
+              return c.create_agent(cls, name.value_or(""), a, id.value_or(""));
+            }));
+          },
+          py::arg("cls"), py::arg("name") = py::none(), py::arg("args") = py::none(),
+          py::arg("id") = py::none())
+      .def(
+          "create_agent_on",
+          [](PyCluster& self, const py::object& server, const std::string& cls,
+             std::optional<std::string> name, const py::object& args,
+             std::optional<std::string> id) {
+            std::string member = py::str(server);  // an index or an address
+            Value a = args_value(args);
+            return self.wrap(released(self, [&](Cluster& c) {
+              return c.create_agent_on(member, cls, name.value_or(""), a, id.value_or(""));
+            }));
+          },
+          py::arg("server"), py::arg("cls"), py::arg("name") = py::none(),
+          py::arg("args") = py::none(), py::arg("id") = py::none(),
+          "Creates the agent on one member: its index (0, 1, ...) or its address.")
+      .def(
+          "create_agents",
+          [](PyCluster& self, const std::string& cls, std::size_t count, const py::object& args,
+             const std::string& name_prefix) {
+            Value a = args_value(args);
+            return self.wrap_all(released(
+                self, [&](Cluster& c) { return c.create_agents(cls, count, a, name_prefix); }));
+          },
+          py::arg("cls"), py::arg("count"), py::arg("args") = py::none(),
+          py::arg("name_prefix") = "",
+          "count agents spread over the members up, created on all of them at once.")
+      .def(
+          "agent",
+          [](PyCluster& self, const std::string& id) {
+            return self.wrap(released(self, [&](Cluster& c) { return c.agent(id); }));
+          },
+          py::arg("id"))
+      .def("delete_all_agents",
+           [](PyCluster& self) { return released(self, [](Cluster& c) { return c.delete_all_agents(); }); })
+      .def("members",
+           [](PyCluster& self) {
+             py::list out;
+             for (const auto& m : self.get()->members())
+               out.append(py::dict(py::arg("address") = m.address, py::arg("source") = m.source,
+                                   py::arg("up") = m.up, py::arg("error") = m.error));
+             return out;
+           },
+           "Each member as a dict: address, source (what named it), up, error (why it is down).")
+      .def("refresh", [](PyCluster& self) { return released(self, [](Cluster& c) { return c.refresh(); }); },
+           "Resolves DNS names again and reconnects members that are down; returns the members up.")
+      .def(
+          "info",
+          [](PyCluster& self, std::size_t i) {
+            return released(self, [&](Cluster& c) { return c.info(i); });
+          },
+          py::arg("i"), "Member i's ServerInfo, or None when it is down.")
+      .def("__len__", [](PyCluster& self) { return self.get()->size(); })
+      .def("close", &PyCluster::close)
+      .def_property_readonly("closed", &PyCluster::closed)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyCluster& self, const py::args&) {
+        self.close();
+        return false;
+      })
+      .def("__repr__", [](PyCluster& self) {
+        return self.closed() ? std::string("Cluster(closed)")
+                             : "Cluster(" + std::to_string(self.get()->size()) + " members)";
+      });
+
+  for (const char* name : {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster"})
     m.attr(name).attr("__module__") = "agentd";
 }

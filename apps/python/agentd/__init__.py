@@ -8,6 +8,7 @@
 
 Client.connect(host, port) reaches a running as_server (independent mode), Client.spawn_child
 starts one for this program (child mode), Client.local hosts the agents in this process.
+Cluster.open / Cluster.spawn_children drive several servers as one.
 """
 import os as _os
 
@@ -17,6 +18,7 @@ from ._agentd import (  # noqa: F401
     AgentInfo,
     AgentRef,
     Client,
+    Cluster,
     Error,
     Msg,
     Placeholder,
@@ -24,7 +26,8 @@ from ._agentd import (  # noqa: F401
     __version__,
 )
 
-__all__ = ["AgentInfo", "AgentRef", "Client", "Error", "Msg", "Placeholder", "ServerInfo"]
+__all__ = ["AgentInfo", "AgentRef", "Client", "Cluster", "Error", "Msg", "Placeholder",
+           "ServerInfo"]
 
 # Child mode in a build tree: use the as_server built beside this package (build/bin) unless
 # $AGENTD_AS_SERVER or server_path says otherwise; installed, the library finds the installed one.

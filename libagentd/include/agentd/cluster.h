@@ -66,7 +66,9 @@ class Cluster {
   static Cluster open(const std::string& spec, ClusterOptions options = ClusterOptions());
 
   // Starts n child servers in parallel (e.g. one per core), each as Client::spawn_child(child)
-  // would, and owns them: they stop with the last copy of this Cluster.
+  // would (sharing one token, so they fetch each other's placeholders), and owns them: as with
+  // Client::spawn_child, they stop once this Cluster and every ref and placeholder made through
+  // it are gone (server(i).stop() stops one sooner).
   static Cluster spawn_children(std::size_t n, ChildOptions child = ChildOptions(),
                                 ClusterOptions options = ClusterOptions());
 

@@ -13,6 +13,7 @@
 // frame (and what it awaits, cancelling it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
 #include <exception>
@@ -60,12 +61,22 @@ AsyncLoop& require_async_loop(const char* what);
 template <typename T>
 class TaskPromise;
 
-// Resumes the awaiting coroutine when a task finishes (symmetric transfer, no stack growth).
+// How a task and the coroutine awaiting it hand over. The awaiter starts the task inside its
+// await_suspend: a task that finishes before its first suspension leaves the awaiter running on
+// (await_suspend returns false) instead of resuming it from the task's final suspend, so a chain
+// of immediately-finished awaits keeps the stack flat whether or not the compiler makes symmetric
+// transfer a tail call (GCC does only when optimising). A task that suspends resumes its awaiter
+// when it finishes, by symmetric transfer from whatever resumed the task.
+enum class Handover : unsigned char { idle, starting, suspended, done };
+
 struct FinalAwaiter {
   bool await_ready() const noexcept { return false; }
   template <typename P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-    auto next = h.promise().continuation_;
+    auto& p = h.promise();
+    // Finished while the awaiter is still starting it: the awaiter carries on by itself.
+    if (p.handover_.exchange(Handover::done) == Handover::starting) return std::noop_coroutine();
+    auto next = p.continuation_;
     return next ? next : std::noop_coroutine();
   }
   void await_resume() const noexcept {}
@@ -82,6 +93,7 @@ class TaskPromiseBase {
   template <typename U>
   friend class agentd::Task;
   std::coroutine_handle<> continuation_;
+  std::atomic<Handover> handover_{Handover::idle};
   std::exception_ptr error_;
 };
 
@@ -149,9 +161,13 @@ class [[nodiscard]] Task {
     struct Awaiter {
       std::coroutine_handle<promise_type> h;
       bool await_ready() const noexcept { return !h || h.done(); }
-      std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-        h.promise().continuation_ = awaiting;
-        return h;
+      // Starts the task here; false (do not suspend) when it finished before suspending.
+      bool await_suspend(std::coroutine_handle<> awaiting) noexcept {
+        auto& p = h.promise();
+        p.continuation_ = awaiting;
+        p.handover_.store(detail::Handover::starting);
+        h.resume();
+        return p.handover_.exchange(detail::Handover::suspended) != detail::Handover::done;
       }
       T await_resume() { return h.promise().take(); }
     };
