@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 #include <kj/async-unix.h>
 
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,17 +59,6 @@ void raise_fd_limit() {
 std::size_t fd_limit() {
   rlimit r{};
   return getrlimit(RLIMIT_NOFILE, &r) == 0 ? static_cast<std::size_t>(r.rlim_cur) : 0;
-}
-
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(dir)) {
-      if (e->d_name[0] != '.') ++n;
-    }
-    closedir(dir);
-  }
-  return n;
 }
 
 }  // namespace
@@ -269,7 +257,7 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
              given_url.empty() ? fmt::format(" (agentd-bench --serve-model, {} ms delay)", delay.count()) : "");
   int status = 0;
   for (const char* round : {"new connections", "kept-alive connections"}) {
-    const std::size_t threads_before = thread_count();
+    const std::size_t threads_before = agentd::detail::thread_count();
     std::size_t threads_most = threads_before;
     std::size_t ok = 0;
     std::size_t failed = 0;
@@ -288,7 +276,7 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
     auto joined = kj::joinPromises(all.releaseAsArray()).then([&done] { done = true; }).eagerlyEvaluate(nullptr);
     while (!done) {  // sample this process's threads while the calls are in flight
       io.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).wait(io.waitScope);
-      threads_most = std::max(threads_most, thread_count());
+      threads_most = std::max(threads_most, agentd::detail::thread_count());
     }
     joined.wait(io.waitScope);
     const double seconds =

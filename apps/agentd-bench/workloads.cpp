@@ -1,12 +1,12 @@
 #include "workloads.h"
 
+#include "subprocess.h"  // thread_count
 #include "tokens.h"
 
 #include "baselines.h"
 #include "model_endpoint.h"
 #include "simulation.h"  // examples/simulation: the game's main-side logic
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -664,17 +664,6 @@ void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   if (dep.has_class(0, "WaitAgent")) run_w7_async(cfg, dep, report);
 }
 
-// Threads of process pid (0 when it is not on this machine).
-std::size_t thread_count(std::int64_t pid) {
-  std::size_t n = 0;
-  DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str());
-  if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  ::closedir(d);
-  return n;
-}
-
 // Calls every agent at once, then reads and checks every answer; returns the seconds it took.
 // While the calls still wait (before wait_s has passed), samples server pid's thread count into
 // threads (pid 0: not on this machine, no sample).
@@ -684,7 +673,8 @@ double all_at_once(std::vector<AgentRef>& agents, const Msg& msg, std::int64_t p
   std::vector<Placeholder> ps;
   ps.reserve(agents.size());
   for (auto& a : agents) ps.push_back(a.reply(msg));
-  if (pid != 0 && seconds_since(t0) < wait_s) threads.add(static_cast<double>(thread_count(pid)));
+  if (pid != 0 && seconds_since(t0) < wait_s)
+    threads.add(static_cast<double>(detail::thread_count(static_cast<pid_t>(pid))));
   for (auto& p : ps) check(p.get());
   return seconds_since(t0);
 }
@@ -836,11 +826,12 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
     // they have (when there are more than the target allows), so its row counts what the round
     // uses; the creation's peak is its own row.
     std::size_t created_peak = 0;
-    for (auto pid : pids) created_peak = std::max(created_peak, thread_count(pid));
+    auto threads_of = [](std::int64_t pid) { return detail::thread_count(static_cast<pid_t>(pid)); };
+    for (auto pid : pids) created_peak = std::max(created_peak, threads_of(pid));
     created.agentd.add(static_cast<double>(created_peak));
     for (auto waited = Clock::now(); seconds_since(waited) < 40;) {
       std::size_t now = 0;
-      for (auto pid : pids) now = std::max(now, thread_count(pid));
+      for (auto pid : pids) now = std::max(now, threads_of(pid));
       if (now < 64) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
@@ -848,7 +839,7 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
     std::size_t most = 0;
     std::thread sampler([&] {
       while (!done) {
-        for (auto pid : pids) most = std::max(most, thread_count(pid));
+        for (auto pid : pids) most = std::max(most, threads_of(pid));
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });

@@ -2,9 +2,9 @@
 // other agents without holding a thread, with the same actor semantics, errors, deletion and
 // shutdown behaviour as blocking agents.
 #include "server_process.h"
+#include "subprocess.h"  // thread_count
 #include "test_names.h"
 
-#include <dirent.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -20,17 +20,6 @@ std::vector<std::string> async_args(std::vector<std::string> extra = {}) {
   std::vector<std::string> a{"--plugin", async_plugin()};
   a.insert(a.end(), extra.begin(), extra.end());
   return standard_args(a);
-}
-
-// Threads of process pid right now.
-std::size_t thread_count(pid_t pid) {
-  std::size_t n = 0;
-  DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
-  if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  ::closedir(d);
-  return n;
 }
 
 Error error_of_get(const Placeholder& p) {
@@ -77,7 +66,7 @@ TEST_CASE("suspended calls hold no thread: many wait at once on a server with tw
   // While they wait, a blocking agent on the same two-worker pool still answers.
   AgentRef echo = c.create_agent("EchoAgent", "echo");
   CHECK(echo.reply(Msg("user", "still here")).get().text() == "still here");
-  const std::size_t threads_while_waiting = thread_count(s->pid());
+  const std::size_t threads_while_waiting = agentd::detail::thread_count(s->pid());
   for (auto& p : ps) CHECK(p.get().text() == "z");
   // All of them were suspended at the same time, with two worker threads at most.
   CHECK(agents[0].call("peak").get<int>() == kAgents);

@@ -5,6 +5,7 @@
 #include "async_http.h"
 #include "bridge.h"
 #include "fake_model_server.h"
+#include "subprocess.h"  // thread_count
 #include "kj_errors.h"
 #include "model_test_support.h"
 #include "worker_pool.h"
@@ -15,7 +16,6 @@
 #include <kj/async-io.h>
 #include <kj/vector.h>
 
-#include <dirent.h>
 
 #include <chrono>
 #include <set>
@@ -60,17 +60,6 @@ struct Loop {
     }
   }
 };
-
-std::size_t thread_count() {
-  std::size_t n = 0;
-  DIR* dir = opendir("/proc/self/task");
-  REQUIRE(dir != nullptr);
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
-}
 
 // client_args lines (after base_url) that keep the tests fast.
 const std::string kFast = "    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n";
@@ -301,7 +290,7 @@ TEST_CASE("hundreds of chat_async calls in flight start no thread and share kept
   Loop loop;
   auto key = unique_key("async-many");
   auto model = openai(key, "slow-1000", "  max_concurrency: 1000\n", kFast);
-  const std::size_t before = thread_count();
+  const std::size_t before = agentd::detail::thread_count();
   constexpr int kCalls = 300;
   kj::Vector<kj::Promise<ChatResponse>> calls;
   for (int i = 0; i < kCalls; ++i) calls.add(agentd::detail::chat_async(model, loop.http, conversation()));
@@ -315,12 +304,12 @@ TEST_CASE("hundreds of chat_async calls in flight start no thread and share kept
   auto forked = joined.fork();
   auto result = forked.addBranch();
   loop.until([&] {
-    most = std::max(most, thread_count());
+    most = std::max(most, agentd::detail::thread_count());
     return done;
   });
   CHECK(result.wait(loop.io.waitScope) == static_cast<std::size_t>(kCalls));
   CHECK(most == before);
-  CHECK(thread_count() == before);
+  CHECK(agentd::detail::thread_count() == before);
   CHECK(fake_model_server().stats(key)["max_in_flight"].get<int>() > kCalls / 2);
 
   // The connections stay open and serve the next calls.
@@ -364,11 +353,11 @@ TEST_CASE("chat_async through the registry counts usage and errors like chat()",
 TEST_CASE("echo answers chat_async on the loop and delay_ms waits on the loop's timer", "[models][async]") {
   Loop loop;
   auto model = model_from_yaml("- config_name: e\n  model_type: echo\n  delay_ms: 200\n");
-  const std::size_t before = thread_count();
+  const std::size_t before = agentd::detail::thread_count();
   kj::Vector<kj::Promise<ChatResponse>> calls;
   for (int i = 0; i < 100; ++i) calls.add(agentd::detail::chat_async(model, loop.http, conversation("hi")));
   auto all = loop.await(kj::joinPromises(calls.releaseAsArray()));
-  CHECK(thread_count() == before);
+  CHECK(agentd::detail::thread_count() == before);
   CHECK(all[99].msg.text() == "hi");
   CHECK(all[99].latency >= std::chrono::milliseconds(200));
   std::vector<std::string> chunks;

@@ -1,5 +1,7 @@
 #include "subprocess.h"
 
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -238,6 +240,17 @@ std::vector<std::string> current_environment() {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+std::size_t thread_count(pid_t pid) {
+  std::string dir = pid == 0 ? std::string("/proc/self/task") : "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  std::size_t n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
 }
 
 }  // namespace agentd::detail

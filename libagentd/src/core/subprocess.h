@@ -137,4 +137,8 @@ std::string describe_wait_status(int status);
 // This process's environment as "NAME=value" entries (to edit into SpawnOptions::env).
 std::vector<std::string> current_environment();
 
+// The threads process pid runs now (0: this process), from /proc; 0 when there is no such process
+// on this machine. What the benchmarks and tests read to show waiting work holds no thread.
+std::size_t thread_count(pid_t pid = 0);
+
 }  // namespace agentd::detail
