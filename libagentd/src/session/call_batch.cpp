@@ -66,7 +66,10 @@ void resend(LoopState& loop) {
   auto retries = std::move(loop.retries);
   loop.retries.clear();
   for (auto& [ticket, spec] : retries) {
-    if (!loop.tickets.count(ticket)) continue;  // failed meanwhile (the connection went)
+    if (!loop.tickets.count(ticket)) {  // failed meanwhile (the connection went)
+      loop.dropped.push_back(ticket);
+      continue;
+    }
     const std::size_t size = spec_size(spec);
     add_to_batch(loop, std::move(spec), size);
   }
@@ -92,7 +95,10 @@ void schedule_retry(LoopState& loop) {
 
 // The server refused spec as overloaded (e): send it again later, or give up at its deadline.
 void refused(LoopState& loop, OutSpec spec, Error e) {
-  if (!loop.tickets.count(spec.ticket)) return;  // failed already
+  if (!loop.tickets.count(spec.ticket)) {  // failed already: the server may forget it
+    loop.dropped.push_back(spec.ticket);
+    return;
+  }
   const auto next = loop.backoff.count() > 0 ? loop.backoff : loop.limits.retry_initial;
   // The last try must be answered before the caller's own wait (the same timeout) runs out, so
   // the caller sees the server's error rather than a timeout.
