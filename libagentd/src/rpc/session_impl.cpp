@@ -409,9 +409,8 @@ class SessionImpl final : public wire::Session::Server {
   // agent and ticket) until the client sends it again and it is queued, or the client gives up
   // on it (Session.submit's dropped); meanwhile the agent's later calls are refused too, so a
   // retried call never runs after one the client issued after it. The client sends refused calls
-  // again in ticket order.
-  // Refusals (overloaded) of calls the client hears about go to out; the client may send them
-  // again.
+  // again in ticket order. Refusals of calls the client hears about go to out (the submit's
+  // results).
   void admit_in_order(wire::CallSpec::Reader spec,
                       std::vector<std::pair<std::uint64_t, Error>>& out) {
     const std::uint64_t ticket = spec.getTicket();
@@ -421,7 +420,10 @@ class SessionImpl final : public wire::Session::Server {
     const bool retried = spec.getReport() ||
                          (kind != wire::CallKind::REPLY && kind != wire::CallKind::METHOD_ASYNC);
     auto refuse_now = [&](Error e) {
-      if (!agent.empty() && retried) refused_[agent].insert(ticket);
+      if (!agent.empty() && retried) {
+        refused_[agent].insert(ticket);
+        refused_agent_.emplace(ticket, agent);
+      }
       if (retried)
         out.emplace_back(ticket, std::move(e));
       else
@@ -441,18 +443,17 @@ class SessionImpl final : public wire::Session::Server {
       refuse_now(std::move(*over));
       return;
     }
-    waiting = agent.empty() ? refused_.end() : refused_.find(agent);
-    if (waiting != refused_.end()) {
-      waiting->second.erase(ticket);
-      if (waiting->second.empty()) refused_.erase(waiting);
-    }
+    forget_refused(ticket);
   }
 
   void forget_refused(std::uint64_t ticket) {
-    for (auto it = refused_.begin(); it != refused_.end();) {
-      it->second.erase(ticket);
-      it = it->second.empty() ? refused_.erase(it) : std::next(it);
-    }
+    auto at = refused_agent_.find(ticket);
+    if (at == refused_agent_.end()) return;
+    auto it = refused_.find(at->second);
+    refused_agent_.erase(at);
+    if (it == refused_.end()) return;
+    it->second.erase(ticket);
+    if (it->second.empty()) refused_.erase(it);
   }
 
   // Fails spec without queueing it (CallSink.done). A reply the client does not hear about
@@ -469,7 +470,8 @@ class SessionImpl final : public wire::Session::Server {
 
   RpcContext& ctx_;
   std::shared_ptr<Outbox> out_;
-  std::unordered_map<std::string, std::set<std::uint64_t>> refused_;
+  std::unordered_map<std::string, std::set<std::uint64_t>> refused_;  // agent -> tickets
+  std::unordered_map<std::uint64_t, std::string> refused_agent_;      // ticket -> agent
 };
 
 }  // namespace
