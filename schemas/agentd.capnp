@@ -259,7 +259,12 @@ interface CallSink {
 
 interface Session {
   # The batched call path: many calls per message in, many completions per message out.
-  submit @0 (calls :List(CallSpec)) -> ();
+  submit @0 (calls :List(CallSpec), dropped :List(UInt64)) -> (refused :List(CallDone));
+  # refused: the calls not queued because a limit was reached (each an error with code
+  # overloaded; they get no other CallDone). Nothing of them is recorded, so the client may send
+  # them again with the same tickets, in ticket order; until one is queued, the agent's later
+  # calls on this session are refused too (per-agent order). dropped: tickets of refused calls
+  # the client gave up on (the session forgets them before the calls).
   read @1 (callId :Text) -> (outcome :Outcome);
   # The whole result of a call (after a tooLarge outcome), waiting while it is pending.
 }

@@ -87,7 +87,7 @@ TEST_CASE("a call too big for one message fails alone with too_large, and calls 
   auto after = a.reply(Msg("user", "after"));
   Error e = error_of([&] { huge.get(); });
   CHECK(e.code() == ErrorCode::too_large);
-  CHECK_THAT(e.message(), Contains("more than one message can carry"));
+  CHECK_THAT(e.message(), Contains("ClientOptions::max_message_bytes"));
   CHECK(before.get().text() == "before");
   CHECK(after.get().text() == "after");
   // Just under the limit still travels.

@@ -55,6 +55,17 @@ struct ClientOptions {
   // A client certificate and its key (PEM files), for servers that require one (--tls-client-ca).
   std::string tls_cert{};
   std::string tls_key{};
+  // The largest call one message may carry (bytes; Cap'n Proto's limit, 64 MiB, is the most): a
+  // call whose input is bigger fails at once with too_large and is not sent. A server started
+  // with a smaller --max-message-bytes refuses bigger calls itself (too_large, the call alone).
+  std::size_t max_message_bytes = std::size_t{64} << 20;
+  // A call or creation the server refuses as overloaded (--max-agents, --max-queued-calls,
+  // --max-queued-calls-per-agent) is sent again after a backoff that starts here and doubles
+  // up to overload_retry_max (with jitter), until `timeout` after it was first sent; then it
+  // fails with the server's overloaded error. Calls to one agent keep their order across
+  // retries. overload_retry_initial 0: no retries (overloaded fails the call at once).
+  std::chrono::milliseconds overload_retry_initial = std::chrono::milliseconds(20);
+  std::chrono::milliseconds overload_retry_max = std::chrono::seconds(2);
 };
 
 struct ChildOptions {

@@ -29,6 +29,15 @@ struct ClientLoop {
   kj::Own<Server> local;
 };
 
+SendLimits send_limits(const ClientOptions& o) {
+  SendLimits l;
+  l.max_message_bytes = std::min(o.max_message_bytes, kMaxMessageBytes);
+  l.timeout = o.timeout;
+  l.retry_initial = o.overload_retry_initial;
+  l.retry_max = std::max(o.overload_retry_max, o.overload_retry_initial);
+  return l;
+}
+
 }  // namespace
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
@@ -52,6 +61,7 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
   loop.tasks.add(loop.bridge.run());
   loop.server = kj::mv(attached.server);
   loop.where = attached.address;
+  loop.limits = send_limits(options_);
   address_ = std::move(attached.address);
   server_id_ = std::move(attached.server_id);
   port_ = attached.port;
@@ -210,6 +220,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       port_ = target.port;
     }
     loop.where = address_;
+    loop.limits = send_limits(options_);
     open_session(loop);
     loop_ = &loop;
     bridge_.store(&loop.bridge);
@@ -219,11 +230,17 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     // Release every capability while the loop still runs, and let the releases reach the
     // server (a ping answered after them proves it): dropping thousands of queued releases
     // with the connection would unwind one deeply nested promise chain.
-    flush(loop);
+    // Calls still held for want of room on the connection go first.
+    auto sent = kj::newPromiseAndFulfiller<void>();
+    after_calls_sent(loop, [f = kj::mv(sent.fulfiller)]() mutable { f->fulfill(); });
     if (loop.rpc) {
       try {
+        auto* server = &loop.server;
         io.provider->getTimer()
-            .timeoutAfter(2 * kj::SECONDS, loop.server.pingRequest().send())
+            .timeoutAfter(2 * kj::SECONDS,
+                          sent.promise.then([server]() {
+                            return server->pingRequest().send().ignoreResult();
+                          }))
             .wait(io.waitScope);
       } catch (const kj::Exception&) {
         // The server is gone or slow: nothing is left to flush.

@@ -84,21 +84,23 @@ class ClientCore {
     // PlaceholderState.
     post([self = this, st, what, body = kj::mv(body)]() mutable {
       LoopState* loop = self->loop_;
-      flush(*loop);  // calls issued before this request go first
-      kj::Promise<void> p = nullptr;
-      try {
-        p = body(*loop, *st);
-      } catch (const Error& e) {
-        st->fail(e);
-        return;
-      } catch (const kj::Exception& e) {
-        st->fail(error_from_exception(e, what));
-        return;
-      }
-      // The task holds st, so continuations may keep a reference to it.
-      loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
-        st->fail(error_from_exception(e, what));
-      }));
+      // Calls issued before this request go first.
+      after_calls_sent(*loop, [loop, st, what, body = kj::mv(body)]() mutable {
+        kj::Promise<void> p = nullptr;
+        try {
+          p = body(*loop, *st);
+        } catch (const Error& e) {
+          st->fail(e);
+          return;
+        } catch (const kj::Exception& e) {
+          st->fail(error_from_exception(e, what));
+          return;
+        }
+        // The task holds st, so continuations may keep a reference to it.
+        loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
+          st->fail(error_from_exception(e, what));
+        }));
+      });
     });
     return wait_counted(*st, what);
   }

@@ -29,10 +29,11 @@ detail::OutSpec create_spec(const std::string& class_name, const std::string& na
 
 // Loop thread: deletes agent id, not waiting for (or reporting) the answer.
 void delete_quietly(detail::LoopState& loop, const std::string& id) {
-  detail::flush(loop);
-  auto req = loop.server.deleteAgentRequest();
-  req.setId(detail::to_kj(id));
-  loop.tasks.add(req.send().ignoreResult());
+  detail::after_calls_sent(loop, [&loop, id]() {
+    auto req = loop.server.deleteAgentRequest();
+    req.setId(detail::to_kj(id));
+    loop.tasks.add(req.send().ignoreResult());
+  });
 }
 
 }  // namespace

@@ -210,6 +210,12 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
                  fmt::format("no agent class '{}' on this server; known classes: {}", class_name,
                              known.empty() ? "(none: start as_server with --plugin)" : known));
   }
+  if (limits_.max_agents != 0 && agents_.size() >= limits_.max_agents)
+    return Error(ErrorCode::overloaded,
+                 fmt::format("the server has {} agents, its limit (--max-agents {}); delete some "
+                             "or try again later",
+                             agents_.size(), limits_.max_agents),
+                 id, class_name);
   if (id.empty()) id = new_id();
   if (agents_.count(id))
     return Error(ErrorCode::duplicate_agent,
@@ -239,6 +245,8 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         if (!slot->removed) agents_.erase(slot->id);
         slot->removed = true;
         auto queued = std::move(slot->mailbox);
+        slot->mailbox.clear();
+        queued_ -= queued.size();
         for (auto& c : queued) fail(c, e);
         if (*done_ptr) (*done_ptr)(e);
         return;
@@ -284,6 +292,7 @@ bool AgentHost::remove(const std::string& id) {
   slot->removed = true;
   // The running call (if any) stays at the head until its worker reports back.
   auto queued = take_waiting(*slot);
+  queued_ -= queued.size();
   Error e(ErrorCode::unknown_agent, fmt::format("agent '{}' was deleted before this call ran", id),
           id, slot->class_name);
   for (auto& c : queued) fail(c, e);
@@ -309,9 +318,42 @@ std::vector<AgentInfoRow> AgentHost::list() const {
 
 std::size_t AgentHost::queued_calls() const {
   std::lock_guard lock(mu_);
-  std::size_t n = 0;
-  for (const auto& [_, s] : agents_) n += s->mailbox.size();
-  return n;
+  return queued_;
+}
+
+void AgentHost::set_limits(Limits limits) {
+  std::lock_guard lock(mu_);
+  limits_ = limits;
+}
+
+std::optional<Error> AgentHost::admit(const std::string& agent_id) const {
+  std::lock_guard lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return std::nullopt;
+  const AgentSlot& slot = *it->second;
+  if (limits_.max_queued_calls_per_agent != 0 &&
+      slot.mailbox.size() >= limits_.max_queued_calls_per_agent)
+    return Error(ErrorCode::overloaded,
+                 fmt::format("agent '{}' has {} calls queued, its limit "
+                             "(--max-queued-calls-per-agent {}); try again later",
+                             agent_id, slot.mailbox.size(), limits_.max_queued_calls_per_agent),
+                 agent_id, slot.class_name);
+  if (limits_.max_queued_calls != 0 && queued_ >= limits_.max_queued_calls)
+    return Error(ErrorCode::overloaded,
+                 fmt::format("the server has {} calls queued, its limit (--max-queued-calls {}); "
+                             "try again later",
+                             queued_, limits_.max_queued_calls),
+                 agent_id, slot.class_name);
+  return std::nullopt;
+}
+
+void AgentHost::refuse_result(const std::string& call_id, const std::string& agent_id, Error e) {
+  std::lock_guard lock(mu_);
+  if (!results_.add_pending(call_id, agent_id)) return;
+  auto call = std::make_shared<Call>();
+  call->kind = Call::Kind::reply;
+  call->call_id = call_id;
+  fail(std::move(call), std::move(e));
 }
 
 void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
@@ -329,6 +371,7 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
   call->enqueued = std::chrono::steady_clock::now();
   call->enqueued_wall = std::chrono::system_clock::now();
   it->second->mailbox.push_back(std::move(call));
+  ++queued_;
   pump(it->second);
 }
 
@@ -356,6 +399,7 @@ void AgentHost::pump(const std::shared_ptr<AgentSlot>& slot) {
       if (const Error* upstream = std::get_if<Error>(call->input.get())) {
         // The input's producer failed: this call fails with that cause, without running.
         slot->mailbox.pop_front();
+        --queued_;
         ++slot->failed;
         fail(std::move(call), *upstream);
         continue;
@@ -466,6 +510,7 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
   --running_;
   auto call = std::move(slot->mailbox.front());
   slot->mailbox.pop_front();
+  --queued_;
   slot->busy = false;
   if (call->out_error) {
     ++slot->failed;
@@ -667,6 +712,7 @@ void AgentHost::begin_stop() {
   stopping_ = true;
   for (auto& [id, slot] : agents_) {
     auto queued = take_waiting(*slot);
+    queued_ -= queued.size();
     for (auto& c : queued)
       fail(c, Error(ErrorCode::stopping, "the server is shutting down; this call did not run", id,
                     slot->class_name));

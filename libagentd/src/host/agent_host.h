@@ -189,6 +189,20 @@ class AgentHost {
   // the call is gone (does nothing).
   ResultPool::Waiter input_waiter(const std::string& agent_id, const std::shared_ptr<Call>& call);
 
+  // ---- Limits (README "Running as_server"). 0: no limit. Set before serving. ----
+  struct Limits {
+    std::size_t max_agents = 0;
+    std::size_t max_queued_calls = 0;            // waiting or running, whole host
+    std::size_t max_queued_calls_per_agent = 0;  // waiting or running, one agent
+  };
+  void set_limits(Limits limits);
+  // The overloaded error (retryable) a call on agent_id gets when queueing it would pass a
+  // queue limit; nothing when it may be queued (or the agent is unknown: enqueue fails it).
+  std::optional<Error> admit(const std::string& agent_id) const;
+  // Announces call_id and fails it with e at once, so the placeholders that consume it fail
+  // too (a call refused that no client will retry). Nothing when the id is taken.
+  void refuse_result(const std::string& call_id, const std::string& agent_id, Error e);
+
   // Refuse new work; fail queued (not running) calls with `stopping`.
   void begin_stop();
   std::size_t running_calls() const;
@@ -256,6 +270,8 @@ class AgentHost {
   std::uint64_t span_seq_ = 0;     // spans recorded so far
   std::function<void(const SpanRecord&)> span_sink_;
   bool stopping_ = false;
+  Limits limits_;
+  std::size_t queued_ = 0;  // calls in every mailbox (waiting or running)
 };
 
 }  // namespace agentd::detail

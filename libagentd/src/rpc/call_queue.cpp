@@ -45,6 +45,8 @@ void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::share
 }  // namespace
 
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report) {
+  // Refused before anything is recorded: the client may send the same call again.
+  if (auto full = ctx.host.admit(req.agent_id)) return full;
   auto call = std::make_shared<Call>();
   call->kind = req.kind;
   call->method = std::move(req.method);

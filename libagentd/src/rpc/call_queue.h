@@ -40,7 +40,8 @@ struct CallReport {
 // Queues req on its agent (an unknown agent fails reply / method / memory through their
 // report, as any failure of the call does). Returns the error instead, reporting nothing, when
 // the call cannot be queued at all: no call id, a call id already used, observe of an unknown
-// agent.
+// agent, or a queue limit reached (overloaded: nothing of the call is recorded, so the same call
+// may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
 
 // About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.

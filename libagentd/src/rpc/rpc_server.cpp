@@ -182,7 +182,14 @@ class AgentImpl final : public wire::Agent::Server {
       fill(c);
       f->fulfill();
     };
-    queue_call(ctx_, kj::mv(req), kj::mv(report));  // method / memory are never refused
+    // method / memory are refused only by a queue limit: a fault on this protocol (overloaded).
+    if (auto refused = queue_call(ctx_, kj::mv(req), kj::mv(report))) {
+      const std::string why = refused->message();
+      return kj::Exception(refused->code() == ErrorCode::overloaded
+                               ? kj::Exception::Type::OVERLOADED
+                               : kj::Exception::Type::FAILED,
+                           __FILE__, __LINE__, kj::heapString(why.data(), why.size()));
+    }
     return kj::mv(paf.promise);
   }
 

@@ -36,6 +36,9 @@ struct RpcContext {
   // What one client may leave unread: completions queued for it or sent and not yet answered
   // (bytes, about). Past it the connection is closed through close_connection.
   std::size_t client_backlog_limit = std::size_t{1} << 30;
+  // The largest call or answer one message may carry (--max-message-bytes): a bigger call or
+  // answer fails alone with too_large. At most Cap'n Proto's limit (kMaxMessageBytes).
+  std::size_t max_message_bytes = std::size_t{64} << 20;
   // Closes the connection this context serves, saying why (logged once). Set per connection by
   // the server; empty (nothing to close) for local mode's in-process use.
   std::function<void(const std::string& why)> close_connection;

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -33,7 +35,12 @@ constexpr unsigned kMaxCallsPerSubmit = 65536;
 // and what was queued for it is dropped.
 class Outbox : public std::enable_shared_from_this<Outbox> {
  public:
-  Outbox(wire::CallSink::Client sink, RpcContext& ctx) : sink_(kj::mv(sink)), ctx_(ctx) {}
+  Outbox(wire::CallSink::Client sink, RpcContext& ctx)
+      : sink_(kj::mv(sink)),
+        ctx_(ctx),
+        max_bytes_(std::min(ctx.max_message_bytes, kMaxMessageBytes)),
+        batch_bytes_(std::min(kBatchBytes, max_bytes_ / 8)),
+        max_chunk_bytes_(batch_bytes_ - 1024) {}
 
   // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
   // the rest of it. Sent after everything already queued on the loop (a whole bridge batch).
@@ -61,16 +68,16 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       items_.push_back(Item{ticket, size, CallDoneWriter(), true, seq++, std::move(piece)});
       if (within) within = count(size);
     };
-    if (text.size() <= kMaxChunkBytes) {
+    if (text.size() <= max_chunk_bytes_) {
       push(std::move(text));
     } else {
       std::string_view rest = text;
       while (!rest.empty()) {
-        std::size_t cut = std::min(rest.size(), kMaxChunkBytes);
+        std::size_t cut = std::min(rest.size(), max_chunk_bytes_);
         // Back up to the start of a UTF-8 character (not UTF-8: cut anywhere).
         while (cut < rest.size() && cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80)
           --cut;
-        if (cut == 0) cut = std::min(rest.size(), kMaxChunkBytes);
+        if (cut == 0) cut = std::min(rest.size(), max_chunk_bytes_);
         push(std::string(rest.substr(0, cut)));
         rest.remove_prefix(cut);
       }
@@ -80,8 +87,6 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   }
 
  private:
-  static constexpr std::size_t kMaxChunkBytes = kBatchBytes - 1024;
-
   struct Item {
     std::uint64_t ticket = 0;
     std::size_t size = 0;
@@ -143,7 +148,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       std::size_t end = begin + 1;
       std::size_t bytes = items_[begin].size;
       while (end < items_.size() && items_[end].chunk == chunks &&
-             bytes + items_[end].size <= kBatchBytes)
+             bytes + items_[end].size <= batch_bytes_)
         bytes += items_[end++].size;
       if (chunks)
         send_chunks(begin, end);
@@ -179,16 +184,17 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       out.setTicket(items_[i].ticket);
       items_[i].write(out);
     }
-    if (approx_bytes > kMaxMessageBytes / 4) {
+    if (approx_bytes > max_bytes_ / 4) {
       const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
-      if (exact + 4096 > kMaxMessageBytes) {
+      if (exact + 4096 > max_bytes_) {
         req = sink_.doneRequest();
         auto d = req.initCalls(1)[0];
         d.setTicket(items_[begin].ticket);
         write_error(Error(ErrorCode::too_large,
                           fmt::format("the answer to this call is {} bytes, more than one message "
-                                      "can carry ({} bytes); make the agent return less per call",
-                                      exact, kMaxMessageBytes)),
+                                      "may carry ({} bytes, --max-message-bytes); make the agent "
+                                      "return less per call",
+                                      exact, max_bytes_)),
                     d.initError());
       }
     }
@@ -197,6 +203,9 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
 
   wire::CallSink::Client sink_;
   RpcContext& ctx_;
+  const std::size_t max_bytes_;        // the most one message may carry (--max-message-bytes)
+  const std::size_t batch_bytes_;      // a CallSink message is cut at about this size
+  const std::size_t max_chunk_bytes_;  // a streamed chunk over it is split
   std::vector<Item> items_;
   std::size_t queued_bytes_ = 0;      // of items_
   std::size_t unanswered_bytes_ = 0;  // of CallSink messages sent and not answered
@@ -235,12 +244,22 @@ class SessionImpl final : public wire::Session::Server {
       return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
                            kj::heapString(why.data(), why.size()));
     }
+    for (auto ticket : context.getParams().getDropped()) forget_refused(ticket);
+    std::vector<std::pair<std::uint64_t, Error>> overloaded;  // answered in the results
+    const std::size_t max_bytes = std::min(ctx_.max_message_bytes, kMaxMessageBytes);
     for (auto spec : calls) {
       try {
-        if (spec.getKind() == wire::CallKind::CREATE)
-          create(spec);
-        else
-          queue(spec);
+        const std::size_t size = spec.totalSize().wordCount * sizeof(capnp::word);
+        if (size > max_bytes) {
+          refuse(spec, Error(ErrorCode::too_large,
+                             fmt::format("the call is {} bytes, more than one message may carry "
+                                         "to this server ({} bytes, --max-message-bytes); send "
+                                         "less per call",
+                                         size, max_bytes),
+                             to_std(spec.getAgentId())));
+          continue;
+        }
+        admit_in_order(spec, overloaded);
       } catch (const Error& e) {
         out_->add_error(spec.getTicket(), e);
       } catch (const kj::Exception& e) {
@@ -251,20 +270,41 @@ class SessionImpl final : public wire::Session::Server {
                               fmt::format("the call could not be read: {}", e.getDescription().cStr())));
       }
     }
+    if (!overloaded.empty()) {
+      auto list = context.getResults().initRefused(static_cast<unsigned>(overloaded.size()));
+      for (unsigned i = 0; i < overloaded.size(); ++i) {
+        list[i].setTicket(overloaded[i].first);
+        write_error(overloaded[i].second, list[i].initError());
+      }
+    }
     return kj::READY_NOW;
   }
 
   kj::Promise<void> read(ReadContext context) override {
     // A session reads only results it was told about (tooLarge), so an id the pool no longer
     // has was evicted: answer at once (expired, or unknown_call long after), never wait.
-    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()),
-                             /*wait_for_unknown=*/false, [context](const OutcomePtr& o) mutable {
-                               write_outcome(*o, context.getResults().initOutcome());
-                             });
+    const std::size_t max_bytes = std::min(ctx_.max_message_bytes, kMaxMessageBytes);
+    return answer_when_ready(
+        ctx_, to_std(context.getParams().getCallId()), /*wait_for_unknown=*/false,
+        [context, max_bytes](const OutcomePtr& o) mutable {
+          const std::size_t size = outcome_size(*o, 0);
+          if (size + 4096 > max_bytes) {
+            // About the size: the message goes only when clearly under the limit.
+            write_error(Error(ErrorCode::too_large,
+                              fmt::format("the result is about {} bytes, more than one message "
+                                          "may carry ({} bytes, --max-message-bytes); make the "
+                                          "agent return less per call",
+                                          size, max_bytes)),
+                        context.getResults().initOutcome().initError());
+            return;
+          }
+          write_outcome(*o, context.getResults().initOutcome());
+        });
   }
 
  private:
-  void queue(wire::CallSpec::Reader spec) {
+  // Queues spec. A refusal as overloaded is returned, not reported (nothing was recorded).
+  std::optional<Error> queue(wire::CallSpec::Reader spec) {
     const std::uint64_t ticket = spec.getTicket();
     CallRequest req;
     req.kind = call_kind(spec.getKind());
@@ -332,14 +372,17 @@ class SessionImpl final : public wire::Session::Server {
     const bool reported = spec.getReport() ||
                           (kind != Call::Kind::reply && kind != Call::Kind::method_async);
     if (auto refused = queue_call(ctx_, std::move(req), kj::mv(report))) {
+      if (refused->code() == ErrorCode::overloaded) return refused;
       if (reported) out_->add_error(ticket, std::move(*refused));
-      return;
+      return std::nullopt;
     }
     if (kind == Call::Kind::observe)
       out_->add(ticket, 0, [](wire::CallDone::Builder d) { d.setDone(); });
+    return std::nullopt;
   }
 
-  void create(wire::CallSpec::Reader spec) {
+  // Creates the agent of spec. A refusal as overloaded (--max-agents) is returned, not reported.
+  std::optional<Error> create(wire::CallSpec::Reader spec) {
     const std::uint64_t ticket = spec.getTicket();
     std::weak_ptr<Outbox> weak = out_;
     auto made = ctx_.host.create(
@@ -355,11 +398,80 @@ class SessionImpl final : public wire::Session::Server {
             d.setCreated(to_kj(id));
           });
         });
-    if (auto* err = std::get_if<Error>(&made)) out_->add_error(ticket, std::move(*err));
+    if (auto* err = std::get_if<Error>(&made)) {
+      if (err->code() == ErrorCode::overloaded) return std::move(*err);
+      out_->add_error(ticket, std::move(*err));
+    }
+    return std::nullopt;
+  }
+
+  // Per-agent order across overload retries. A call refused as overloaded is remembered (by
+  // agent and ticket) until the client sends it again and it is queued, or the client gives up
+  // on it (Session.submit's dropped); meanwhile the agent's later calls are refused too, so a
+  // retried call never runs after one the client issued after it. The client sends refused calls
+  // again in ticket order. Refusals of calls the client hears about go to out (the submit's
+  // results).
+  void admit_in_order(wire::CallSpec::Reader spec,
+                      std::vector<std::pair<std::uint64_t, Error>>& out) {
+    const std::uint64_t ticket = spec.getTicket();
+    const std::string agent = to_std(spec.getAgentId());
+    const auto kind = spec.getKind();
+    // report = false: the client keeps nothing to send again; the call fails in the pool.
+    const bool retried = spec.getReport() ||
+                         (kind != wire::CallKind::REPLY && kind != wire::CallKind::METHOD_ASYNC);
+    auto refuse_now = [&](Error e) {
+      if (!agent.empty() && retried) {
+        refused_[agent].insert(ticket);
+        refused_agent_.emplace(ticket, agent);
+      }
+      if (retried)
+        out.emplace_back(ticket, std::move(e));
+      else
+        ctx_.host.refuse_result(to_std(spec.getCallId()), agent, std::move(e));
+    };
+    auto waiting = agent.empty() ? refused_.end() : refused_.find(agent);
+    if (waiting != refused_.end() && *waiting->second.begin() != ticket) {
+      refuse_now(Error(ErrorCode::overloaded,
+                       fmt::format("an earlier call to agent '{}' was refused (the server is "
+                                   "overloaded) and is not queued yet; this one waits behind it",
+                                   agent),
+                       agent, ctx_.host.class_of(agent)));
+      return;
+    }
+    auto over = kind == wire::CallKind::CREATE ? create(spec) : queue(spec);
+    if (over) {
+      refuse_now(std::move(*over));
+      return;
+    }
+    forget_refused(ticket);
+  }
+
+  void forget_refused(std::uint64_t ticket) {
+    auto at = refused_agent_.find(ticket);
+    if (at == refused_agent_.end()) return;
+    auto it = refused_.find(at->second);
+    refused_agent_.erase(at);
+    if (it == refused_.end()) return;
+    it->second.erase(ticket);
+    if (it->second.empty()) refused_.erase(it);
+  }
+
+  // Fails spec without queueing it (CallSink.done). A reply the client does not hear about
+  // (report = false: its placeholder was passed on) fails in the pool, so the calls that consume
+  // it fail too.
+  void refuse(wire::CallSpec::Reader spec, Error e) {
+    const auto kind = spec.getKind();
+    if (!spec.getReport() && (kind == wire::CallKind::REPLY || kind == wire::CallKind::METHOD_ASYNC)) {
+      ctx_.host.refuse_result(to_std(spec.getCallId()), to_std(spec.getAgentId()), std::move(e));
+      return;
+    }
+    out_->add_error(spec.getTicket(), std::move(e));
   }
 
   RpcContext& ctx_;
   std::shared_ptr<Outbox> out_;
+  std::unordered_map<std::string, std::set<std::uint64_t>> refused_;  // agent -> tickets
+  std::unordered_map<std::uint64_t, std::string> refused_agent_;      // ticket -> agent
 };
 
 }  // namespace

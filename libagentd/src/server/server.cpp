@@ -88,11 +88,16 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                },
            .bytes = &bytes_,
            .client_backlog_limit = options_.max_client_backlog_mb << 20,
+           .max_message_bytes = options_.max_message_bytes,
            .close_connection = {}},  // set per connection (serve())
       bootstrap_(make_agent_server(rpc_)),
       gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
       stop_promise_(nullptr),
       tasks_(task_errors_) {
+  host_.set_limits(AgentHost::Limits{
+      .max_agents = options_.max_agents,
+      .max_queued_calls = options_.max_queued_calls,
+      .max_queued_calls_per_agent = options_.max_queued_calls_per_agent});
   if (!options_.trace_file.empty()) {
     trace_file_ = std::make_unique<TraceFile>(options_.trace_file, id_);
     host_.set_span_sink([file = trace_file_.get()](const SpanRecord& s) { file->write(s); });

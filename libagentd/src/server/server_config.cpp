@@ -84,6 +84,16 @@ po::options_description make_description(ServerOptions& o) {
      "the group owning --unix-socket (its members may connect)")
     ("max-client-backlog", po::value<std::size_t>(&o.max_client_backlog_mb)->default_value(o.max_client_backlog_mb)->value_name("MIB"),
      "close the connection of a client that leaves more than this many MiB of call completions unread")
+    ("max-message-bytes", po::value<std::size_t>(&o.max_message_bytes)->default_value(o.max_message_bytes)->value_name("BYTES"),
+     "the largest call or answer one message may carry; a bigger one fails alone with too_large "
+     "(the default, 64 MiB, is Cap'n Proto's single-message limit and the most allowed)")
+    ("max-agents", po::value<std::size_t>(&o.max_agents)->default_value(o.max_agents)->value_name("N"),
+     "most agents at once; creating more fails with overloaded (retryable); 0: no limit")
+    ("max-queued-calls", po::value<std::size_t>(&o.max_queued_calls)->default_value(o.max_queued_calls)->value_name("N"),
+     "most calls waiting or running on the whole server; more fail with overloaded (retryable); "
+     "0: no limit")
+    ("max-queued-calls-per-agent", po::value<std::size_t>(&o.max_queued_calls_per_agent)->default_value(o.max_queued_calls_per_agent)->value_name("N"),
+     "most calls waiting or running on one agent; more fail with overloaded (retryable); 0: no limit")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on
@@ -179,6 +189,11 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
                 fmt::format("--log-format {}: use text or json", o.log_format));
   if (o.max_workers < 1)
     throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
+  if (o.max_message_bytes < (std::size_t{64} << 10) || o.max_message_bytes > (std::size_t{64} << 20))
+    throw Error(ErrorCode::config_error,
+                fmt::format("--max-message-bytes {}: must be 65536..67108864 (64 KiB to 64 MiB, "
+                            "Cap'n Proto's single-message limit)",
+                            o.max_message_bytes));
   if (o.max_pool_size < 1)
     throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
   if (o.peer_connect_timeout <= 0 || o.peer_fetch_timeout <= 0)

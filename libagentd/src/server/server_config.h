@@ -29,6 +29,12 @@ struct ServerOptions {
   double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder
   double peer_fetch_timeout = 7200;   // seconds to wait for another server's result
   std::size_t max_client_backlog_mb = 1024;  // completions one client may leave unread (MiB)
+  // The largest call or answer one Cap'n Proto message may carry (bytes): Cap'n Proto's own
+  // single-message limit by default, and never more.
+  std::size_t max_message_bytes = std::size_t{64} << 20;
+  std::size_t max_agents = 2000000;                 // agents at once; 0: no limit
+  std::size_t max_queued_calls = 2000000;           // calls waiting or running, whole server
+  std::size_t max_queued_calls_per_agent = 100000;  // calls waiting or running, one agent
   std::string config_file;
   // Security (README "Security"): tokens clients must log in with (empty: any token), the token
   // this server presents to peers (empty: the first of auth_token_file's), and the explicit

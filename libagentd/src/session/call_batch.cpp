@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <random>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace agentd::detail {
@@ -16,6 +19,104 @@ void write_input_ref(const InputRef& in, wire::Input::Builder out) {
   ref.setOrigin(to_kj(in.origin));
   ref.setServerId(to_kj(in.server_id));
   ref.setCallId(to_kj(in.call_id));
+}
+
+// Puts spec (ticket set) in the batch, sending the batch first if spec would take it past the
+// batch limit, and after it when full.
+void add_to_batch(LoopState& loop, OutSpec spec, std::size_t size) {
+  if (!loop.batch.empty() && loop.batch_bytes + size > loop.limits.batch_limit()) flush(loop);
+  loop.batch_bytes += size;
+  loop.batch.push_back(std::move(spec));
+  if (loop.batch.size() >= 4096 || loop.batch_bytes >= loop.limits.batch_limit()) flush(loop);
+}
+
+// Fails the call of ticket with e (it will not be sent again) and tells the server to forget it.
+void give_up(LoopState& loop, std::uint64_t ticket, const Error& e) {
+  auto it = loop.tickets.find(ticket);
+  if (it == loop.tickets.end()) return;
+  Ticket t = std::move(it->second);
+  loop.tickets.erase(it);
+  loop.dropped.push_back(ticket);
+  t.fail(e);
+}
+
+void schedule_retry(LoopState& loop);
+void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes);
+
+// A submit was answered (or failed): send what was held, in order, while there is room, and run
+// the requests that waited for it.
+void submit_answered(LoopState& loop) {
+  --loop.submits_in_flight;
+  while (loop.submits_in_flight < kMaxSubmitsInFlight && !loop.held.empty()) {
+    auto [batch, bytes] = std::move(loop.held.front());
+    loop.held.pop_front();
+    ++loop.held_sent;
+    submit(loop, std::move(batch), bytes);
+    while (!loop.after_sent.empty() && loop.after_sent.front().first <= loop.held_sent) {
+      auto fn = kj::mv(loop.after_sent.front().second);
+      loop.after_sent.pop_front();
+      fn();
+    }
+  }
+}
+
+// Sends the refused calls again, in ticket order, after whatever was gathered before.
+void resend(LoopState& loop) {
+  flush(loop);
+  auto retries = std::move(loop.retries);
+  loop.retries.clear();
+  for (auto& [ticket, spec] : retries) {
+    if (!loop.tickets.count(ticket)) {  // failed meanwhile (the connection went)
+      loop.dropped.push_back(ticket);
+      continue;
+    }
+    const std::size_t size = spec_size(spec);
+    add_to_batch(loop, std::move(spec), size);
+  }
+  flush(loop);
+}
+
+void schedule_retry(LoopState& loop) {
+  if (loop.retry_scheduled) return;
+  loop.retry_scheduled = true;
+  auto delay = loop.backoff.count() > 0 ? loop.backoff : loop.limits.retry_initial;
+  loop.backoff = std::min(loop.limits.retry_max, delay * 2);
+  // Jitter: somewhere in [delay / 2, delay], so clients refused together come back apart.
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  const auto ms = delay.count() / 2 + static_cast<std::int64_t>(rng() % (delay.count() / 2 + 1));
+  auto* loop_ptr = &loop;
+  loop.tasks.add(loop.io.provider->getTimer()
+                     .afterDelay(ms * kj::MILLISECONDS)
+                     .then([loop_ptr]() {
+                       loop_ptr->retry_scheduled = false;
+                       resend(*loop_ptr);
+                     }));
+}
+
+// The server refused spec as overloaded (e): send it again later, or give up at its deadline.
+void refused(LoopState& loop, OutSpec spec, Error e) {
+  if (!loop.tickets.count(spec.ticket)) {  // failed already: the server may forget it
+    loop.dropped.push_back(spec.ticket);
+    return;
+  }
+  const auto next = loop.backoff.count() > 0 ? loop.backoff : loop.limits.retry_initial;
+  // The last try must be answered before the caller's own wait (the same timeout) runs out, so
+  // the caller sees the server's error rather than a timeout.
+  if (loop.limits.retry_initial.count() <= 0 ||
+      std::chrono::steady_clock::now() + 2 * next >= spec.deadline) {
+    give_up(loop, spec.ticket,
+            Error(e.code(),
+                  loop.limits.retry_initial.count() <= 0
+                      ? e.message()
+                      : fmt::format("{} (still refused after retrying for {} ms, the client's "
+                                    "timeout)",
+                                    e.message(), loop.limits.timeout.count()),
+                  e.agent_id(), e.agent_class(), e.retryable()));
+    return;
+  }
+  const std::uint64_t ticket = spec.ticket;
+  loop.retries.emplace(ticket, std::move(spec));
+  schedule_retry(loop);
 }
 
 }  // namespace
@@ -30,16 +131,21 @@ std::size_t spec_size(const OutSpec& s) {
 void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
   spec.ticket = ++loop.next_ticket;
   const std::size_t size = spec_size(spec);
-  // Bounded batches: a call that would take the batch past kBatchBytes starts the next one, so
-  // a big call travels alone and one message never nears Cap'n Proto's limit.
-  if (!loop.batch.empty() && loop.batch_bytes + size > kBatchBytes) flush(loop);
-  loop.tickets.emplace(spec.ticket, std::move(ticket));
-  loop.batch_bytes += size;
-  loop.batch.push_back(std::move(spec));
-  if (loop.batch.size() >= 4096 || loop.batch_bytes >= kBatchBytes) {
-    flush(loop);
+  if (size > loop.limits.max_message_bytes) {
+    ticket.fail(Error(ErrorCode::too_large,
+                      fmt::format("the call is about {} bytes, more than one message may carry "
+                                  "({} bytes, ClientOptions::max_message_bytes); it was not sent; "
+                                  "send less per call (e.g. split the content over several calls)",
+                                  size, loop.limits.max_message_bytes),
+                      spec.agent_id));
     return;
   }
+  spec.deadline = std::chrono::steady_clock::now() + loop.limits.timeout;
+  loop.tickets.emplace(spec.ticket, std::move(ticket));
+  // Bounded batches: a call that would take the batch past the batch limit starts the next one,
+  // so a big call travels alone and one message never nears the message limit.
+  add_to_batch(loop, std::move(spec), size);
+  if (loop.batch.empty()) return;  // sent already
   if (loop.flush_scheduled) return;
   loop.flush_scheduled = true;
   loop.tasks.add(kj::evalLater([&loop]() {
@@ -50,12 +156,45 @@ void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
 
 void flush(LoopState& loop) {
   if (loop.batch.empty()) return;
+  std::vector<OutSpec> batch = std::move(loop.batch);
+  const std::size_t bytes = loop.batch_bytes;
+  loop.batch.clear();
+  loop.batch_bytes = 0;
+  if (loop.submits_in_flight >= kMaxSubmitsInFlight || !loop.held.empty()) {
+    loop.held.emplace_back(std::move(batch), bytes);
+    ++loop.held_added;
+    return;
+  }
+  submit(loop, std::move(batch), bytes);
+}
+
+void after_calls_sent(LoopState& loop, kj::Function<void()> fn) {
+  flush(loop);
+  if (loop.held.empty()) {
+    fn();
+    return;
+  }
+  loop.after_sent.emplace_back(loop.held_added, kj::mv(fn));
+}
+
+namespace {
+
+void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes) {
   auto req = loop.session.submitRequest();
-  auto list = req.initCalls(static_cast<unsigned>(loop.batch.size()));
+  if (!loop.dropped.empty()) {
+    auto dropped = req.initDropped(static_cast<unsigned>(loop.dropped.size()));
+    for (unsigned i = 0; i < loop.dropped.size(); ++i) dropped.set(i, loop.dropped[i]);
+    loop.dropped.clear();
+  }
+  auto list = req.initCalls(static_cast<unsigned>(batch.size()));
   std::vector<std::uint64_t> sent;
-  sent.reserve(loop.batch.size());
-  for (unsigned i = 0; i < loop.batch.size(); ++i) {
-    OutSpec& spec = loop.batch[i];
+  sent.reserve(batch.size());
+  // The calls the server may refuse as overloaded, kept until its answer to send them again.
+  const bool may_retry = loop.limits.retry_initial.count() > 0;
+  auto kept = std::make_shared<std::vector<OutSpec>>();
+  if (may_retry) kept->reserve(batch.size());
+  for (unsigned i = 0; i < batch.size(); ++i) {
+    OutSpec& spec = batch[i];
     auto out = list[i];
     out.setTicket(spec.ticket);
     out.setKind(spec.kind);
@@ -81,30 +220,53 @@ void flush(LoopState& loop) {
       continue;
     }
     sent.push_back(spec.ticket);
+    if (may_retry) kept->push_back(std::move(spec));
   }
-  const bool may_be_over = loop.batch_bytes > kMaxMessageBytes / 4;  // only a lone big call
-  loop.batch.clear();
-  loop.batch_bytes = 0;
+  const std::size_t limit = loop.limits.message_limit();
+  const bool may_be_over = batch_bytes > limit / 4;  // only a lone big call
   if (may_be_over) {
     const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
-    if (exact + 4096 > kMaxMessageBytes) {
-      // Cap'n Proto would refuse to send it: fail the call here, saying why.
+    if (exact + 4096 > limit) {
+      // Cap'n Proto (or our limit) would refuse to send it: fail the call here, saying why.
       fail_tickets(loop, sent,
                    Error(ErrorCode::too_large,
-                         fmt::format("the call is {} bytes, more than one message can carry ({} "
-                                     "bytes); send less per call (e.g. split the content over "
-                                     "several calls)",
-                                     exact, kMaxMessageBytes)));
+                         fmt::format("the call is {} bytes, more than one message may carry ({} "
+                                     "bytes, ClientOptions::max_message_bytes); send less per "
+                                     "call (e.g. split the content over several calls)",
+                                     exact, limit)));
       return;
     }
   }
   auto* loop_ptr = &loop;
+  ++loop.submits_in_flight;
   loop.tasks.add(req.send().then(
-      [](capnp::Response<wire::Session::SubmitResults>) {},
+      [loop_ptr, kept](capnp::Response<wire::Session::SubmitResults> r) {
+        auto answered = kj::defer([loop_ptr]() { submit_answered(*loop_ptr); });
+        auto refusals = r.getRefused();
+        if (refusals.size() == 0) {
+          loop_ptr->backoff = std::chrono::milliseconds(0);  // the server takes calls again
+          return;
+        }
+        std::unordered_map<std::uint64_t, std::size_t> at;
+        for (std::size_t i = 0; i < kept->size(); ++i) at.emplace((*kept)[i].ticket, i);
+        for (auto d : refusals) {
+          Error e = d.isError() ? read_error(d.getError())
+                                : Error(ErrorCode::overloaded, "the server refused the call");
+          auto i = at.find(d.getTicket());
+          if (i == at.end()) {  // not kept (no retries): fails as it is
+            give_up(*loop_ptr, d.getTicket(), e);
+            continue;
+          }
+          refused(*loop_ptr, std::move((*kept)[i->second]), std::move(e));
+        }
+      },
       [loop_ptr, sent = std::move(sent)](kj::Exception&& e) {
         fail_tickets(*loop_ptr, sent,
                      error_from_exception(e, "sending calls to " + loop_ptr->where));
+        submit_answered(*loop_ptr);
       }));
 }
+
+}  // namespace
 
 }  // namespace agentd::detail

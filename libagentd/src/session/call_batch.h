@@ -9,6 +9,7 @@
 #include "agentd.capnp.h"
 #include "result_slot.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -43,6 +44,8 @@ struct OutSpec {
   std::optional<InputRef> ref;
   std::uint64_t inline_limit = 0;
   bool stream = false;  // reply / methodAsync: the reply's chunks come back (CallSink.chunks)
+  // Set by send_spec: past it, a call refused as overloaded is not sent again.
+  std::chrono::steady_clock::time_point deadline{};
 };
 
 // A spec of kind for agent_id; the caller fills in the rest.
@@ -58,12 +61,23 @@ std::size_t spec_size(const OutSpec& s);
 
 // Loop thread: queues spec for the next submit, and ticket under a new ticket number until its
 // CallDone arrives. The submit goes at the end of this loop turn, or at once when the batch is
-// full; a call that would take the batch past kBatchBytes starts the next one.
+// full; a call that would take the batch past loop.limits.batch_limit() starts the next one. A
+// call bigger than loop.limits.max_message_bytes fails at once (too_large) and is not sent.
+// A call the server refuses as overloaded is sent again, with the same ticket, after a backoff
+// (loop.limits), until its deadline; then it fails with the server's error.
 void send_spec(LoopState& loop, OutSpec spec, Ticket ticket);
 
-// Loop thread: sends the gathered calls as one Session.submit. Also called before any other
-// request, so nothing overtakes calls issued earlier. A call too big for any message, or a
-// submit that fails, fails its tickets.
+// At most this many Session.submit messages (each of at most 4,096 calls and about the batch
+// limit in bytes) are unanswered on one connection; later batches wait on the client, in order.
+constexpr unsigned kMaxSubmitsInFlight = 4;
+
+// Loop thread: sends the gathered calls as one Session.submit, or holds them (in order) while
+// kMaxSubmitsInFlight submits are unanswered. A call too big for any message, or a submit that
+// fails, fails its tickets.
 void flush(LoopState& loop);
+
+// Loop thread: runs fn once every call issued so far has been submitted (now, when none is
+// held). Every other request goes through here, so nothing overtakes calls issued earlier.
+void after_calls_sent(LoopState& loop, kj::Function<void()> fn);
 
 }  // namespace agentd::detail

@@ -56,6 +56,7 @@ class GatedAgent : public Agent {
   using Agent::Agent;
   Msg reply(const Msg& x) override {
     g_gate.wait();
+    memory().add(x);  // the order calls ran in
     return Msg(name(), x.text());
   }
 };
@@ -76,7 +77,10 @@ class LoggingSession final : public wire::Session::Server {
     log_.submits.push_back(calls.size());
     auto req = inner_.submitRequest();
     req.setCalls(calls);
-    return req.send().ignoreResult();
+    req.setDropped(context.getParams().getDropped());
+    return req.send().then([context](capnp::Response<wire::Session::SubmitResults> r) mutable {
+      context.getResults().setRefused(r.getRefused());
+    });
   }
 
   kj::Promise<void> read(ReadContext context) override {
@@ -99,6 +103,7 @@ struct Answers {
   std::map<std::string, int> failed;
   std::map<std::string, std::string> created;  // create: the new agent's id
   std::map<std::string, std::size_t> memory;   // memory: how many messages
+  std::map<std::string, std::vector<std::string>> memory_texts;  // memory: their texts
   std::map<std::string, Error> errors;         // CallDone errors and failures
 };
 
@@ -107,7 +112,10 @@ Ticket counted(Answers& a, const std::string& key) {
   t.on_done = [&a, key](wire::CallDone::Reader d) {
     ++a.done[key];
     if (d.isCreated()) a.created[key] = to_std(d.getCreated());
-    if (d.isMemory()) a.memory[key] = d.getMemory().size();
+    if (d.isMemory()) {
+      a.memory[key] = d.getMemory().size();
+      for (auto m : d.getMemory()) a.memory_texts[key].push_back(read_msg(m).text());
+    }
     if (d.isError()) a.errors.insert_or_assign(key, read_error(d.getError()));
   };
   t.on_fail = [&a, key](const Error& e) {
@@ -118,15 +126,27 @@ Ticket counted(Answers& a, const std::string& key) {
 }
 
 // A server and a client connection core talking to it over a pipe, on this thread's loop.
+ServerOptions batch_test_options() {
+  ServerOptions o;
+  o.server_id = "batch-test";
+  return o;
+}
+
 struct Connected {
+  explicit Connected(ServerOptions options = batch_test_options())
+      : server(std::move(options), io,
+               {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}) {
+    g_gate.set(true);
+    loop = std::make_unique<LoopState>(io);
+    loop->stream = kj::mv(pipe.ends[1]);
+    loop->rpc = kj::heap<capnp::TwoPartyClient>(*loop->stream);
+    loop->server = loop->rpc->bootstrap().castAs<wire::AgentServer>();
+    loop->where = "the test pipe";
+    open_session(*loop);
+    loop->session = kj::heap<LoggingSession>(kj::mv(loop->session), log);
+  }
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  detail::Server server{[] {
-                          ServerOptions o;
-                          o.server_id = "batch-test";
-                          return o;
-                        }(),
-                        io,
-                        {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}};
+  detail::Server server;
   kj::TwoWayPipe pipe = kj::newTwoWayPipe();
   // The server's end of the connection (the test drops it to cut the connection).
   kj::Own<kj::AsyncIoStream> server_end = kj::mv(pipe.ends[0]);
@@ -137,16 +157,6 @@ struct Connected {
   std::unique_ptr<LoopState> loop;
   std::string last_call_id;
 
-  Connected() {
-    g_gate.set(true);
-    loop = std::make_unique<LoopState>(io);
-    loop->stream = kj::mv(pipe.ends[1]);
-    loop->rpc = kj::heap<capnp::TwoPartyClient>(*loop->stream);
-    loop->server = loop->rpc->bootstrap().castAs<wire::AgentServer>();
-    loop->where = "the test pipe";
-    open_session(*loop);
-    loop->session = kj::heap<LoggingSession>(kj::mv(loop->session), log);
-  }
   ~Connected() {
     g_gate.set(true);  // no worker may stay blocked in a GatedAgent
     loop.reset();      // the client's state goes first, as when a Client closes
@@ -308,11 +318,12 @@ TEST_CASE("a call too big for any message fails alone with too_large, and the ca
   REQUIRE(e);
   CHECK(e->code() == ErrorCode::too_large);
   CHECK_FALSE(e->retryable());
-  CHECK_THAT(e->message(), Contains("more than one message can carry"));
+  CHECK_THAT(e->message(), Contains("ClientOptions::max_message_bytes"));
+  CHECK_THAT(e->message(), Contains("it was not sent"));
   CHECK(value_of(*before)->text() == "before");
   CHECK(value_of(*after)->text() == "after");
-  // The big call never left: one submit before it, one after it.
-  CHECK(c.log.submits == std::vector<unsigned>{2, 1});
+  // The big call never left: the calls around it went together.
+  CHECK(c.log.submits == std::vector<unsigned>{3});
 }
 
 TEST_CASE("a result over the inline limit is read in full once it is wanted", "[call_batch]") {
@@ -418,4 +429,80 @@ TEST_CASE("a lost connection fails every waiting ticket with a retryable disconn
   CHECK(e->code() == ErrorCode::disconnected);
   CHECK(e->retryable());
   CHECK(c.answers.failed["late memory"] == 1);
+}
+
+TEST_CASE("calls refused as overloaded go again with their tickets until taken, and run in the "
+          "order they were issued",
+          "[call_batch][limits]") {
+  ServerOptions o = batch_test_options();
+  o.max_queued_calls_per_agent = 2;
+  Connected c(o);
+  c.loop->limits.retry_initial = std::chrono::milliseconds(2);
+  c.loop->limits.retry_max = std::chrono::milliseconds(8);
+  g_gate.set(false);
+  c.create("GatedAgent", "g");
+  std::vector<std::shared_ptr<ResultSlot>> slots;
+  for (int i = 0; i < 6; ++i) slots.push_back(c.reply("g", std::to_string(i)));
+  // The agent holds two calls; the other four are refused and sent again, more than once.
+  REQUIRE(c.pump_until([&] { return c.log.submits.size() >= 3; }));
+  for (auto& s : slots) CHECK_FALSE(settled(*s));
+  CHECK(c.loop->tickets.size() == 6);
+  g_gate.set(true);
+  REQUIRE(c.pump_until([&] { return all_settled(slots); }));
+  for (int i = 0; i < 6; ++i) {
+    REQUIRE(value_of(*slots[i]));
+    CHECK(value_of(*slots[i])->text() == std::to_string(i));
+  }
+  c.memory("g", "memory");
+  REQUIRE(c.pump_until([&] { return c.answers.done.count("memory") > 0; }));
+  CHECK(c.answers.memory_texts["memory"] ==
+        std::vector<std::string>{"0", "1", "2", "3", "4", "5"});
+  // Nothing of the refusals is left: the session forgets a refused call once it is queued.
+  CHECK(c.loop->retries.empty());
+  CHECK(c.loop->tickets.empty());
+}
+
+TEST_CASE("a refused call is given up at its deadline with the server's error, and the agent's "
+          "later calls are not held up by it",
+          "[call_batch][limits]") {
+  ServerOptions o = batch_test_options();
+  o.max_queued_calls_per_agent = 1;
+  Connected c(o);
+  c.loop->limits.retry_initial = std::chrono::milliseconds(2);
+  c.loop->limits.retry_max = std::chrono::milliseconds(4);
+  c.loop->limits.timeout = std::chrono::milliseconds(100);
+  g_gate.set(false);
+  c.create("GatedAgent", "g");
+  auto first = c.reply("g", "first");
+  auto second = c.reply("g", "second");
+  REQUIRE(c.pump_until([&] { return settled(*second); }));
+  auto e = error_of(*second);
+  REQUIRE(e);
+  CHECK(e->code() == ErrorCode::overloaded);
+  CHECK(e->retryable());
+  CHECK_THAT(e->message(), Contains("--max-queued-calls-per-agent 1"));
+  g_gate.set(true);
+  REQUIRE(c.pump_until([&] { return settled(*first); }));
+  // The session was told to forget the given-up call: the next call is taken.
+  auto third = c.reply("g", "third");
+  REQUIRE(c.pump_until([&] { return settled(*third); }));
+  REQUIRE(value_of(*third));
+  CHECK(value_of(*third)->text() == "third");
+}
+
+TEST_CASE("at most kMaxSubmitsInFlight submits are unanswered, and later batches wait in order",
+          "[call_batch][limits]") {
+  Connected c;
+  c.create("EchoAgent", "e1");
+  std::vector<std::shared_ptr<ResultSlot>> slots;
+  constexpr int kCalls = 4096 * 6;
+  for (int i = 0; i < kCalls; ++i) slots.push_back(c.reply("e1", std::to_string(i)));
+  // Full batches left at once, up to the bound; the rest are held.
+  CHECK(c.loop->submits_in_flight == kMaxSubmitsInFlight);
+  CHECK_FALSE(c.loop->held.empty());
+  REQUIRE(c.pump_until([&] { return all_settled(slots); }, std::chrono::seconds(60)));
+  CHECK(c.loop->submits_in_flight == 0);
+  CHECK(c.loop->held.empty());
+  for (int i = 0; i < kCalls; i += 997) CHECK(value_of(*slots[i])->text() == std::to_string(i));
+  CHECK(value_of(*slots[kCalls - 1])->text() == std::to_string(kCalls - 1));
 }
