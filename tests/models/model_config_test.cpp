@@ -175,6 +175,15 @@ TEST_CASE("config error: JSON syntax names line and column", "[models][config][e
   CHECK_THAT(msg, Contains("m.json:3:") && Contains("invalid JSON"));
 }
 
+TEST_CASE("config error: a JSON number beyond a double is placed and named, not a crash",
+          "[models][config][errors][hostile]") {
+  // model_config_fuzz found it: nlohmann's out_of_range for such a number escaped the parser.
+  auto msg = error_of("[{\"config_name\": \"a\",\n  \"model_type\": \"echo\", \"x\": 4e4444}]",
+                      "m.json");
+  CHECK_THAT(msg, Contains("m.json:2:") && Contains("invalid JSON") &&
+                      Contains("number overflow") && Contains("4e4444"));
+}
+
 TEST_CASE("config error: unknown model_type lists the valid ones", "[models][config][errors]") {
   auto msg = error_of("- config_name: gpt\n  model_type: opena_chat\n  model_name: x\n");
   CHECK_THAT(msg, Contains("models.yaml:2:15") && Contains("'gpt'") && Contains("unknown model_type 'opena_chat'") &&

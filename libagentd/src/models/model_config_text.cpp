@@ -365,6 +365,18 @@ Value read_config_document(std::string_view text, std::string_view source_name, 
       if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
       fail(format_pos(source_name, pos_from_offset(text, e.byte == 0 ? 0 : e.byte - 1)) +
            ": invalid JSON: " + what);
+    } catch (const Value::out_of_range& e) {
+      // A number beyond what a double holds ("number overflow parsing '1e999'"): placed at the
+      // number when it can be found in the text.
+      std::string what = e.what();
+      if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+      std::size_t at = 0;
+      if (auto q = what.find('\''); q != std::string::npos) {
+        auto literal = what.substr(q + 1, what.rfind('\'') - q - 1);
+        if (auto found = text.find(literal); found != std::string_view::npos) at = found;
+      }
+      fail(format_pos(source_name, pos_from_offset(text, at)) + ": invalid JSON: " + what +
+           " (write it as a string, or a smaller number)");
     }
     collect_yaml_positions(text, positions);
     substitute_env_in(doc, "", source_name, positions);
