@@ -53,11 +53,13 @@ struct MemberInfo {
   std::optional<agentd::ServerInfo> info;
 };
 std::vector<MemberInfo> cluster_infos(agentd::Cluster& cluster) {
+  std::vector<std::optional<agentd::ServerInfo>> infos;
+  for (std::size_t i = 0; i < cluster.size(); ++i) infos.push_back(cluster.info(i));
+  // The members after asking: one that failed to answer is marked down, with why.
+  auto members = cluster.members();
   std::vector<MemberInfo> out;
-  for (std::size_t i = 0; i < cluster.size(); ++i) {
-    auto info = cluster.info(i);
-    out.push_back({cluster.members()[i], std::move(info)});
-  }
+  for (std::size_t i = 0; i < members.size() && i < infos.size(); ++i)
+    out.push_back({std::move(members[i]), std::move(infos[i])});
   return out;
 }
 
@@ -128,8 +130,9 @@ int cluster_list(const Invocation& inv) {
   Value all = Value::array();
   std::vector<std::vector<std::string>> rows;
   std::size_t down = 0;
-  for (std::size_t k = 0; k < cluster.size(); ++k) {
-    auto member = cluster.members()[k];
+  const auto members = cluster.members();
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const auto& member = members[k];
     std::vector<agentd::AgentInfo> agents;
     try {
       agents = cluster.server(k).list_agents();
