@@ -61,6 +61,8 @@ enum ErrorCode {
   configError @17;
   pluginError @18;
   tooLarge @19;      # a message over the size one Cap'n Proto message can carry
+  notApplied @20;    # the call had no effect (lost in a restart, or its state could not be
+                     # saved): safe to retry
 }
 
 struct Error {

@@ -28,6 +28,8 @@ enum class ErrorCode {
   config_error,       // a configuration file or option is invalid
   plugin_error,       // a plugin could not be loaded
   too_large,          // a message is bigger than one wire message can carry
+  not_applied,        // the call had no effect (lost in a server restart, or its state could
+                      // not be saved): retrying it is safe
 };
 
 // The stable lowercase name of a code ("unknown_agent", ...), and back (internal if unknown).

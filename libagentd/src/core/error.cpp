@@ -7,7 +7,7 @@ namespace agentd {
 
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 20> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 21> kNames{{
     {ErrorCode::internal, "internal"},
     {ErrorCode::unknown_agent, "unknown_agent"},
     {ErrorCode::unknown_class, "unknown_class"},
@@ -28,6 +28,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 20> kNames{{
     {ErrorCode::config_error, "config_error"},
     {ErrorCode::plugin_error, "plugin_error"},
     {ErrorCode::too_large, "too_large"},
+    {ErrorCode::not_applied, "not_applied"},
 }};
 
 std::string describe(ErrorCode code, const std::string& message, const std::string& agent_id,
@@ -63,6 +64,7 @@ bool is_retryable(ErrorCode code) {
     case ErrorCode::timeout:
     case ErrorCode::overloaded:
     case ErrorCode::stopping:
+    case ErrorCode::not_applied:
       return true;
     default:
       return false;

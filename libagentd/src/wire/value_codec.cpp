@@ -160,6 +160,7 @@ wire::ErrorCode to_wire(ErrorCode code) {
     case ErrorCode::config_error: return wire::ErrorCode::CONFIG_ERROR;
     case ErrorCode::plugin_error: return wire::ErrorCode::PLUGIN_ERROR;
     case ErrorCode::too_large: return wire::ErrorCode::TOO_LARGE;
+    case ErrorCode::not_applied: return wire::ErrorCode::NOT_APPLIED;
   }
   return wire::ErrorCode::INTERNAL;
 }
@@ -186,6 +187,7 @@ ErrorCode from_wire(wire::ErrorCode code) {
     case wire::ErrorCode::CONFIG_ERROR: return ErrorCode::config_error;
     case wire::ErrorCode::PLUGIN_ERROR: return ErrorCode::plugin_error;
     case wire::ErrorCode::TOO_LARGE: return ErrorCode::too_large;
+    case wire::ErrorCode::NOT_APPLIED: return ErrorCode::not_applied;
   }
   return ErrorCode::internal;
 }
