@@ -176,6 +176,10 @@ struct ServerInfo {
   modelErrors @23 :UInt64;
   modelPromptTokens @24 :Int64;
   modelCompletionTokens @25 :Int64;
+  stateDir @26 :Text;                 # as_server --state-dir; empty: agents live in memory only
+  stateBytes @27 :UInt64;             # the state database on disk (with its WAL)
+  stateLastCommitUnixMs @28 :Int64;   # the last commit since start; 0: none yet
+  stateError @29 :Text;               # why the store stopped saving (then calls fail not_applied)
 }
 
 struct Span {
@@ -279,6 +283,7 @@ interface AgentServer {
 
   agent @1 (id :Text) -> (agent :Agent, error :Error);
   deleteAgent @2 (id :Text) -> (error :Error);
+  # With --state-dir, answers once the deletion is saved.
   deleteAllAgents @3 () -> (count :UInt64);
   listAgents @4 () -> (agents :List(AgentInfo));
   info @5 () -> (info :ServerInfo);
@@ -291,6 +296,12 @@ interface AgentServer {
   # The most recent finished calls (at most limit; 0: all kept), oldest first.
   session @11 (sink :CallSink) -> (session :Session);
   # Opens the batched call path; completions of its calls go to sink.
+  cloneAgent @12 (sourceId :Text, name :Text, agentId :Text)
+      -> (agent :Agent, id :Text, error :Error);
+  # A new agent of the source's class, made with its args, a copy of its memory and of what
+  # its save_state() returns (taken after the calls queued on it before). agentId and name may
+  # be empty (the server picks the id; the name is then the id). Answers once the copy exists
+  # (and, with --state-dir, is saved).
 }
 
 interface Gate {

@@ -97,6 +97,11 @@ std::vector<CommandSpec> command_table() {
         {"--id", "ID", "the agent id (default: generated)"},
         {"--count", "N", "create N agents of CLASS at once"}},
        2, 2, cmd_create},
+      {"clone", {}, "AGENT_ID [NAME]", "create a copy of an agent; prints the copy's id",
+       "The copy has the agent's class and args, a copy of its memory and of its own saved\n"
+       "state (save_state()), taken after the calls already made on it. NAME defaults to the\n"
+       "copy's id.",
+       {{"--id", "ID", "the copy's id (default: generated)"}}, 1, 2, cmd_clone},
       {"call", {"reply"}, "AGENT_ID MESSAGE",
        "send MESSAGE to an agent as a user message and print its reply",
        "Prints the reply's text content; --json prints the whole message.\n"

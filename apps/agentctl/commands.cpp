@@ -244,6 +244,17 @@ int cmd_create(const Invocation& inv) {
   return kExitOk;
 }
 
+int cmd_clone(const Invocation& inv) {
+  auto c = connect(inv);
+  auto ref = c.clone_agent(inv.args[0], inv.args.size() > 1 ? inv.args[1] : std::string(),
+                           inv.value("--id").value_or(""));
+  if (inv.g.json)
+    print_json(created_json(ref, c.address()));
+  else
+    std::cout << ref.id() << "\n";
+  return kExitOk;
+}
+
 namespace {
 
 // call --stream: prints the chunks as they arrive (text: as they are; --json: one

@@ -12,6 +12,7 @@ namespace agentctl {
 int cmd_status(const Invocation& inv);
 int cmd_list(const Invocation& inv);
 int cmd_create(const Invocation& inv);
+int cmd_clone(const Invocation& inv);
 int cmd_call(const Invocation& inv);
 int cmd_method(const Invocation& inv);
 int cmd_memory(const Invocation& inv);

@@ -1,6 +1,7 @@
 #include "output.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <utility>
@@ -112,8 +113,29 @@ Value server_json(const agentd::ServerInfo& i) {
                            {"prompt_tokens", i.model_prompt_tokens},
                            {"completion_tokens", i.model_completion_tokens}}},
           {"bytes", {{"client_in", i.bytes_client_in}, {"client_out", i.bytes_client_out},
-                     {"peer_in", i.bytes_peer_in}, {"peer_out", i.bytes_peer_out}}}};
+                     {"peer_in", i.bytes_peer_in}, {"peer_out", i.bytes_peer_out}}},
+          {"state", {{"dir", i.state_dir}, {"bytes", i.state_bytes},
+                     {"last_commit_unix_ms", i.state_last_commit_unix_ms},
+                     {"error", i.state_error}}}};
 }
+
+namespace {
+
+// "DIR, 1.2 MiB, last commit 3 s ago" (or why it stopped saving); "memory only" without one.
+std::string state_text(const agentd::ServerInfo& i) {
+  if (i.state_dir.empty()) return "memory only (no --state-dir: a restart loses the agents)";
+  std::string last = "no commit since start";
+  if (i.state_last_commit_unix_ms > 0) {
+    using namespace std::chrono;
+    const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+    last = "last commit " + human_seconds(std::max<double>(0, (now - i.state_last_commit_unix_ms) / 1000.0)) + " ago";
+  }
+  std::string out = fmt::format("{}, {}, {}", i.state_dir, human_bytes(i.state_bytes), last);
+  if (!i.state_error.empty()) out += "; NOT SAVING: " + i.state_error;
+  return out;
+}
+
+}  // namespace
 
 Value span_json(const agentd::TraceSpan& s) {
   return {{"seq", s.seq},
@@ -163,6 +185,7 @@ void print_server_info(const agentd::ServerInfo& i) {
       {"traffic", fmt::format("clients {} in / {} out, peers {} in / {} out",
                               human_bytes(i.bytes_client_in), human_bytes(i.bytes_client_out),
                               human_bytes(i.bytes_peer_in), human_bytes(i.bytes_peer_out))},
+      {"state", state_text(i)},
   });
 }
 

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGHUP);
   ::signal(SIGPIPE, SIG_IGN);
+  // A file size limit reached while saving state: the write fails (EFBIG) and the state store
+  // reports it (calls fail not_applied) instead of the process being killed.
+  ::signal(SIGXFSZ, SIG_IGN);
 
   try {
     auto io = kj::setupAsyncIo();
@@ -90,6 +93,8 @@ int main(int argc, char** argv) {
       spdlog::info("clients must log in with a token from {}", opts.auth_token_file);
     else
       spdlog::info("no --auth-token-file: any client that reaches {}:{} is let in", opts.host, port);
+    if (opts.state_dir.empty())
+      spdlog::info("no --state-dir: agents and results live in memory only; a restart loses them");
     spdlog::info("as_server {} (id {}) serving {} class(es) on {}:{}", agentd::version(),
                  server.id(), server.class_names().size(), opts.host, port);
     // The one line on stdout: child mode and scripts read the port from it.

@@ -575,6 +575,10 @@ class Error(RuntimeError):
       .def_readonly("calls_queued", &ServerInfo::calls_queued)
       .def_readonly("max_pool_size", &ServerInfo::max_pool_size)
       .def_readonly("max_expire_seconds", &ServerInfo::max_expire_seconds)
+      .def_readonly("state_dir", &ServerInfo::state_dir)
+      .def_readonly("state_bytes", &ServerInfo::state_bytes)
+      .def_readonly("state_last_commit_unix_ms", &ServerInfo::state_last_commit_unix_ms)
+      .def_readonly("state_error", &ServerInfo::state_error)
       .def("__repr__", [](const ServerInfo& i) {
         return "ServerInfo(server_id='" + i.server_id + "', version='" + i.version +
                "', agent_count=" + std::to_string(i.agent_count) + ")";
@@ -742,6 +746,16 @@ class Error(RuntimeError):
             return self.wrap(released(self, [&](Client& c) { return c.agent(id); }));
           },
           py::arg("id"))
+      .def(
+          "clone_agent",
+          [](PyClient& self, const std::string& source_id, std::optional<std::string> name,
+             std::optional<std::string> id) {
+            return self.wrap(released(self, [&](Client& c) {
+              return c.clone_agent(source_id, name.value_or(""), id.value_or(""));
+            }));
+          },
+          py::arg("source_id"), py::arg("name") = py::none(), py::arg("id") = py::none(),
+          "A copy of an agent: same class and args, a copy of its memory and saved state.")
       .def("list_agents",
            [](PyClient& self) { return released(self, [](Client& c) { return c.list_agents(); }); })
       .def(

@@ -38,6 +38,10 @@ class EchoAgent : public agentd::Agent {
     return out;
   }
 
+  // Durable state: memory, name and args are saved by the host; the counter is this class's own.
+  agentd::Value save_state() const override { return agentd::Value{{"replies", replies_}}; }
+  void load_state(const agentd::Value& state) override { replies_ = state.value("replies", 0); }
+
  private:
   std::string prefix_;
   int sleep_ms_ = 0;

@@ -75,6 +75,21 @@ def test_create_agents_agent_list_info_delete(client):
     client.ping()
 
 
+def test_clone_agent_copies_memory_and_state(client):
+    a = client.create_agent("EchoAgent", "orig", {"prefix": "p:"})
+    a(Msg("user", "one")).get()
+    twin = client.clone_agent(a.id, "twin")
+    assert twin.id != a.id and twin.name == "twin" and twin.class_name == "EchoAgent"
+    assert [m.content for m in twin.memory()] == ["one", "p:one"]
+    assert twin.call("count") == 1
+    assert twin(Msg("user", "two")).content == "p:two"
+    assert a.call("count") == 1
+    assert client.info().state_dir == ""  # the test server keeps agents in memory only
+    with pytest.raises(agentd.Error) as e:
+        client.clone_agent("no-such-agent")
+    assert e.value.code == "unknown_agent"
+
+
 def test_named_ids_and_default_names(client):
     a = client.create_agent("EchoAgent", id="py-fixed-id-" + client.server_id[:8])
     assert a.id.startswith("py-fixed-id-") and a.name == a.id

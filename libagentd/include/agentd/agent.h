@@ -31,16 +31,23 @@ struct AgentAccess;   // the host's hook to set the running call's chunk sink (p
 
 // An agent's memory: the messages it has seen and said, in order.
 // Not thread-safe on its own; the host runs one call of an agent at a time.
+// With as_server --state-dir the host saves it after every call, writing only the messages
+// added since the last save (all of them again after a clear()).
 class Memory {
  public:
   void add(const Msg& m) { msgs_.push_back(m); }
   void add(Msg&& m) { msgs_.push_back(std::move(m)); }
   const std::vector<Msg>& get() const { return msgs_; }
   std::size_t size() const { return msgs_.size(); }
-  void clear() { msgs_.clear(); }
+  void clear() {
+    msgs_.clear();
+    ++clears_;
+  }
 
  private:
+  friend struct detail::AgentAccess;
   std::vector<Msg> msgs_;
+  std::uint64_t clears_ = 0;  // how the state store tells "appended" from "rewritten"
 };
 
 // What an agent is constructed from. The host fills it in; pass it on to agentd::Agent.
@@ -90,6 +97,21 @@ class Agent {
 
   // Names of the methods register_method() added, sorted.
   std::vector<std::string> method_names() const;
+
+  // Durable state (as_server --state-dir, and Client::clone_agent). The host always saves what
+  // this base class owns (id, name, class, args and memory()); save_state() returns the
+  // subclass's own fields, which load_state() gets back after the constructor has run with the
+  // same args, when the server restarts or the agent is cloned. Default: null / nothing.
+  //
+  //   agentd::Value save_state() const override { return agentd::Value{{"count", count_}}; }
+  //   void load_state(const agentd::Value& s) override { count_ = s.value("count", 0); }
+  //
+  // save_state() runs after every call, on the thread that ran it (keep it cheap: it is
+  // encoded and compared with the last saved copy, and written only when it changed). What it
+  // throws fails that call; load_state() throwing fails the restart or the clone, naming the
+  // agent. Leave them out when everything lives in memory().
+  virtual Value save_state() const;
+  virtual void load_state(const Value& state);
 
  protected:
   using Method = std::function<Value(const Value& args)>;

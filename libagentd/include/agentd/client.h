@@ -128,6 +128,13 @@ struct ServerInfo {
   std::uint64_t model_errors = 0;
   std::int64_t model_prompt_tokens = 0;
   std::int64_t model_completion_tokens = 0;
+  // as_server --state-dir (empty: agents live in memory only), the database's size on disk, the
+  // last commit since the server started (Unix ms; 0: none yet), and why the store stopped
+  // saving (then calls fail not_applied until the server is restarted).
+  std::string state_dir;
+  std::uint64_t state_bytes = 0;
+  std::int64_t state_last_commit_unix_ms = 0;
+  std::string state_error;
 };
 
 // The trace span of one finished agent call (Client::traces, `agentctl trace`).
@@ -329,6 +336,12 @@ class Client {
                                       std::size_t first_index = 0);
   // An existing agent; throws Error(unknown_agent) when there is none.
   AgentRef agent(const std::string& id);
+  // A new agent of source_id's class made with its args, a copy of its memory and of what its
+  // save_state() returns (AgentScope's clone_agent), taken after the calls made on it before.
+  // Empty name: the new id; empty id: generated. Throws Error (unknown_agent, duplicate_agent,
+  // or what the copy's constructor or load_state() threw).
+  AgentRef clone_agent(const std::string& source_id, const std::string& name = {},
+                       const std::string& id = {});
   std::vector<AgentInfo> list_agents();
   void delete_agent(const std::string& id);
   std::size_t delete_all_agents();

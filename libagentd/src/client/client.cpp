@@ -92,6 +92,27 @@ AgentRef Client::agent(const std::string& id) {
   return AgentRef(core_, info.id, info.name, info.class_name);
 }
 
+AgentRef Client::clone_agent(const std::string& source_id, const std::string& name,
+                             const std::string& id) {
+  auto info = core_->sync<AgentInfo>(
+      "clone agent " + source_id,
+      [source_id, name, id](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
+        auto req = loop.server.cloneAgentRequest();
+        req.setSourceId(detail::to_kj(source_id));
+        req.setName(detail::to_kj(name));
+        req.setAgentId(detail::to_kj(id));
+        return req.send().then(
+            [&loop, &st](capnp::Response<wire::AgentServer::CloneAgentResults> r) -> kj::Promise<void> {
+              if (r.hasError()) {
+                st.fail(detail::read_error(r.getError()));
+                return kj::READY_NOW;
+              }
+              return detail::agent_info(loop, detail::to_std(r.getId()), st);
+            });
+      });
+  return AgentRef(core_, info.id, info.name, info.class_name);
+}
+
 std::vector<AgentInfo> Client::list_agents() {
   return core_->sync<std::vector<AgentInfo>>(
       "list agents", [](LoopState& loop, Sync<std::vector<AgentInfo>>& st) -> kj::Promise<void> {
@@ -156,6 +177,10 @@ ServerInfo Client::info() {
       s.model_errors = i.getModelErrors();
       s.model_prompt_tokens = i.getModelPromptTokens();
       s.model_completion_tokens = i.getModelCompletionTokens();
+      s.state_dir = detail::to_std(i.getStateDir());
+      s.state_bytes = i.getStateBytes();
+      s.state_last_commit_unix_ms = i.getStateLastCommitUnixMs();
+      s.state_error = detail::to_std(i.getStateError());
       st.set(std::move(s));
     });
   });

@@ -15,6 +15,10 @@ Agent::~Agent() = default;
 
 void Agent::observe(const Msg& x) { memory_.add(x); }
 
+Value Agent::save_state() const { return Value(); }
+
+void Agent::load_state(const Value&) {}
+
 Value Agent::call(const std::string& method, const Value& args) {
   auto it = methods_.find(method);
   if (it == methods_.end()) {

@@ -3,7 +3,9 @@
 
 #include <agentd/agent.h>
 
+#include <cstdint>
 #include <functional>
+#include <vector>
 #include <string_view>
 #include <utility>
 
@@ -16,6 +18,11 @@ struct AgentAccess {
   static void set_chunk_sink(Agent& agent, std::function<void(std::string_view)> sink) {
     agent.chunk_sink_ = std::move(sink);
   }
+  // How many times the memory was cleared: the state store appends to its copy while this stays
+  // the same, and rewrites it when it changes.
+  static std::uint64_t memory_clears(const Memory& m) { return m.clears_; }
+  // Restores a saved memory (before load_state(), after the constructor).
+  static void set_memory(Memory& m, std::vector<Msg> msgs) { m.msgs_ = std::move(msgs); }
 };
 
 }  // namespace agentd::detail

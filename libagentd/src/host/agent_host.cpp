@@ -29,6 +29,11 @@ struct AgentSlot {
   bool removed = false;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
+  // What the state store holds of this agent (touched only by the thread running its call):
+  // the memory's clear count and length at the last save, and a hash of its saved state.
+  std::uint64_t saved_clears = 0;
+  std::size_t saved_memory = 0;
+  std::size_t saved_state_hash = 0;
 };
 
 namespace {
@@ -49,6 +54,7 @@ const char* kind_name(Call::Kind k) {
     case Call::Kind::method: return "method";
     case Call::Kind::method_async: return "method_async";
     case Call::Kind::memory: return "memory";
+    case Call::Kind::snapshot: return "snapshot";
   }
   return "?";
 }
@@ -140,6 +146,8 @@ AgentHost::ResultStats AgentHost::result_stats() const {
 void AgentHost::sweep_results() {
   std::lock_guard lock(mu_);
   results_.sweep();
+  if (StateStore* store = store_.load())
+    store->trim_results(results_.limits().max_size, results_.limits().max_age);
 }
 
 bool AgentHost::exists(const std::string& id) const {
@@ -198,10 +206,14 @@ AgentHost::~AgentHost() {
 
 std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
                                                    const std::string& name, Value args,
-                                                   std::string id, CreateDone done) {
+                                                   std::string id, CreateDone done,
+                                                   std::shared_ptr<AgentSeed> seed) {
   if (args.is_null()) args = Value::object();  // unset args (a raw client's) are no args
   std::lock_guard lock(mu_);
   if (stopping_) return Error(ErrorCode::stopping, "the server is shutting down");
+  if (StateStore* store = store_.load(); store != nullptr && (!seed || seed->persist)) {
+    if (auto failure = store->failure()) return *failure;
+  }
   const AgentClass* cls = catalog_.find(class_name);
   if (cls == nullptr) {
     std::string known;
@@ -232,11 +244,29 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   AgentInit init{slot->id, slot->name, class_name, std::move(args), &services_};
   AgentFactory factory = cls->factory;
   auto done_ptr = std::make_shared<CreateDone>(std::move(done));
-  workers_.submit([this, slot, factory, init = std::move(init), done_ptr]() mutable {
+  workers_.submit([this, slot, factory, init = std::move(init), done_ptr, seed]() mutable {
     std::unique_ptr<Agent> made;
     auto err = guarded(*slot, "constructor", [&] { made = factory(std::move(init)); });
+    if (!err && seed) {
+      AgentAccess::set_memory(made->memory(), std::move(seed->memory));
+      err = guarded(*slot, "load_state", [&] { made->load_state(seed->state); });
+    }
     auto holder = std::make_shared<std::unique_ptr<Agent>>(std::move(made));
-    bridge_.post([this, slot, holder, err = std::move(err), done_ptr]() mutable {
+    std::optional<StateStore::Change> change;
+    if (!err && store_.load() != nullptr) {
+      Agent& agent = **holder;
+      if (!seed || seed->persist) {
+        err = guarded(*slot, "save_state", [&] { change = initial_change(*slot, agent); });
+      } else {
+        // Restored: the store has it; remember what it holds.
+        slot->saved_memory = agent.memory().size();
+        err = guarded(*slot, "save_state", [&] {
+          slot->saved_state_hash = std::hash<std::string>()(encode_value(agent.save_state()));
+        });
+      }
+    }
+    bridge_.post([this, slot, holder, err = std::move(err), done_ptr,
+                  change = std::move(change)]() mutable {
       std::lock_guard lock(mu_);
       --running_;
       if (err) {
@@ -262,11 +292,169 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
                             slot->id, slot->class_name));
         return;
       }
-      if (*done_ptr) (*done_ptr)(row_of(*slot));
+      StateStore* store = store_.load();
+      if (change && store != nullptr) {
+        // Acknowledged once committed; its calls may run meanwhile (their commits come after).
+        store->submit(std::move(*change), [this, slot, done_ptr](const Error* failed) {
+          std::optional<Error> e;
+          if (failed != nullptr) e = Error(failed->code(), failed->message(), slot->id, slot->class_name, true);
+          on_loop([this, slot, done_ptr, e = std::move(e)]() mutable {
+            if (e) remove(slot->id);
+            if (!*done_ptr) return;
+            if (e)
+              (*done_ptr)(*e);
+            else
+              (*done_ptr)(row_of(*slot));
+          });
+        });
+      } else if (*done_ptr) {
+        (*done_ptr)(row_of(*slot));
+      }
       pump(slot);
     });
   });
   return id;
+}
+
+StateStore::Change AgentHost::initial_change(AgentSlot& slot, const Agent& agent) {
+  StateStore::Change c;
+  c.kind = StateStore::Change::Kind::put_agent;
+  c.agent_id = slot.id;
+  c.name = slot.name;
+  c.class_name = slot.class_name;
+  c.args = encode_value(agent.args());
+  Value state = agent.save_state();
+  if (!state.is_null()) {
+    c.has_state = true;
+    c.state = encode_value(state);
+  }
+  slot.saved_state_hash = std::hash<std::string>()(c.has_state ? c.state : encode_value(state));
+  const auto& msgs = agent.memory().get();
+  c.memory.reserve(msgs.size());
+  for (const auto& m : msgs) c.memory.push_back(encode_msg(m));
+  slot.saved_memory = msgs.size();
+  slot.saved_clears = AgentAccess::memory_clears(agent.memory());
+  return c;
+}
+
+void AgentHost::record_change(AgentSlot& s, Call& c) {
+  StateStore::Change ch;
+  ch.agent_id = s.id;
+  if (c.kind == Call::Kind::memory || c.kind == Call::Kind::snapshot) {
+    ch.kind = StateStore::Change::Kind::barrier;  // reads only; published in commit order
+  } else {
+    ch.kind = StateStore::Change::Kind::call;
+    Agent& agent = *s.agent;
+    auto err = guarded(s, "save_state", [&] {
+      std::string state = encode_value(agent.save_state());
+      const std::size_t hash = std::hash<std::string>()(state);
+      if (hash != s.saved_state_hash) {
+        ch.has_state = true;
+        ch.state = std::move(state);
+        s.saved_state_hash = hash;
+      }
+    });
+    if (err) {
+      // The state the store has stays; the call reports the failure.
+      c.out_msg.reset();
+      c.out_error = std::move(err);
+    }
+    const Memory& memory = agent.memory();
+    const auto& msgs = memory.get();
+    const std::uint64_t clears = AgentAccess::memory_clears(memory);
+    std::size_t from = s.saved_memory;
+    if (clears != s.saved_clears || msgs.size() < from) {
+      ch.memory_reset = true;
+      from = 0;
+      s.saved_clears = clears;
+    }
+    ch.memory_from = static_cast<std::int64_t>(from);
+    for (std::size_t i = from; i < msgs.size(); ++i) ch.memory.push_back(encode_msg(msgs[i]));
+    s.saved_memory = msgs.size();
+  }
+  if (c.kind == Call::Kind::reply || c.kind == Call::Kind::method_async) {
+    ch.call_id = c.call_id;
+    ch.outcome = c.out_error ? encode_outcome(Outcome(*c.out_error))
+                             : encode_outcome(Outcome(*c.out_msg));
+  }
+  c.change = std::move(ch);
+}
+
+void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
+                                   const std::shared_ptr<Call>& call) {
+  StateStore* store = store_.load();
+  if (!call->change || store == nullptr) {
+    call->change.reset();
+    publish(call);
+    return;
+  }
+  StateStore::Change change = std::move(*call->change);
+  call->change.reset();
+  if (slot->removed) {
+    // Deleted while this call ran: its row is gone; only the result is kept.
+    change.has_state = false;
+    change.memory_reset = false;
+    change.memory.clear();
+  }
+  store->submit(std::move(change), [this, call, id = slot->id, cls = slot->class_name](const Error* failed) {
+    std::lock_guard lock(mu_);
+    if (failed != nullptr) {
+      call->out_msg.reset();
+      call->out_error = Error(failed->code(), failed->message(), id, cls, true);
+    }
+    publish(call);
+  });
+}
+
+std::optional<Error> AgentHost::clone(const std::string& source_id, const std::string& name,
+                                      std::string id, CreateDone done) {
+  std::lock_guard lock(mu_);
+  auto it = agents_.find(source_id);
+  if (it == agents_.end())
+    return Error(ErrorCode::unknown_agent,
+                 fmt::format("no agent '{}' on this server to clone", source_id), source_id);
+  if (!id.empty() && agents_.count(id))
+    return Error(ErrorCode::duplicate_agent,
+                 fmt::format("an agent with id '{}' already exists; pick another id or delete it",
+                             id),
+                 id);
+  auto call = std::make_shared<Call>();
+  call->kind = Call::Kind::snapshot;
+  call->has_on_done = true;
+  auto done_ptr = std::make_shared<CreateDone>(std::move(done));
+  call->on_done = [this, cls = it->second->class_name, name, id = std::move(id),
+                   done_ptr](Call& c) mutable {
+    if (c.out_error) {
+      if (*done_ptr) (*done_ptr)(*c.out_error);
+      return;
+    }
+    auto seed = std::make_shared<AgentSeed>();
+    seed->state = std::move(c.out_value["state"]);
+    seed->memory = std::move(c.out_memory);
+    auto made = create(cls, name, std::move(c.out_value["args"]), std::move(id), *done_ptr, seed);
+    if (const Error* e = std::get_if<Error>(&made); e != nullptr && *done_ptr) (*done_ptr)(*e);
+  };
+  enqueue(source_id, std::move(call));
+  return std::nullopt;
+}
+
+void AgentHost::after_saved(kj::Function<void()> fn) {
+  StateStore* store = store_.load();
+  if (store == nullptr) {
+    on_loop(kj::mv(fn));
+    return;
+  }
+  auto holder = std::make_shared<kj::Function<void()>>(kj::mv(fn));
+  store->submit(StateStore::Change{}, [this, holder](const Error*) {
+    on_loop([holder]() { (*holder)(); });
+  });
+}
+
+void AgentHost::restore_result(const std::string& call_id, const std::string& agent_id,
+                               OutcomePtr outcome) {
+  std::lock_guard lock(mu_);
+  if (!results_.add_pending(call_id, agent_id)) return;
+  results_.complete(call_id, *outcome);
 }
 
 std::optional<AgentInfoRow> AgentHost::info(const std::string& id) const {
@@ -282,13 +470,21 @@ std::string AgentHost::class_of(const std::string& id) const {
   return it == agents_.end() ? std::string{} : it->second->class_name;
 }
 
-bool AgentHost::remove(const std::string& id) {
+bool AgentHost::remove(const std::string& id) { return remove_one(id, /*save=*/true); }
+
+bool AgentHost::remove_one(const std::string& id, bool save) {
   std::lock_guard lock(mu_);
   auto it = agents_.find(id);
   if (it == agents_.end()) return false;
   auto slot = it->second;
   agents_.erase(it);
   services_.forget_agent(id);  // a new agent under this id starts from zero
+  if (StateStore* store = store_.load(); store != nullptr && save) {
+    StateStore::Change c;
+    c.kind = StateStore::Change::Kind::delete_agent;
+    c.agent_id = id;
+    store->submit(std::move(c), nullptr);
+  }
   slot->removed = true;
   // The running call (if any) stays at the head until its worker reports back.
   auto queued = take_waiting(*slot);
@@ -302,9 +498,14 @@ bool AgentHost::remove(const std::string& id) {
 
 std::size_t AgentHost::remove_all() {
   std::lock_guard lock(mu_);
+  if (StateStore* store = store_.load()) {
+    StateStore::Change c;
+    c.kind = StateStore::Change::Kind::delete_all;
+    store->submit(std::move(c), nullptr);
+  }
   std::vector<std::string> ids;
   for (const auto& [id, _] : agents_) ids.push_back(id);
-  for (const auto& id : ids) remove(id);
+  for (const auto& id : ids) remove_one(id, /*save=*/false);
   return ids.size();
 }
 
@@ -368,6 +569,13 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
          Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
     return;
   }
+  if (StateStore* store = store_.load()) {
+    if (auto failure = store->failure()) {
+      fail(std::move(call), Error(failure->code(), failure->message(), id,
+                                  it->second->class_name, true));
+      return;
+    }
+  }
   call->enqueued = std::chrono::steady_clock::now();
   call->enqueued_wall = std::chrono::system_clock::now();
   it->second->mailbox.push_back(std::move(call));
@@ -424,6 +632,14 @@ struct Continuation {
 };
 thread_local Continuation* t_continuation = nullptr;
 
+// Call::Kind::snapshot: what a clone starts from.
+void snapshot(const Agent& agent, Call& c) {
+  c.out_value = Value::object();
+  c.out_value["args"] = agent.args();
+  c.out_value["state"] = agent.save_state();
+  c.out_memory = agent.memory().get();
+}
+
 void execute(AgentSlot& s, Call& c) {
   Agent& agent = *s.agent;
   static const Msg kNoInput{};
@@ -453,6 +669,9 @@ void execute(AgentSlot& s, Call& c) {
     case Call::Kind::memory:
       c.out_error = guarded(s, "memory", [&] { c.out_memory = agent.memory().get(); });
       break;
+    case Call::Kind::snapshot:
+      c.out_error = guarded(s, "save_state", [&] { snapshot(agent, c); });
+      break;
   }
 }
 
@@ -476,6 +695,7 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, chunk_sink(*call));
     execute(*slot, *call);  // agent code: no lock held
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, nullptr);
+    if (store_.load() != nullptr) record_change(*slot, *call);  // save_state(): agent code
     const ModelUsage after = slot->usage->snapshot();
     call->model_calls = after.calls - before.calls;
     call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;
@@ -564,7 +784,9 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
                                   : std::string("ok"),
                   run_time.count() * 1000);
   }
-  publish(call);  // may make dependent calls runnable (the first continues on this worker)
+  // May make dependent calls runnable (the first continues on this worker); with a state store,
+  // once the call's change is committed.
+  commit_and_publish(slot, call);
   if (slot->removed) {
     destroy_agent(*slot);
     return;
@@ -681,6 +903,10 @@ AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
         what = "memory";
         call->out_memory = agent.memory().get();
         break;
+      case Call::Kind::snapshot:
+        what = "save_state";
+        snapshot(agent, *call);
+        break;
     }
   } catch (...) {
     const std::string label =
@@ -688,6 +914,7 @@ AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
     call->out_error = describe_exception(*slot, label);
   }
   if (call->on_chunk) AgentAccess::set_chunk_sink(agent, nullptr);
+  if (store_.load() != nullptr) record_change(*slot, *call);
   const ModelUsage after = slot->usage->snapshot();
   call->model_calls = after.calls - before.calls;
   call->prompt_tokens = after.prompt_tokens - before.prompt_tokens;

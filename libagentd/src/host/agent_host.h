@@ -23,9 +23,11 @@
 
 #include "call_stats.h"
 #include "result_pool.h"
+#include "state_store.h"
 
 #include <kj/async.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -61,7 +63,8 @@ struct AgentInfoRow {
 
 // One queued call. The host owns it from enqueue() until its completion has run.
 struct Call {
-  enum class Kind { reply, observe, method, method_async, memory };
+  // snapshot: reads the agent's args, save_state() and memory (clone_agent), in call order.
+  enum class Kind { reply, observe, method, method_async, memory, snapshot };
   Kind kind = Kind::reply;
   std::string call_id;  // reply / method_async: the result pool key
   std::string method;   // method / method_async
@@ -97,6 +100,18 @@ struct Call {
   // Runs on the loop thread once the call has run or failed (method, observe, memory).
   kj::Function<void(Call&)> on_done;
   bool has_on_done = false;  // kj::Function has no "empty" test
+
+  // With a state store: what the call changed, made by the thread that ran it and committed
+  // before the call's outcome is published.
+  std::optional<StateStore::Change> change;
+};
+
+// What a new agent starts from besides its constructor: a restart restores it, a clone copies
+// it (applied on the constructor's worker: memory first, then load_state(state)).
+struct AgentSeed {
+  Value state;
+  std::vector<Msg> memory;
+  bool persist = true;  // false: already in the state store (a restart)
 };
 
 struct AgentSlot;
@@ -120,8 +135,12 @@ struct SpanRecord {
   std::int64_t completion_tokens = 0;
 };
 
-// TODO(durability): agents and results live in memory only; a restart loses them. The state
-// store (SQLite, group commit) belongs under this layer.
+// Durability (as_server --state-dir): with a StateStore set, every call's effect on its agent
+// (memory added, save_state()) and its result are committed together before the call's outcome
+// is published to anyone; creation and deletion are committed before they are acknowledged
+// (see after_saved()). Agents keep running meanwhile: an agent's next call may start before the
+// previous one's commit, since commits are applied in order and a crash loses both or neither
+// unreported.
 class AgentHost {
  public:
   // catalog, services, workers, bridge and scheduler are borrowed and outlive the host.
@@ -164,8 +183,25 @@ class AgentHost {
   // may be enqueued before construction ends; if the constructor throws they fail with its error.
   // Empty id: one is generated. done runs on the loop thread.
   // Returns the id, or an error right away for an unknown class or a taken id.
+  // seed: what the agent starts from after its constructor (a restart or a clone).
   std::variant<std::string, Error> create(const std::string& class_name, const std::string& name,
-                                          Value args, std::string id, CreateDone done);
+                                          Value args, std::string id, CreateDone done,
+                                          std::shared_ptr<AgentSeed> seed = nullptr);
+  // Creates an agent of source's class with source's args and a copy of its memory and saved
+  // state, taken in source's call order (after the calls queued before). done as for create.
+  // Returns an error right away for an unknown source or a taken id.
+  std::optional<Error> clone(const std::string& source_id, const std::string& name,
+                             std::string id, CreateDone done);
+
+  // ---- The state store (as_server --state-dir). ----
+  // Set before serving (restore first); nullptr detaches it (before the server's agents are
+  // destroyed at exit, which must not delete them from the store). Borrowed.
+  void set_store(StateStore* store) { store_.store(store); }
+  // Runs fn on the loop thread once everything the host submitted to the store so far is
+  // committed (at once without a store): deletions are acknowledged after it.
+  void after_saved(kj::Function<void()> fn);
+  // Puts a finished result restored from the store into the pool.
+  void restore_result(const std::string& call_id, const std::string& agent_id, OutcomePtr outcome);
 
   bool exists(const std::string& id) const;
   std::optional<AgentInfoRow> info(const std::string& id) const;
@@ -248,8 +284,19 @@ class AgentHost {
   // Loop thread, without the lock: the coroutine of call has finished.
   void finish_async(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call);
 
+  // The thread that ran call (no lock): fills call.change with what it changed in the store.
+  void record_change(AgentSlot& slot, Call& call);
+  // The put_agent change of a new agent (its constructor's worker, no lock).
+  StateStore::Change initial_change(AgentSlot& slot, const Agent& agent);
+  // save: record the deletion in the store (not when the server's agents go at exit, or when
+  // remove_all() records one change for all).
+  bool remove_one(const std::string& id, bool save);
+  // Commits call.change, then publishes the call (lock held); without one publishes at once.
+  void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+
   const ClassCatalog& catalog_;
   AgentServices& services_;
+  std::atomic<StateStore*> store_{nullptr};
   WorkerPool& workers_;
   Bridge& bridge_;
   LoopScheduler& scheduler_;

@@ -81,6 +81,8 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
         call->has_on_done = true;
       }
       break;
+    case Call::Kind::snapshot:  // the host's own (clone), never from the wire
+      return Error(ErrorCode::bad_request, "not a call kind clients may send");
   }
   enqueue_with_input(ctx, req.agent_id, kj::mv(call), req.input);
   return std::nullopt;

@@ -202,25 +202,43 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   AgentServerImpl(RpcContext& ctx, std::function<void()> on_fetch)
       : ctx_(ctx), on_fetch_(std::move(on_fetch)) {}
 
+  // The callback create and clone answer through, fulfilling the request's promise.
+  template <typename Context>
+  AgentHost::CreateDone answer_created(Context context, kj::Own<kj::PromiseFulfiller<void>> done) {
+    return [this, context, f = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(
+                               kj::mv(done))](std::variant<AgentInfoRow, Error> r) mutable {
+      if (!(*f)->isWaiting()) return;
+      auto results = context.getResults();
+      if (auto* row = std::get_if<AgentInfoRow>(&r)) {
+        results.setId(to_kj(row->id));
+        results.setAgent(kj::heap<AgentImpl>(ctx_, row->id));
+      } else {
+        write_error(std::get<Error>(r), results.initError());
+      }
+      (*f)->fulfill();
+    };
+  }
+
   kj::Promise<void> createAgent(CreateAgentContext context) override {
     auto params = context.getParams();
     auto paf = kj::newPromiseAndFulfiller<void>();
-    auto result = ctx_.host.create(
-        to_std(params.getClassName()), to_std(params.getName()), read_value(params.getArgs()),
-        to_std(params.getAgentId()),
-        [this, context, f = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(
-                            kj::mv(paf.fulfiller))](std::variant<AgentInfoRow, Error> r) mutable {
-          if (!(*f)->isWaiting()) return;
-          auto results = context.getResults();
-          if (auto* row = std::get_if<AgentInfoRow>(&r)) {
-            results.setId(to_kj(row->id));
-            results.setAgent(kj::heap<AgentImpl>(ctx_, row->id));
-          } else {
-            write_error(std::get<Error>(r), results.initError());
-          }
-          (*f)->fulfill();
-        });
+    auto result = ctx_.host.create(to_std(params.getClassName()), to_std(params.getName()),
+                                   read_value(params.getArgs()), to_std(params.getAgentId()),
+                                   answer_created(context, kj::mv(paf.fulfiller)));
     if (auto* err = std::get_if<Error>(&result)) {
+      write_error(*err, context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    return kj::mv(paf.promise);
+  }
+
+  kj::Promise<void> cloneAgent(CloneAgentContext context) override {
+    auto params = context.getParams();
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    auto err = ctx_.host.clone(to_std(params.getSourceId()), to_std(params.getName()),
+                               to_std(params.getAgentId()),
+                               answer_created(context, kj::mv(paf.fulfiller)));
+    if (err) {
       write_error(*err, context.getResults().initError());
       return kj::READY_NOW;
     }
@@ -239,15 +257,25 @@ class AgentServerImpl final : public wire::AgentServer::Server {
 
   kj::Promise<void> deleteAgent(DeleteAgentContext context) override {
     std::string id = to_std(context.getParams().getId());
-    if (!ctx_.host.remove(id))
+    if (!ctx_.host.remove(id)) {
       write_error(Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id),
                   context.getResults().initError());
-    return kj::READY_NOW;
+      return kj::READY_NOW;
+    }
+    return saved();
   }
 
   kj::Promise<void> deleteAllAgents(DeleteAllAgentsContext context) override {
     context.getResults().setCount(ctx_.host.remove_all());
-    return kj::READY_NOW;
+    return saved();
+  }
+
+  // Settles once what the host has submitted to the state store is committed (at once without
+  // one), so a deletion is acknowledged only when a restart would not bring the agent back.
+  kj::Promise<void> saved() {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    ctx_.host.after_saved([f = kj::mv(paf.fulfiller)]() mutable { f->fulfill(); });
+    return kj::mv(paf.promise);
   }
 
   kj::Promise<void> listAgents(ListAgentsContext context) override {
@@ -289,6 +317,13 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     out.setModelErrors(usage.errors);
     out.setModelPromptTokens(usage.prompt_tokens);
     out.setModelCompletionTokens(usage.completion_tokens);
+    if (ctx_.store != nullptr) {
+      const auto st = ctx_.store->stats();
+      out.setStateDir(to_kj(ctx_.store->dir()));
+      out.setStateBytes(st.bytes);
+      out.setStateLastCommitUnixMs(st.last_commit_unix_ms);
+      out.setStateError(to_kj(st.error));
+    }
     if (ctx_.bytes != nullptr) {
       out.setBytesClientIn(ctx_.bytes->client.in);
       out.setBytesClientOut(ctx_.bytes->client.out);

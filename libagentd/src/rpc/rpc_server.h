@@ -15,6 +15,7 @@
 namespace agentd::detail {
 
 class AgentHost;
+class StateStore;
 class PeerPool;
 class ClassCatalog;
 class ModelRegistry;
@@ -25,6 +26,7 @@ struct RpcContext {
   std::string server_id;
   std::string advertise_address;
   AgentHost& host;
+  StateStore* store = nullptr;  // --state-dir (null: memory only), for info()
   PeerPool& peers;
   const ClassCatalog& catalog;
   ModelRegistry& models;

@@ -366,6 +366,7 @@ class SessionImpl final : public wire::Session::Server {
         };
         break;
       case Call::Kind::observe:
+      case Call::Kind::snapshot:  // never from the wire (queue_call refuses it)
         break;
     }
     const Call::Kind kind = req.kind;

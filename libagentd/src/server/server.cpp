@@ -58,7 +58,11 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       io_(io),
       creds_(load_credentials(options_)),
       tls_(load_tls(options_)),
-      id_(options_.server_id.empty() ? new_id().substr(0, 12) : options_.server_id),
+      store_(options_.state_dir.empty() ? nullptr
+                                        : std::make_unique<StateStore>(options_.state_dir)),
+      id_(!options_.server_id.empty() ? options_.server_id
+          : store_ && !store_->server_id().empty() ? store_->server_id()
+                                                   : new_id().substr(0, 12)),
       services_(models_),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
@@ -74,6 +78,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       rpc_{.server_id = id_,
            .advertise_address = advertise_,
            .host = host_,
+           .store = store_.get(),
            .peers = peers_,
            .catalog = catalog_,
            .models = models_,
@@ -115,6 +120,75 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   tasks_.add(sweep_loop());
   if (options_.stop_on_stdin_eof) tasks_.add(watch_stdin());
   if (connector) services_.set_connector(connector(*this));
+  if (store_) restore();
+}
+
+void Server::restore() {
+  store_->set_server_id(id_);
+  auto contents = store_->load(options_.max_pool_size, seconds_to_ms(options_.max_expire_time));
+  // Agents of classes no plugin provides: refuse to start (naming them), or drop them.
+  std::vector<std::string> missing;
+  std::string listed;
+  for (const auto& a : contents.agents) {
+    if (catalog_.find(a.class_name) != nullptr) continue;
+    missing.push_back(a.id);
+    if (missing.size() <= 20) listed += fmt::format("{}{} ({})", listed.empty() ? "" : ", ", a.id, a.class_name);
+  }
+  if (missing.size() > 20) listed += fmt::format(" and {} more", missing.size() - 20);
+  if (!missing.empty()) {
+    if (!options_.drop_missing_classes)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: {} agent(s) of classes no loaded plugin provides: {}; load "
+                              "their plugins (--plugin, --plugin-dir), or start with "
+                              "--drop-missing-classes to delete them",
+                              store_->file(), missing.size(), listed));
+    spdlog::warn("--drop-missing-classes: deleting {} agent(s) of classes no loaded plugin "
+                 "provides from {}: {}",
+                 missing.size(), store_->file(), listed);
+    store_->drop_agents(missing);
+  }
+  host_.set_store(store_.get());  // restored agents learn what the store holds of them
+  // Every agent comes back through its constructor (same id, name, args) on the workers, then
+  // gets its memory and load_state(); the server is ready when all have.
+  std::size_t left = 0;
+  std::vector<std::string> failures;
+  auto all = kj::newPromiseAndFulfiller<void>();
+  auto finished = [&](const std::string& id, std::optional<Error> e) {
+    if (e && failures.size() < 20) failures.push_back(fmt::format("{}: {}", id, e->message()));
+    if (e && failures.size() == 20) failures.push_back("...");
+    if (--left == 0) all.fulfiller->fulfill();
+  };
+  std::size_t restored = 0;
+  for (auto& a : contents.agents) {
+    if (catalog_.find(a.class_name) == nullptr) continue;
+    auto seed = std::make_shared<AgentSeed>();
+    seed->state = std::move(a.state);
+    seed->memory = std::move(a.memory);
+    seed->persist = false;
+    ++left;
+    ++restored;
+    std::string id = a.id;
+    auto made = host_.create(
+        a.class_name, a.name, std::move(a.args), a.id,
+        [&finished, id](std::variant<AgentInfoRow, Error> r) {
+          finished(id, std::holds_alternative<Error>(r) ? std::optional<Error>(std::get<Error>(r))
+                                                        : std::nullopt);
+        },
+        seed);
+    if (auto* e = std::get_if<Error>(&made)) finished(id, *e);
+  }
+  if (left > 0) all.promise.wait(io_.waitScope);
+  if (!failures.empty()) {
+    std::string list;
+    for (const auto& f : failures) list += "\n  " + f;
+    throw Error(ErrorCode::config_error,
+                fmt::format("{}: {} agent(s) could not be restored (their constructor or "
+                            "load_state() failed):{}",
+                            store_->file(), failures.size(), list));
+  }
+  for (auto& r : contents.results) host_.restore_result(r.call_id, r.agent_id, std::move(r.outcome));
+  spdlog::info("state dir {}: restored {} agent(s) and {} finished result(s)", options_.state_dir,
+               restored, contents.results.size());
 }
 
 Server::Credentials Server::load_credentials(const ServerOptions& o) {
@@ -149,6 +223,12 @@ Server::Tls Server::load_tls(const ServerOptions& o) {
 }
 
 Server::~Server() {
+  if (store_) {
+    // Everything submitted is committed; the agents destroyed below stay in the store.
+    store_->flush();
+    host_.set_store(nullptr);
+    store_->close();
+  }
   if (unix_listener_) ::unlink(options_.unix_socket.c_str());
   bridge_.close();
   host_.remove_all();
@@ -504,7 +584,10 @@ kj::Promise<void> Server::wait_for_writes(kj::TimePoint limit, int quiet_checks)
 
 kj::Promise<void> Server::drain(kj::TimePoint deadline) {
   auto& timer = io_.provider->getTimer();
-  if (host_.running_calls() == 0) return kj::READY_NOW;
+  if (host_.running_calls() == 0) {
+    if (store_) store_->flush();  // the last calls' commits, so their completions can go out
+    return kj::READY_NOW;
+  }
   if (timer.now() >= deadline) {
     spdlog::warn("grace period over; {} call(s) still running are abandoned", host_.running_calls());
     return kj::READY_NOW;

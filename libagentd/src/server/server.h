@@ -106,6 +106,9 @@ class Server {
   MetricsSnapshot metrics() const;
 
  private:
+  // Restores the agents and results in store_ (the constructor, before serving); throws
+  // Error(config_error) naming the agents that cannot come back and the database file.
+  void restore();
   kj::Promise<void> accept_loop(kj::ConnectionReceiver& listener, bool local);
   void listen_unix();
   kj::Promise<void> sweep_loop();
@@ -134,6 +137,9 @@ class Server {
   };
   static Tls load_tls(const ServerOptions& o);
   Tls tls_;
+  // --state-dir (null: memory only). Before id_ (a restart keeps its server id) and before the
+  // host, which borrows it and is destroyed first.
+  std::unique_ptr<StateStore> store_;
   std::string id_;
   std::string advertise_;
   Traffic bytes_;

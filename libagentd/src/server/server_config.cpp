@@ -94,6 +94,12 @@ po::options_description make_description(ServerOptions& o) {
      "0: no limit")
     ("max-queued-calls-per-agent", po::value<std::size_t>(&o.max_queued_calls_per_agent)->default_value(o.max_queued_calls_per_agent)->value_name("N"),
      "most calls waiting or running on one agent; more fail with overloaded (retryable); 0: no limit")
+    ("state-dir", po::value<std::string>(&o.state_dir)->value_name("DIR"),
+     "keep agents and finished results in DIR (SQLite): every call is saved before it is "
+     "reported done, and a restart restores them; default: in memory only (a restart loses them)")
+    ("drop-missing-classes", po::bool_switch(&o.drop_missing_classes),
+     "on restoring --state-dir, delete the agents whose class no loaded plugin provides (listed "
+     "in the log) instead of refusing to start")
     ("stop-on-stdin-eof", po::bool_switch(&o.stop_on_stdin_eof),
      "stop when standard input closes (used by child mode to follow its parent)");
   // clang-format on

@@ -35,6 +35,10 @@ struct ServerOptions {
   std::size_t max_agents = 2000000;                 // agents at once; 0: no limit
   std::size_t max_queued_calls = 2000000;           // calls waiting or running, whole server
   std::size_t max_queued_calls_per_agent = 100000;  // calls waiting or running, one agent
+  // Durable agents (README "Durability"): the state store's directory (empty: memory only), and
+  // whether restoring deletes agents of classes no plugin provides instead of refusing to start.
+  std::string state_dir;
+  bool drop_missing_classes = false;
   std::string config_file;
   // Security (README "Security"): tokens clients must log in with (empty: any token), the token
   // this server presents to peers (empty: the first of auth_token_file's), and the explicit

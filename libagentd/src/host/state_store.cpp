@@ -1,0 +1,564 @@
+#include "state_store.h"
+
+#include "value_codec.h"
+
+#include <agentd/version.h>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sqlite3.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace agentd::detail {
+
+// ---- the stored forms ----
+
+namespace {
+
+template <typename Fill>
+std::string flat(Fill&& fill) {
+  capnp::MallocMessageBuilder message;
+  fill(message);
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Reads bytes as one flat message (copied: SQLite's blobs need not be word-aligned).
+class FlatReader {
+ public:
+  explicit FlatReader(std::string_view bytes)
+      : words_(kj::heapArray<capnp::word>((bytes.size() + sizeof(capnp::word) - 1) /
+                                          sizeof(capnp::word))) {
+    if (bytes.size() % sizeof(capnp::word) != 0 || bytes.empty())
+      throw std::runtime_error("not a whole Cap'n Proto message");
+    std::memcpy(words_.begin(), bytes.data(), bytes.size());
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words_.size() * 2 + 1024;
+    reader_.emplace(words_.asPtr(), options);
+  }
+  template <typename T>
+  typename T::Reader root() {
+    return reader_->getRoot<T>();
+  }
+
+ private:
+  kj::Array<capnp::word> words_;
+  std::optional<capnp::FlatArrayMessageReader> reader_;
+};
+
+template <typename T, typename F>
+auto decode(std::string_view bytes, F&& read) {
+  try {
+    FlatReader r(bytes);
+    return read(r.root<T>());
+  } catch (const kj::Exception& e) {
+    throw std::runtime_error(e.getDescription().cStr());
+  }
+}
+
+}  // namespace
+
+std::string encode_value(const Value& v) {
+  return flat([&](capnp::MessageBuilder& m) { write_value(v, m.initRoot<wire::Value>()); });
+}
+
+Value decode_value(std::string_view bytes) {
+  return decode<wire::Value>(bytes, [](wire::Value::Reader r) { return read_value(r); });
+}
+
+std::string encode_msg(const Msg& msg) {
+  return flat([&](capnp::MessageBuilder& m) { write_msg(msg, m.initRoot<wire::Msg>()); });
+}
+
+Msg decode_msg(std::string_view bytes) {
+  return decode<wire::Msg>(bytes, [](wire::Msg::Reader r) { return read_msg(r); });
+}
+
+std::string encode_outcome(const Outcome& o) {
+  return flat([&](capnp::MessageBuilder& m) {
+    auto out = m.initRoot<wire::Outcome>();
+    if (const Msg* msg = std::get_if<Msg>(&o))
+      write_msg(*msg, out.initMsg());
+    else
+      write_error(std::get<Error>(o), out.initError());
+  });
+}
+
+Outcome decode_outcome(std::string_view bytes) {
+  return decode<wire::Outcome>(bytes, [](wire::Outcome::Reader r) -> Outcome {
+    switch (r.which()) {
+      case wire::Outcome::MSG: return read_msg(r.getMsg());
+      case wire::Outcome::ERROR: return read_error(r.getError());
+      default: throw std::runtime_error("a stored outcome is neither a message nor an error");
+    }
+  });
+}
+
+// ---- SQLite ----
+
+namespace {
+
+std::int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// A prepared statement, reset after each use.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(fmt::format("{} (preparing: {})", sqlite3_errmsg(db), sql));
+  }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& text(int i, std::string_view s) {
+    check(sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_STATIC));
+    return *this;
+  }
+  Stmt& blob(int i, std::string_view s) {
+    check(sqlite3_bind_blob(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_STATIC));
+    return *this;
+  }
+  Stmt& null(int i) {
+    check(sqlite3_bind_null(st_, i));
+    return *this;
+  }
+  Stmt& integer(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(st_, i, v));
+    return *this;
+  }
+  // Runs a statement that returns no rows.
+  void run() {
+    int rc = sqlite3_step(st_);
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+    if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
+  }
+  // Steps through rows: true while there is one.
+  bool row() {
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    sqlite3_reset(st_);
+    if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
+    return false;
+  }
+  std::string_view column(int i) {
+    const void* p = sqlite3_column_blob(st_, i);
+    int n = sqlite3_column_bytes(st_, i);
+    return p == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(p), n);
+  }
+  std::int64_t column_int(int i) { return sqlite3_column_int64(st_, i); }
+  bool column_null(int i) { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db_));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS agents (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  class TEXT NOT NULL,
+  args BLOB NOT NULL,
+  state BLOB);
+CREATE TABLE IF NOT EXISTS memory (
+  agent_id TEXT NOT NULL,
+  pos INTEGER NOT NULL,
+  msg BLOB NOT NULL,
+  PRIMARY KEY (agent_id, pos)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS results (
+  seq INTEGER PRIMARY KEY,
+  call_id TEXT NOT NULL UNIQUE,
+  agent_id TEXT NOT NULL,
+  outcome BLOB NOT NULL,
+  finished_ms INTEGER NOT NULL);
+)sql";
+
+}  // namespace
+
+struct StateStore::Statements {
+  explicit Statements(sqlite3* db)
+      : begin(db, "BEGIN IMMEDIATE"),
+        commit(db, "COMMIT"),
+        put_agent(db,
+                  "INSERT INTO agents (id, name, class, args, state) VALUES (?1, ?2, ?3, ?4, ?5) "
+                  "ON CONFLICT (id) DO UPDATE SET name = ?2, class = ?3, args = ?4, state = ?5"),
+        set_state(db, "UPDATE agents SET state = ?2 WHERE id = ?1"),
+        delete_agent(db, "DELETE FROM agents WHERE id = ?1"),
+        delete_memory(db, "DELETE FROM memory WHERE agent_id = ?1"),
+        put_memory(db, "INSERT OR REPLACE INTO memory (agent_id, pos, msg) VALUES (?1, ?2, ?3)"),
+        put_result(db,
+                   "INSERT OR REPLACE INTO results (call_id, agent_id, outcome, finished_ms) "
+                   "VALUES (?1, ?2, ?3, ?4)"),
+        delete_all_agents(db, "DELETE FROM agents"),
+        delete_all_memory(db, "DELETE FROM memory"),
+        trim_age(db, "DELETE FROM results WHERE finished_ms < ?1"),
+        trim_count(db,
+                   "DELETE FROM results WHERE seq <= (SELECT seq FROM results ORDER BY seq DESC "
+                   "LIMIT 1 OFFSET ?1)") {}
+  Stmt begin, commit, put_agent, set_state, delete_agent, delete_memory, put_memory, put_result, delete_all_agents, delete_all_memory, trim_age, trim_count;
+};
+
+void StateStore::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string why = err != nullptr ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw std::runtime_error(why);
+  }
+}
+
+StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
+  namespace fs = std::filesystem;
+  file_ = (fs::path(dir_) / "agentd.db").string();
+  auto fail = [&](const std::string& why, const std::string& what) {
+    return Error(ErrorCode::config_error, fmt::format("--state-dir {}: {}{}", dir_, why, what));
+  };
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    throw fail("exists and is not a directory", "; pick a directory");
+  if (!fs::exists(dir_, ec)) {
+    fs::create_directories(dir_, ec);
+    if (ec) throw fail("cannot create it: " + ec.message(), "");
+    ::chmod(dir_.c_str(), 0700);
+  }
+  const std::string lock_path = (fs::path(dir_) / "agentd.lock").string();
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) throw fail(fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)), "");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw fail("another as_server is using this state dir (it holds " + lock_path + ")",
+               "; give each server its own --state-dir");
+  }
+  try {
+    if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                                 SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK)
+      throw std::runtime_error(db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory");
+    sqlite3_busy_timeout(db_, 5000);
+    // A file that is not a database fails here (SQLITE_NOTADB), before anything is written.
+    Stmt tables(db_, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'");
+    tables.row();
+    const bool fresh = tables.column_int(0) == 0;
+    tables.row();
+    if (!fresh) {
+      Stmt has_meta(db_, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'");
+      has_meta.row();
+      if (has_meta.column_int(0) == 0)
+        throw Error(ErrorCode::config_error,
+                    fmt::format("{}: is an SQLite database but not an agentd state store; move it "
+                                "away or pick another --state-dir",
+                                file_));
+      has_meta.row();
+      Stmt format(db_, "SELECT value FROM meta WHERE key = 'format'");
+      std::string found = format.row() ? std::string(format.column(0)) : "";
+      if (!found.empty()) format.row();
+      Stmt version(db_, "SELECT value FROM meta WHERE key = 'agentd_version'");
+      std::string writer = version.row() ? std::string(version.column(0)) : "?";
+      if (writer != "?") version.row();
+      if (found != std::to_string(kFormat))
+        throw Error(ErrorCode::config_error,
+                    fmt::format("{}: written by agentd {} in state format {}, but this as_server "
+                                "(agentd {}) reads format {}; run the version that wrote it, or "
+                                "move the directory away to start with no agents",
+                                file_, writer, found.empty() ? "(none)" : found,
+                                AGENTD_VERSION_STRING, kFormat));
+    }
+    exec("PRAGMA journal_mode = WAL");
+    exec("PRAGMA synchronous = FULL");
+    exec(kSchema);
+    exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', '{}'), "
+                     "('agentd_version', '{}')",
+                     kFormat, AGENTD_VERSION_STRING)
+             .c_str());
+    st_ = std::make_unique<Statements>(db_);
+  } catch (const Error&) {
+    st_.reset();
+    sqlite3_close_v2(db_);
+    ::close(lock_fd_);
+    throw;
+  } catch (const std::exception& e) {
+    st_.reset();
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    ::close(lock_fd_);
+    throw Error(ErrorCode::config_error,
+                fmt::format("{}: cannot open the state database: {} (a damaged file: restore it "
+                            "from a backup, or move the directory away to start with no agents)",
+                            file_, e.what()));
+  }
+  writer_ = std::thread([this] { writer_main(); });
+}
+
+StateStore::~StateStore() {
+  close();
+  st_.reset();
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::milliseconds max_age) {
+  Contents out;
+  std::string where = "the agents";
+  out.server_id = server_id();
+  try {
+    std::unordered_map<std::string, std::size_t> index;
+    Stmt agents(db_, "SELECT id, name, class, args, state FROM agents ORDER BY seq");
+    while (agents.row()) {
+      AgentRow a;
+      a.id = std::string(agents.column(0));
+      where = "agent '" + a.id + "'";
+      a.name = std::string(agents.column(1));
+      a.class_name = std::string(agents.column(2));
+      a.args = decode_value(agents.column(3));
+      if (!agents.column_null(4)) a.state = decode_value(agents.column(4));
+      index.emplace(a.id, out.agents.size());
+      out.agents.push_back(std::move(a));
+    }
+    Stmt memory(db_, "SELECT agent_id, msg FROM memory ORDER BY agent_id, pos");
+    while (memory.row()) {
+      std::string agent(memory.column(0));
+      where = "the memory of agent '" + agent + "'";
+      auto it = index.find(agent);
+      if (it == index.end()) continue;  // left by a deletion's memory rows (never committed apart)
+      out.agents[it->second].memory.push_back(decode_msg(memory.column(1)));
+    }
+    where = "the results";
+    Stmt results(db_,
+                 "SELECT call_id, agent_id, outcome FROM results WHERE finished_ms >= ?1 "
+                 "ORDER BY seq DESC LIMIT ?2");
+    results.integer(1, now_unix_ms() - max_age.count())
+        .integer(2, static_cast<std::int64_t>(std::min<std::size_t>(max_results, INT64_MAX)));
+    while (results.row()) {
+      ResultRow r;
+      r.call_id = std::string(results.column(0));
+      where = "the result of call '" + r.call_id + "'";
+      r.agent_id = std::string(results.column(1));
+      r.outcome = std::make_shared<const Outcome>(decode_outcome(results.column(2)));
+      out.results.push_back(std::move(r));
+    }
+    std::reverse(out.results.begin(), out.results.end());
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("{}: cannot read {}: {} (a damaged file: restore it from a backup, "
+                            "or move the directory away to start with no agents)",
+                            file_, where, e.what()));
+  }
+  return out;
+}
+
+std::string StateStore::server_id() {
+  try {
+    Stmt id(db_, "SELECT value FROM meta WHERE key = 'server_id'");
+    if (!id.row()) return {};
+    std::string out(id.column(0));
+    id.row();
+    return out;
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::config_error, fmt::format("{}: cannot read: {}", file_, e.what()));
+  }
+}
+
+void StateStore::set_server_id(const std::string& id) {
+  Stmt put(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('server_id', ?1)");
+  try {
+    put.text(1, id).run();
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
+  }
+}
+
+void StateStore::drop_agents(const std::vector<std::string>& ids) {
+  try {
+    exec("BEGIN IMMEDIATE");
+    for (const auto& id : ids) {
+      st_->delete_agent.text(1, id).run();
+      st_->delete_memory.text(1, id).run();
+    }
+    exec("COMMIT");
+  } catch (const std::exception& e) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
+  }
+}
+
+void StateStore::submit(Change change, Done done) {
+  std::unique_lock lock(mu_);
+  if (failure_ || closing_) {
+    Error e = failure_ ? *failure_
+                       : Error(ErrorCode::not_applied, "the server's state store is closed");
+    lock.unlock();
+    if (done) done(&e);
+    return;
+  }
+  queue_.push_back(Pending{std::move(change), std::move(done)});
+  ++submitted_;
+  if (queue_.size() == 1) wake_.notify_one();
+}
+
+void StateStore::trim_results(std::size_t max_results, std::chrono::milliseconds max_age) {
+  std::lock_guard lock(mu_);
+  trim_ = std::make_pair(max_results, now_unix_ms() - max_age.count());
+  wake_.notify_one();
+}
+
+void StateStore::flush() {
+  std::unique_lock lock(mu_);
+  const std::uint64_t target = submitted_;
+  drained_.wait(lock, [&] { return finished_ >= target || !writer_.joinable(); });
+}
+
+void StateStore::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return;
+    closing_ = true;
+    wake_.notify_one();
+  }
+  if (writer_.joinable()) writer_.join();
+  drained_.notify_all();
+}
+
+std::optional<Error> StateStore::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+StateStore::Stats StateStore::stats() const {
+  Stats s;
+  {
+    std::lock_guard lock(mu_);
+    s.last_commit_unix_ms = last_commit_ms_;
+    s.commits = commits_;
+    s.changes = finished_;
+    if (failure_) s.error = failure_->message();
+  }
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    auto n = std::filesystem::file_size(file_ + suffix, ec);
+    if (!ec) s.bytes += n;
+  }
+  return s;
+}
+
+void StateStore::writer_main() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return !queue_.empty() || trim_ || closing_; });
+    if (queue_.empty() && !trim_ && closing_) break;
+    std::vector<Pending> batch;
+    batch.swap(queue_);
+    auto trim = trim_;
+    trim_.reset();
+    // Trimming when no result was written since the last trim would only cost an fsync.
+    for (const auto& p : batch)
+      if (!p.change.call_id.empty()) results_written_ = true;
+    if (trim && !results_written_) trim.reset();
+    if (trim) results_written_ = false;
+    if (batch.empty() && !trim) continue;
+    const bool failed_before = failure_.has_value();
+    lock.unlock();
+    std::optional<Error> failed;
+    if (!failed_before) {
+      try {
+        apply(batch, trim);
+      } catch (const std::exception& e) {
+        failed = Error(ErrorCode::not_applied,
+                       fmt::format("as_server could not save agent state to {}: {}; the call was "
+                                   "not applied. Everything acknowledged before is kept: fix the "
+                                   "disk (free space, permissions), then restart as_server",
+                                   file_, e.what()));
+        spdlog::error("state store: {}", failed->message());
+      }
+    }
+    lock.lock();
+    if (failed) failure_ = failed;
+    if (!failed && !failed_before && !batch.empty()) {
+      last_commit_ms_ = now_unix_ms();
+      ++commits_;
+    }
+    std::optional<Error> report = failure_;
+    lock.unlock();
+    for (auto& p : batch)
+      if (p.done) p.done(report ? &*report : nullptr);
+    lock.lock();
+    finished_ += batch.size();
+    drained_.notify_all();
+  }
+}
+
+void StateStore::apply(std::vector<Pending>& batch,
+                       const std::optional<std::pair<std::size_t, std::int64_t>>& trim) {
+  Statements& s = *st_;
+  s.begin.run();
+  try {
+    const std::int64_t now = now_unix_ms();
+    for (auto& p : batch) {
+      const Change& c = p.change;
+      switch (c.kind) {
+        case Change::Kind::barrier:
+          break;
+        case Change::Kind::put_agent:
+          s.put_agent.text(1, c.agent_id).text(2, c.name).text(3, c.class_name).blob(4, c.args);
+          if (c.has_state)
+            s.put_agent.blob(5, c.state);
+          else
+            s.put_agent.null(5);
+          s.put_agent.run();
+          s.delete_memory.text(1, c.agent_id).run();
+          break;
+        case Change::Kind::delete_agent:
+          s.delete_agent.text(1, c.agent_id).run();
+          s.delete_memory.text(1, c.agent_id).run();
+          break;
+        case Change::Kind::delete_all:
+          s.delete_all_agents.run();
+          s.delete_all_memory.run();
+          break;
+        case Change::Kind::call:
+          if (c.has_state) s.set_state.text(1, c.agent_id).blob(2, c.state).run();
+          if (c.memory_reset) s.delete_memory.text(1, c.agent_id).run();
+          break;
+      }
+      if (c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) {
+        std::int64_t pos = c.memory_from;
+        for (const auto& m : c.memory) s.put_memory.text(1, c.agent_id).integer(2, pos++).blob(3, m).run();
+        if (!c.call_id.empty())
+          s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now).run();
+      }
+    }
+    if (trim) {
+      s.trim_age.integer(1, trim->second).run();
+      s.trim_count.integer(1, static_cast<std::int64_t>(trim->first)).run();
+    }
+    s.commit.run();
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+}  // namespace agentd::detail

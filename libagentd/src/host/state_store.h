@@ -1,0 +1,178 @@
+// StateStore: the durable copy of a server's agents and finished results (as_server --state-dir).
+//
+// One SQLite database, DIR/agentd.db, in WAL mode with synchronous=FULL: a commit that returned
+// survives a crash of the process or the machine. Tables:
+//   meta     format version, the agentd version that wrote it, the server id
+//   agents   id, name, class, args and the agent's own saved state (Agent::save_state()), in
+//            creation order
+//   memory   each agent's memory, one message a row, so a call appends only what it added
+//   results  finished results of reply / method_async calls by call id, newest last
+// Values and messages are stored in their Cap'n Proto wire form (one flat message each).
+//
+// Group commit: changes are queued from any thread and a writer thread applies everything queued
+// in one transaction, then runs the changes' done callbacks (on the writer thread) in the order
+// they were submitted. While one transaction is being synced to disk the next batch gathers, so
+// many calls share one fsync.
+//
+// A write that fails (disk full, I/O error, the file removed) rolls its transaction back: the
+// store keeps what it last committed, reports the failure to every change of that batch and of
+// any later one (failure()), and accepts no more writes. What was acknowledged before stays in
+// the database, which stays readable; a restart resumes from it.
+#pragma once
+
+#include <agentd/error.h>
+#include <agentd/msg.h>
+#include <agentd/value.h>
+
+#include "result_pool.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+struct sqlite3;
+
+namespace agentd::detail {
+
+// The stored (Cap'n Proto flat message) forms. decode_* throw std::runtime_error on bad bytes.
+std::string encode_value(const Value& v);
+Value decode_value(std::string_view bytes);
+std::string encode_msg(const Msg& m);
+Msg decode_msg(std::string_view bytes);
+std::string encode_outcome(const Outcome& o);
+Outcome decode_outcome(std::string_view bytes);
+
+class StateStore {
+ public:
+  // Bumped when the tables change incompatibly; a database of another format is refused.
+  static constexpr int kFormat = 1;
+
+  struct AgentRow {
+    std::string id;
+    std::string name;
+    std::string class_name;
+    Value args;
+    Value state;  // what the agent's save_state() returned (null: nothing of its own)
+    std::vector<Msg> memory;
+  };
+  struct ResultRow {
+    std::string call_id;
+    std::string agent_id;
+    OutcomePtr outcome;
+  };
+  struct Contents {
+    std::string server_id;  // empty for a new database
+    std::vector<AgentRow> agents;    // in creation order
+    std::vector<ResultRow> results;  // oldest first
+  };
+
+  // Opens DIR/agentd.db, creating DIR (0700) and the database when missing, and takes an
+  // exclusive lock on DIR/agentd.lock (two servers on one state dir would overwrite each other).
+  // Throws Error(config_error) naming the file: not a directory, no permission, locked by
+  // another process, not an agentd database, another format, corrupt.
+  explicit StateStore(std::string dir);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  const std::string& file() const { return file_; }
+
+  // Everything stored: results finished within max_age, at most max_results (the newest).
+  // Throws Error(config_error) naming the file and the agent or result that cannot be read.
+  // Call before submitting anything.
+  Contents load(std::size_t max_results, std::chrono::milliseconds max_age);
+  // The server id a previous run saved (empty: none).
+  std::string server_id();
+  // Writes the server id (synchronously; before serving).
+  void set_server_id(const std::string& id);
+  // Deletes these agents with their memory (synchronously; --drop-missing-classes).
+  void drop_agents(const std::vector<std::string>& ids);
+
+  // One change to the stored state; applied in submission order.
+  struct Change {
+    enum class Kind { barrier, put_agent, delete_agent, delete_all, call };
+    Kind kind = Kind::barrier;
+    std::string agent_id;
+    // put_agent: the whole row.
+    std::string name;
+    std::string class_name;
+    std::string args;  // encoded
+    // put_agent / call: the agent's own state, encoded (call: only when it changed).
+    bool has_state = false;
+    std::string state;
+    // put_agent / call: memory rows from position memory_from on (replacing any there);
+    // memory_reset first deletes every row of the agent (its memory was cleared).
+    bool memory_reset = false;
+    std::int64_t memory_from = 0;
+    std::vector<std::string> memory;  // encoded messages
+    // call: the result of a reply / method_async call (empty call_id: none).
+    std::string call_id;
+    std::string outcome;  // encoded
+  };
+  // Runs on the writer thread once the change is committed (failed == nullptr) or could not be
+  // (failed: a not_applied error saying why).
+  using Done = std::function<void(const Error* failed)>;
+  // Any thread. With a failure on record the change fails at once (done runs on this thread).
+  void submit(Change change, Done done);
+  // Any thread: keep at most max_results results, none older than max_age (queued like a change).
+  void trim_results(std::size_t max_results, std::chrono::milliseconds max_age);
+  // Any thread: waits until everything submitted so far is committed (or failed) and its done
+  // callbacks have run.
+  void flush();
+  // Flushes, then stops the writer. Idempotent; the destructor calls it.
+  void close();
+
+  // The write failure that stopped the store (a not_applied error), if any.
+  std::optional<Error> failure() const;
+
+  struct Stats {
+    std::uint64_t bytes = 0;                // database + WAL on disk
+    std::int64_t last_commit_unix_ms = 0;   // 0: none since start
+    std::uint64_t commits = 0;
+    std::uint64_t changes = 0;
+    std::string error;  // the failure's message, if any
+  };
+  Stats stats() const;
+
+ private:
+  struct Pending {
+    Change change;
+    Done done;
+  };
+  void writer_main();
+  // Applies batch in one transaction; throws Error on failure (rolled back).
+  void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
+  void exec(const char* sql);
+
+  std::string dir_;
+  std::string file_;
+  int lock_fd_ = -1;
+  sqlite3* db_ = nullptr;
+  struct Statements;
+  std::unique_ptr<Statements> st_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;     // the writer: work queued, or closing
+  std::condition_variable drained_;  // flush(): a batch finished
+  std::vector<Pending> queue_;
+  std::optional<std::pair<std::size_t, std::int64_t>> trim_;  // max results, max age (ms)
+  bool results_written_ = false;  // writer thread: results committed since the last trim
+  std::uint64_t submitted_ = 0;  // changes ever queued
+  std::uint64_t finished_ = 0;   // changes whose done has run
+  bool closing_ = false;
+  std::optional<Error> failure_;
+  std::int64_t last_commit_ms_ = 0;
+  std::uint64_t commits_ = 0;
+  std::thread writer_;
+};
+
+}  // namespace agentd::detail

@@ -1,0 +1,305 @@
+// as_server --state-dir against real processes: agents, their memory, their own saved state and
+// finished results survive kill -9 and come back under the same ids before the ready line;
+// deletions stay deleted; clone_agent copies an agent; a state dir that cannot be restored
+// (missing class, another format, a damaged file, a second server) stops the start with an error
+// naming the file; a disk that refuses writes fails new calls with not_applied and loses
+// nothing acknowledged.
+#include "raw_login.h"
+#include "server_process.h"
+#include "test_names.h"
+
+#include <agentd/client.h>
+
+#include <capnp/rpc-twoparty.h>
+#include <catch2/catch.hpp>
+#include <error_of.h>
+#include <kj/async-io.h>
+
+#include <sys/resource.h>
+
+#include <csignal>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace agentd::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+Msg text(const std::string& t) { return Msg("user", Value(t)); }
+
+std::vector<std::string> with_state(const TempDir& dir, std::vector<std::string> extra = {},
+                                    std::uint16_t port = 0) {
+  extra.insert(extra.end(), {"--state-dir", dir.path() + "/state"});
+  auto args = standard_args(std::move(extra));
+  args[1] = std::to_string(port);  // standard_args starts with --port 0
+  return args;
+}
+
+// Starts a server on port (retrying while the old process's port is still being released).
+std::unique_ptr<ServerProcess> restart(const TempDir& dir, std::uint16_t port,
+                                       std::vector<std::string> extra = {}) {
+  for (int i = 0;; ++i) {
+    try {
+      return ServerProcess::start(with_state(dir, extra, port));
+    } catch (const std::runtime_error&) {
+      if (i == 50) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+std::vector<std::string> texts(const std::vector<Msg>& msgs) {
+  std::vector<std::string> out;
+  for (const auto& m : msgs) out.push_back(m.text());
+  return out;
+}
+
+// The result of call_id read from the server with AgentServer.fetch, as a client in another
+// language (or a peer server) would.
+Value fetch_content(std::uint16_t port, const std::string& call_id) {
+  auto io = kj::setupAsyncIo();
+  auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", port).wait(io.waitScope);
+  auto stream = addr->connect().wait(io.waitScope);
+  capnp::TwoPartyClient rpc(*stream);
+  auto server = raw_login(rpc);
+  auto req = server.fetchRequest();
+  req.setCallId(call_id);
+  auto outcome = req.send().wait(io.waitScope).getOutcome();
+  if (!outcome.isMsg()) return Value("(not a message)");
+  auto content = outcome.getMsg().getContent();
+  return content.isText() ? Value(std::string(content.getText().cStr())) : Value("(not text)");
+}
+
+}  // namespace
+
+TEST_CASE("agents, memory, saved state and results survive kill -9", "[durability]") {
+  TempDir dir;
+  auto server = ServerProcess::start(with_state(dir));
+  const std::uint16_t port = server->port();
+  const std::string server_id = server->server_id();
+  std::string call_id;
+  std::string a_id, b_id;
+  {
+    Client c = server->connect();
+    AgentRef a = c.create_agent("EchoAgent", "alice", Value{{"prefix", "a:"}});
+    AgentRef b = c.create_agent("TrailAgent", "bob", Value::object(), "bob-1");
+    a_id = a.id();
+    b_id = b.id();
+    for (int i = 0; i < 5; ++i) a.reply(text("m" + std::to_string(i))).get();
+    auto p = b.reply(a.reply(text("x")));  // a placeholder consumed on the same server
+    CHECK(p.get().text() == "a:x>bob");
+    call_id = p.call_id();
+    CHECK(a.call("count").get<int>() == 6);
+    AgentRef gone = c.create_agent("EchoAgent", "gone");
+    c.delete_agent(gone.id());
+    auto info = c.info();
+    CHECK(info.state_dir == dir.path() + "/state");
+    CHECK(info.state_bytes > 0);
+    CHECK(info.state_last_commit_unix_ms > 0);
+    CHECK(info.state_error.empty());
+  }
+  server->kill_now();
+
+  server = restart(dir, port);
+  CHECK(server->server_id() == server_id);  // placeholders naming it stay valid
+  Client c = server->connect();
+  auto agents = c.list_agents();
+  REQUIRE(agents.size() == 2);
+  AgentRef a = c.agent(a_id);
+  CHECK(a.name() == "alice");
+  CHECK(a.class_name() == "EchoAgent");
+  AgentRef b = c.agent(b_id);
+  CHECK(b.name() == "bob");
+  // Memory (saved by the host) and the counter (EchoAgent::save_state) are back.
+  auto mem = texts(a.memory());
+  REQUIRE(mem.size() == 12);
+  CHECK(mem[0] == "m0");
+  CHECK(mem[1] == "a:m0");
+  CHECK(mem[11] == "a:x");
+  CHECK(a.call("count").get<int>() == 6);
+  CHECK(texts(b.memory()) == std::vector<std::string>{"a:x", "a:x>bob"});
+  // The args came back through the constructor.
+  CHECK(a.reply(text("y")).get().text() == "a:y");
+  CHECK(a.call("count").get<int>() == 7);
+  // The finished result is readable by its call id.
+  CHECK(fetch_content(port, call_id) == Value("a:x>bob"));
+
+  SECTION("a second restart keeps what the first one restored and what came after") {
+    server->kill_now();
+    server = restart(dir, port);
+    Client c2 = server->connect();
+    CHECK(c2.list_agents().size() == 2);
+    CHECK(c2.agent(a_id).call("count").get<int>() == 7);
+    CHECK(c2.agent(a_id).memory().size() == 14);
+  }
+  SECTION("a SIGTERM restart keeps everything too") {
+    server->signal_and_wait(SIGTERM);
+    server = restart(dir, port);
+    CHECK(server->connect().agent(a_id).call("count").get<int>() == 7);
+  }
+}
+
+TEST_CASE("clone_agent copies an agent's class, args, memory and saved state", "[durability]") {
+  TempDir dir;
+  auto server = ServerProcess::start(with_state(dir));
+  Client c = server->connect();
+  AgentRef a = c.create_agent("EchoAgent", "orig", Value{{"prefix", "p:"}});
+  a.reply(text("one")).get();
+  a.observe(text("seen"));
+  AgentRef copy = c.clone_agent(a.id(), "copy");
+  CHECK(copy.id() != a.id());
+  CHECK(copy.name() == "copy");
+  CHECK(copy.class_name() == "EchoAgent");
+  CHECK(texts(copy.memory()) == std::vector<std::string>{"one", "p:one", "seen"});
+  CHECK(copy.call("count").get<int>() == 1);
+  // Independent from here on, with the same args.
+  CHECK(copy.reply(text("two")).get().text() == "p:two");
+  CHECK(copy.call("count").get<int>() == 2);
+  CHECK(a.call("count").get<int>() == 1);
+  CHECK(a.memory().size() == 3);
+
+  SECTION("the copy is durable") {
+    const auto port = server->port();
+    server->kill_now();
+    server = restart(dir, port);
+    CHECK(server->connect().agent(copy.id()).call("count").get<int>() == 2);
+  }
+  SECTION("errors: unknown source, taken id") {
+    Error unknown = error_of([&] { c.clone_agent("no-such-agent"); });
+    CHECK(unknown.code() == ErrorCode::unknown_agent);
+    Error taken = error_of([&] { c.clone_agent(a.id(), "x", copy.id()); });
+    CHECK(taken.code() == ErrorCode::duplicate_agent);
+  }
+}
+
+TEST_CASE("clone_agent works without a state dir", "[durability]") {
+  auto server = ServerProcess::start(standard_args());
+  Client c = server->connect();
+  AgentRef a = c.create_agent("EchoAgent");
+  a.reply(text("hi")).get();
+  AgentRef copy = c.clone_agent(a.id(), "", "copy-id");
+  CHECK(copy.id() == "copy-id");
+  CHECK(copy.name() == "copy-id");
+  CHECK(copy.call("count").get<int>() == 1);
+  CHECK(c.info().state_dir.empty());
+}
+
+TEST_CASE("a state dir that cannot be restored stops the start, naming the file", "[durability]") {
+  TempDir dir;
+  const std::string db = dir.path() + "/state/agentd.db";
+  std::string id;
+  {
+    auto server = ServerProcess::start(with_state(dir));
+    Client c = server->connect();
+    id = c.create_agent("BlobAgent", "blobby").id();
+    c.create_agent("EchoAgent", "stays");
+    server->kill_now();
+  }
+  SECTION("a class no plugin provides") {
+    // The test plugin alone: it has neither EchoAgent nor BlobAgent.
+    auto r = run_as_server({"--port", "0", "--state-dir", dir.path() + "/state", "--plugin",
+                            test_agents_plugin()});
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains(db));
+    CHECK_THAT(r.err, Contains(id + " (BlobAgent)"));
+    CHECK_THAT(r.err, Contains("(EchoAgent)"));
+    CHECK_THAT(r.err, Contains("--drop-missing-classes"));
+    CHECK_THAT(r.out, !Contains("ready"));
+
+    SECTION("--drop-missing-classes deletes them, saying so") {
+      auto server = ServerProcess::start({"--port", "0", "--state-dir", dir.path() + "/state",
+                                          "--plugin", test_agents_plugin(),
+                                          "--drop-missing-classes"});
+      CHECK(server->connect().list_agents().empty());
+      CHECK_THAT(server->stderr_text(), Contains(id + " (BlobAgent)"));
+      server->kill_now();
+      // Gone for good: the full plugin set restores nothing of them.
+      auto again = ServerProcess::start(with_state(dir));
+      CHECK(again->connect().list_agents().empty());
+    }
+  }
+  SECTION("another state format") {
+    auto r0 = std::system(("sqlite3 " + db + " \"UPDATE meta SET value = '99' WHERE key = 'format'\"").c_str());
+    REQUIRE(r0 == 0);
+    auto r = run_as_server(with_state(dir));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains(db));
+    CHECK_THAT(r.err, Contains("format 99"));
+  }
+  SECTION("a damaged file") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    {
+      std::ofstream f(db, std::ios::binary | std::ios::trunc);
+      f << std::string(8192, 'x');
+    }
+    auto r = run_as_server(with_state(dir));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains(db));
+  }
+  SECTION("a second server on the same state dir") {
+    auto first = ServerProcess::start(with_state(dir));
+    auto r = run_as_server(with_state(dir));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains("another as_server is using this state dir"));
+    CHECK(first->connect().list_agents().size() == 2);
+  }
+}
+
+TEST_CASE("writes that fail: new calls fail not_applied, nothing acknowledged is lost",
+          "[durability]") {
+  TempDir dir;
+  auto server = ServerProcess::start(with_state(dir));
+  const auto port = server->port();
+  Client c = server->connect();
+  AgentRef a = c.create_agent("EchoAgent", "a", Value{{"prefix", "p:"}});
+  // Big messages, so a few calls pass any file size limit.
+  const std::string big(256 << 10, 'z');
+  int acknowledged = 0;
+  for (int i = 0; i < 3; ++i) {
+    a.reply(text(big)).get();
+    ++acknowledged;
+  }
+  // The file size limit of the running server (prlimit(1)): the next writes past the current
+  // size fail with EFBIG, as on a full disk.
+  std::uintmax_t size = 0;
+  for (const char* s : {"", "-wal"}) {
+    std::error_code ec;
+    size = std::max<std::uintmax_t>(size, fs::file_size(dir.path() + "/state/agentd.db" + s, ec));
+  }
+  REQUIRE(std::system(("prlimit --fsize=" + std::to_string(size + 4096) + " --pid " +
+                       std::to_string(server->pid()))
+                          .c_str()) == 0);
+  std::optional<Error> e;
+  for (int i = 0; i < 50 && !e; ++i) {
+    try {
+      a.reply(text(big)).get();
+      ++acknowledged;
+    } catch (const Error& err) {
+      e = err;
+    }
+  }
+  REQUIRE(e);
+  CHECK(e->code() == ErrorCode::not_applied);
+  CHECK(e->retryable());
+  CHECK_THAT(e->message(), Contains("agentd.db"));
+  // Later calls fail at once the same way; the server lives and says why.
+  Error later = error_of([&] { a.reply(text("small")).get(); });
+  CHECK(later.code() == ErrorCode::not_applied);
+  CHECK_FALSE(c.info().state_error.empty());
+  CHECK(server->running());
+  server->kill_now();
+
+  server = restart(dir, port);
+  Client c2 = server->connect();
+  AgentRef back = c2.agent(a.id());
+  CHECK(back.call("count").get<int>() == acknowledged);
+  CHECK(back.memory().size() == static_cast<std::size_t>(2 * acknowledged));
+}
