@@ -12,6 +12,7 @@
 #include <error_of.h>
 
 #include <csignal>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
@@ -80,6 +81,21 @@ TEST_CASE("reconnect: a client survives kill -9 and a restart on the same port",
   auto fresh = c.create_agent("EchoAgent", "E3", Value::object(), echo.id());
   CHECK(echo.reply(Msg("user", "same ref")).get().content == "same ref");
   (void)fresh;
+}
+
+TEST_CASE("reconnect: over a unix: socket too", "[reconnect][unix]") {
+  TempDir dir;
+  const std::string sock = dir.path() + "/as.sock";
+  auto s = ServerProcess::start(standard_args({"--unix-socket", sock}));
+  auto c = Client::connect("unix:" + sock, 0, fast_reconnect());
+  auto a = c.create_agent("EchoAgent", "A");
+  CHECK(a.reply(Msg("user", "one")).get().content == "one");
+  s->kill_now();
+  std::filesystem::remove(sock);  // a killed server leaves its socket file behind
+  s = ServerProcess::start(standard_args({"--unix-socket", sock}));
+  auto b = c.create_agent("EchoAgent", "B");
+  CHECK(b.reply(Msg("user", "two")).get().content == "two");
+  CHECK(c.server_id() == s->server_id());
 }
 
 TEST_CASE("reconnect: calls in flight at the kill fail not_applied, finished ones stay readable",
