@@ -650,13 +650,18 @@ class Error(RuntimeError):
       .def_static(
           "connect",
           [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout,
-             std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key) {
+             std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key,
+             double reconnect_initial, double reconnect_max, double reconnect_deadline) {
             ClientOptions o{.timeout = to_millis(timeout),
                             .connect_timeout = to_millis(connect_timeout),
                             .token = std::move(token),
                             .tls_ca = std::move(tls_ca),
                             .tls_cert = std::move(tls_cert),
                             .tls_key = std::move(tls_key)};
+            // Seconds, like the timeouts; reconnect_deadline 0: never reconnect.
+            o.reconnect_initial = to_millis(reconnect_initial);
+            o.reconnect_max = to_millis(reconnect_max);
+            o.reconnect_deadline = to_millis(reconnect_deadline);
             std::optional<Client> c;
             {
               py::gil_scoped_release release;
@@ -666,7 +671,8 @@ class Error(RuntimeError):
           },
           py::arg("host"), py::arg("port"), py::arg("timeout") = 1800.0,
           py::arg("connect_timeout") = 10.0, py::arg("token") = "", py::arg("tls_ca") = "",
-          py::arg("tls_cert") = "", py::arg("tls_key") = "")
+          py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("reconnect_initial") = 0.1,
+          py::arg("reconnect_max") = 5.0, py::arg("reconnect_deadline") = 60.0)
       .def_static(
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,

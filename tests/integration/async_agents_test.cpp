@@ -179,7 +179,9 @@ TEST_CASE("deleting an agent with a suspended call: the call finishes, the later
 
 TEST_CASE("stopping a server with suspended calls ends them within the grace period", "[async]") {
   auto s = ServerProcess::start(async_args({"--shutdown-grace", "0.5"}));
-  Client c = s->connect();
+  ClientOptions o;
+  o.reconnect_deadline = 1s;  // nothing restarts the server: stop reconnecting soon
+  Client c = s->connect(o);
   AgentRef a = c.create_agent("WaitAgent", "w", Value{{"sleep_ms", 600000}});
   Placeholder p = a.reply(Msg("user", "never"));
   REQUIRE(wait_until([&] { return c.info().calls_queued == 1; }, 10s));

@@ -29,6 +29,8 @@ TEST_CASE("a server killed mid-call fails the pending placeholder, retryable, no
   auto s = ServerProcess::start(standard_args());
   agentd::ClientOptions opts;
   opts.timeout = std::chrono::seconds(30);  // a hang would surface as a timeout, not a pass
+  // Nothing restarts the server: the client gives up reconnecting after this and fails all.
+  opts.reconnect_deadline = std::chrono::seconds(2);
   auto c = s->connect(opts);
   auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 1000}});
   auto before = slow.reply(Msg("user", "asked before"));
@@ -55,7 +57,9 @@ TEST_CASE("a server killed mid-call fails the pending placeholder, retryable, no
 
 TEST_CASE("a server killed while a result is being awaited wakes the waiter", "[failures]") {
   auto s = ServerProcess::start(standard_args());
-  auto c = s->connect();
+  agentd::ClientOptions opts;
+  opts.reconnect_deadline = std::chrono::seconds(1);  // no restart comes: give up soon
+  auto c = s->connect(opts);
   auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 20000}});
   auto p = slow.reply(Msg("user", "x"));
   std::optional<Error> seen;
@@ -76,7 +80,9 @@ TEST_CASE("a server killed while a result is being awaited wakes the waiter", "[
 
 TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable", "[failures][peer]") {
   auto s1 = ServerProcess::start(standard_args());
-  auto s2 = ServerProcess::start(standard_args());
+  // Server 2 retries the fetch from the dead server until --peer-fetch-timeout (it might be
+  // restarting), then fails the consumer.
+  auto s2 = ServerProcess::start(standard_args({"--peer-fetch-timeout", "2"}));
   auto c1 = s1->connect();
   auto c2 = s2->connect();
   auto slow = c1.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 20000}});

@@ -66,6 +66,18 @@ struct ClientOptions {
   // retries. overload_retry_initial 0: no retries (overloaded fails the call at once).
   std::chrono::milliseconds overload_retry_initial = std::chrono::milliseconds(20);
   std::chrono::milliseconds overload_retry_max = std::chrono::seconds(2);
+  // Independent mode (TCP, unix: and TLS alike): a client that loses its connection connects
+  // again, logging in with the same token, after a backoff that starts at reconnect_initial and
+  // doubles up to reconnect_max (with jitter), until reconnect_deadline after the loss. Calls
+  // made meanwhile wait and are sent once connected; a reply / call_async sent before the loss
+  // is looked up by call id on the server (its result, or not_applied when the server does not
+  // know it: safe to retry); other calls sent before the loss fail with disconnected. Past the
+  // deadline every waiting call fails with disconnected and the client stays disconnected.
+  // reconnect_deadline 0: never reconnect (every call fails with disconnected at once).
+  // Child mode never reconnects (nothing restarts the child); local mode has no connection.
+  std::chrono::milliseconds reconnect_initial = std::chrono::milliseconds(100);
+  std::chrono::milliseconds reconnect_max = std::chrono::seconds(5);
+  std::chrono::milliseconds reconnect_deadline = std::chrono::seconds(60);
 };
 
 struct ChildOptions {

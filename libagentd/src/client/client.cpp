@@ -61,8 +61,11 @@ Client Client::spawn_child(ChildOptions options) {
   }
   const std::string socket = own_socket ? std::string{} : dir->add_file("sock");
   if (!socket.empty()) args.insert(args.end(), {"--unix-socket", socket});
+  // The child's stderr goes to a file in its private directory, so that a child that dies can
+  // be reported with its last words (ClientCore quotes them in the disconnected error).
+  const std::string stderr_file = dir->add_file("stderr.log");
   auto binary = detail::ChildProcess::find_server_binary(options.server_path);
-  auto child = detail::ChildProcess::start(binary, args, options.start_timeout);
+  auto child = detail::ChildProcess::start(binary, args, options.start_timeout, stderr_file);
   if (!token_file.empty()) dir->remove(token_file);
   ClientCore::Target t;
   t.mode = ClientCore::Mode::child;

@@ -1,7 +1,9 @@
 #include "client_core.h"
 
 #include "counting_stream.h"
+#include "call_done.h"
 #include "pooled_connector.h"
+#include "subprocess.h"
 #include "server.h"
 #include "tls.h"
 #include "tokens.h"
@@ -9,6 +11,10 @@
 #include <capnp/rpc-twoparty.h>
 #include <fmt/format.h>
 #include <kj/async-io.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <random>
 
 namespace agentd::detail {
 
@@ -38,7 +44,266 @@ SendLimits send_limits(const ClientOptions& o) {
   return l;
 }
 
+// One connection to an as_server, logged in, or why it could not be made.
+struct Connection {
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> rpc;
+  wire::AgentServer::Client server = nullptr;
+  std::string server_id;
+  std::string address;  // advertised; empty when the server advertises none
+  std::optional<Error> error;
+  enum class Stage { resolve, connect, tls, login, info } stage = Stage::resolve;
+};
+
+// Loop thread: connects to host:port (or "unix:PATH"), with TLS when tls is set, logs in with
+// token and asks the server who it is; each step bounded by limit. Never rejects: a failure is
+// in the result's error (disconnected, or unauthenticated when the login is refused). bytes and
+// tls are borrowed and outlive the connection.
+kj::Promise<kj::Own<Connection>> open_connection(kj::AsyncIoContext& io, std::string host,
+                                                 std::uint16_t port, TlsConfig* tls,
+                                                 ByteCount& bytes, std::string token,
+                                                 std::chrono::milliseconds limit) {
+  auto c = kj::heap<Connection>();
+  Connection* cp = c.get();
+  auto& timer = io.provider->getTimer();
+  const auto ms = limit.count() * kj::MILLISECONDS;
+  const std::string where =
+      host.rfind("unix:", 0) == 0 ? host : fmt::format("{}:{}", host, port);
+  auto done =
+      timer.timeoutAfter(ms, io.provider->getNetwork().parseAddress(to_kj(host), port))
+          .then([cp, &timer, ms](kj::Own<kj::NetworkAddress> addr) {
+            cp->stage = Connection::Stage::connect;
+            return timer.timeoutAfter(ms, addr->connect()).attach(kj::mv(addr));
+          })
+          .then([cp, &timer, ms, tls, host](kj::Own<kj::AsyncIoStream> raw)
+                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            if (tls == nullptr) return kj::mv(raw);
+            cp->stage = Connection::Stage::tls;
+            return timer.timeoutAfter(ms, tls->connect(kj::mv(raw), host));
+          })
+          .then([cp, &timer, ms, &bytes, where, token = kj::mv(token)](
+                    kj::Own<kj::AsyncIoStream> raw) {
+            cp->stream = kj::heap<CountingStream>(kj::mv(raw), bytes);
+            cp->rpc = kj::heap<capnp::TwoPartyClient>(*cp->stream);
+            // Log in at the gate; info goes pipelined on the server the login returns.
+            auto login = cp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();
+            login.setToken(to_kj(token));
+            auto logged_in = login.send();
+            cp->server = logged_in.getServer();
+            auto info_sent = cp->server.infoRequest().send();
+            cp->stage = Connection::Stage::login;
+            return timer.timeoutAfter(ms, kj::mv(logged_in))
+                .then([cp, &timer, ms, where, info_sent = kj::mv(info_sent)](
+                          capnp::Response<wire::Gate::LoginResults> answer) mutable
+                      -> kj::Promise<void> {
+                  if (answer.hasError()) {
+                    Error refused = read_error(answer.getError());
+                    cp->error = Error(ErrorCode::unauthenticated,
+                                      fmt::format("as_server at {} refused the login: {}", where,
+                                                  refused.message()));
+                    return kj::READY_NOW;
+                  }
+                  cp->stage = Connection::Stage::info;
+                  return timer.timeoutAfter(ms, kj::mv(info_sent))
+                      .then([cp](capnp::Response<wire::AgentServer::InfoResults> info) {
+                        cp->server_id = to_std(info.getInfo().getServerId());
+                        cp->address = to_std(info.getInfo().getAdvertiseAddress());
+                      });
+                });
+          })
+          .catch_([cp, where, host, tls](kj::Exception&& e) {
+            const std::string why = e.getDescription().cStr();
+            switch (cp->stage) {
+              case Connection::Stage::resolve:
+              case Connection::Stage::connect:
+                cp->error = Error(ErrorCode::disconnected,
+                                  fmt::format("cannot connect to as_server at {}: {}; is it "
+                                              "running there?",
+                                              where, why));
+                return;
+              case Connection::Stage::tls:
+                cp->error = Error(
+                    ErrorCode::disconnected,
+                    fmt::format("TLS handshake with as_server at {} failed: {} (a server "
+                                "without --tls-cert closes TLS connections: connect without "
+                                "tls_ca to a plaintext server; otherwise its certificate must "
+                                "be signed by a CA in tls_ca and name {})",
+                                where, why, host));
+                return;
+              case Connection::Stage::login:
+                if (tls != nullptr) {
+                  cp->error = Error(
+                      ErrorCode::disconnected,
+                      fmt::format("as_server at {} closed the TLS connection before answering: "
+                                  "it may require a client certificate signed by its "
+                                  "--tls-client-ca (tls_cert and tls_key): {}",
+                                  where, why));
+                  return;
+                }
+                [[fallthrough]];
+              case Connection::Stage::info:
+                cp->error = Error(ErrorCode::disconnected,
+                                  fmt::format("{} accepted the connection but did not answer as "
+                                              "an as_server: {}",
+                                              where, why));
+                return;
+            }
+          });
+  return done.then([c = kj::mv(c)]() mutable {
+    if (c->error) {  // nothing half-made is kept: capabilities first, then the connection
+      c->server = nullptr;
+      c->rpc = nullptr;
+      c->stream = nullptr;
+    }
+    return kj::mv(c);
+  });
+}
+
 }  // namespace
+
+// Independent mode: connects again after the connection was lost (ClientOptions::reconnect_*),
+// on the loop thread. Lives in thread_main, beside the loop state it serves; its timers and
+// connection attempts are tasks of that loop state, destroyed before it.
+struct ClientCore::Reconnector {
+  Reconnector(ClientCore& c, LoopState& l, kj::AsyncIoContext& i, std::string h, std::uint16_t p,
+              TlsConfig* t)
+      : core(c), loop(l), io(i), host(std::move(h)), port(p), tls(t) {}
+  ClientCore& core;
+  LoopState& loop;
+  kj::AsyncIoContext& io;
+  std::string host;
+  std::uint16_t port;
+  TlsConfig* tls;  // null: plaintext
+  bool trying = false;
+  std::chrono::steady_clock::time_point lost_at{};
+  std::chrono::milliseconds delay{0};
+  unsigned attempts = 0;
+  std::string last_error;
+
+  // loop.on_lost: start trying (once per loss).
+  void lost() {
+    if (trying) return;
+    trying = true;
+    lost_at = std::chrono::steady_clock::now();
+    delay = std::chrono::milliseconds(0);
+    attempts = 0;
+    last_error = "no attempt finished yet";
+    spdlog::warn("lost the connection to as_server at {}; reconnecting (for up to {} ms)",
+                 loop.where, core.options_.reconnect_deadline.count());
+    schedule();
+  }
+
+  void schedule() {
+    const auto& o = core.options_;
+    // The first attempt waits too: a server that just went is rarely back at once, and clients
+    // that lost the same server come back apart (jitter).
+    delay = delay.count() == 0 ? std::max(o.reconnect_initial, std::chrono::milliseconds(1))
+                               : std::min(std::max(o.reconnect_max, o.reconnect_initial),
+                                          delay * 2);
+    thread_local std::minstd_rand rng{std::random_device{}()};
+    std::int64_t ms = delay.count() / 2 + static_cast<std::int64_t>(rng() % (delay.count() / 2 + 1));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          lost_at + o.reconnect_deadline - std::chrono::steady_clock::now())
+                          .count();
+    ms = std::max<std::int64_t>(0, std::min<std::int64_t>(ms, left));
+    loop.tasks.add(io.provider->getTimer().afterDelay(ms * kj::MILLISECONDS).then([this]() {
+      return attempt();
+    }));
+  }
+
+  kj::Promise<void> attempt() {
+    const auto& o = core.options_;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        lost_at + o.reconnect_deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      give_up();
+      return kj::READY_NOW;
+    }
+    ++attempts;
+    return open_connection(io, host, port, tls, loop.bytes, client_token(o.token),
+                           std::min(o.connect_timeout, left))
+        .then([this](kj::Own<Connection> c) {
+          if (c->error) {
+            last_error = c->error->message();
+            schedule();
+            return;
+          }
+          connected(kj::mv(c));
+        });
+  }
+
+  void connected(kj::Own<Connection> c) {
+    trying = false;
+    // The old connection's capabilities go before it does; the connection itself on the next
+    // turn, once nothing on this turn's stack refers to it.
+    loop.session = nullptr;
+    loop.server = nullptr;
+    if (loop.rpc) {
+      auto old = kj::mv(loop.rpc).attach(kj::mv(loop.stream));
+      loop.tasks.add(kj::evalLater([old = kj::mv(old)]() mutable { old = nullptr; }));
+    }
+    loop.stream = kj::mv(c->stream);
+    loop.rpc = kj::mv(c->rpc);
+    loop.server = kj::mv(c->server);
+    if (!c->server_id.empty()) core.set_server_id(c->server_id);
+    spdlog::info("reconnected to as_server at {} (server {}) after {} attempt(s)", loop.where,
+                 c->server_id, attempts);
+    open_session(loop);
+    connection_restored(loop);
+  }
+
+  void give_up() {
+    trying = false;
+    const auto tried = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - lost_at);
+    connection_down(
+        loop, Error::retryable(
+                  ErrorCode::disconnected,
+                  fmt::format("lost the connection to as_server at {} and could not reconnect "
+                              "within {} ms ({} attempt(s) over {} ms, "
+                              "ClientOptions::reconnect_deadline); last error: {}",
+                              loop.where, core.options_.reconnect_deadline.count(), attempts,
+                              tried.count(), last_error)));
+  }
+};
+
+void ClientCore::set_server_id(std::string id) {
+  std::lock_guard lock(server_ids_mu_);
+  if (id == *server_id_.load()) return;
+  server_ids_.push_back(std::move(id));
+  server_id_.store(&server_ids_.back());
+}
+
+void ClientCore::report_child_loss(LoopState& loop) {
+  // The child usually exits just before its socket closes; give it a moment to be reaped.
+  auto* self = this;
+  auto* loop_ptr = &loop;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto check = kj::heap<std::function<kj::Promise<void>()>>();
+  auto* check_ptr = check.get();
+  *check_ptr = [self, loop_ptr, deadline, check_ptr]() -> kj::Promise<void> {
+    std::optional<int> status = self->child_ ? self->child_->exit_status() : std::nullopt;
+    if (!status && std::chrono::steady_clock::now() < deadline)
+      return loop_ptr->io.provider->getTimer()
+          .afterDelay(20 * kj::MILLISECONDS)
+          .then([check_ptr]() { return (*check_ptr)(); });
+    const pid_t pid = self->child_ ? self->child_->started_pid() : -1;
+    std::string what = status ? describe_wait_status(*status)
+                              : "closed the connection but is still running";
+    std::string tail = self->child_ ? self->child_->stderr_tail(10) : std::string{};
+    connection_down(
+        *loop_ptr,
+        Error::retryable(
+            ErrorCode::disconnected,
+            fmt::format("the child as_server (pid {}) at {} {}; {}{} (child mode does not "
+                        "restart it: make a new client)",
+                        pid, loop_ptr->where, what,
+                        tail.empty() ? "it wrote nothing to stderr" : "its last stderr lines:\n",
+                        tail)));
+    return kj::READY_NOW;
+  };
+  loop.tasks.add((*check_ptr)().attach(kj::mv(check)));
+}
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
     : options_(options), child_dir_(target.child_dir), child_(std::move(child)) {
@@ -63,7 +328,7 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
   loop.where = attached.address;
   loop.limits = send_limits(options_);
   address_ = std::move(attached.address);
-  server_id_ = std::move(attached.server_id);
+  set_server_id(std::move(attached.server_id));
   port_ = attached.port;
   open_session(loop);
   KJ_IF_MAYBE(lost, attached.lost) {
@@ -130,6 +395,8 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
                                        .cert_name = "tls_cert",
                                        .key_name = "tls_key",
                                        .ca_name = "tls_ca"});
+    // Declared before the loop state: its tasks, which refer to it, go first.
+    std::optional<Reconnector> reconnector;
     ClientLoop client_loop(io);
     LoopState& loop = client_loop.state;
     auto quit = kj::newPromiseAndFulfiller<void>();
@@ -144,78 +411,30 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       so.server_id = "local-" + new_id().substr(0, 8);
       client_loop.local = kj::heap<Server>(so, io, target.local.classes, pooled_agent_connector());
       loop.server = client_loop.local->bootstrap();
-      server_id_ = client_loop.local->id();
+      set_server_id(client_loop.local->id());
       address_ = "local";
       loop.tasks.add(client_loop.local->run());
     } else {
-      auto& timer = io.provider->getTimer();
-      auto connect_ms = options_.connect_timeout.count() * kj::MILLISECONDS;
       // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
       const bool unix_socket = target.host.rfind("unix:", 0) == 0;
       if (unix_socket) tls.reset();
       std::string where =
           unix_socket ? target.host : fmt::format("{}:{}", target.host, target.port);
-      try {
-        auto addr = timer.timeoutAfter(connect_ms, io.provider->getNetwork().parseAddress(
-                                                       to_kj(target.host), target.port))
-                        .wait(io.waitScope);
-        auto raw = timer.timeoutAfter(connect_ms, addr->connect()).wait(io.waitScope);
-        if (tls) {
-          try {
-            raw = timer.timeoutAfter(connect_ms, tls->connect(kj::mv(raw), target.host))
-                      .wait(io.waitScope);
-          } catch (const kj::Exception& e) {
-            throw Error(ErrorCode::disconnected,
-                        fmt::format("TLS handshake with as_server at {} failed: {} (a server "
-                                    "without --tls-cert closes TLS connections: connect without "
-                                    "tls_ca to a plaintext server; otherwise its certificate must "
-                                    "be signed by a CA in tls_ca and name {})",
-                                    where, e.getDescription().cStr(), target.host));
-          }
-        }
-        loop.stream = kj::heap<CountingStream>(kj::mv(raw), loop.bytes);
-      } catch (const Error&) {
-        throw;
-      } catch (const kj::Exception& e) {
-        throw Error(ErrorCode::disconnected,
-                    fmt::format("cannot connect to as_server at {}: {}; is it running there?",
-                                where, e.getDescription().cStr()));
-      }
-      loop.rpc = kj::heap<capnp::TwoPartyClient>(*loop.stream);
-      // Log in at the gate; info goes pipelined on the server the login returns.
-      auto login = loop.rpc->bootstrap().castAs<wire::Gate>().loginRequest();
-      login.setToken(to_kj(client_token(options_.token)));
-      auto logged_in = login.send();
-      loop.server = logged_in.getServer();
-      auto info_sent = loop.server.infoRequest().send();
-      try {
-        auto answer = timer.timeoutAfter(connect_ms, kj::mv(logged_in)).wait(io.waitScope);
-        if (answer.hasError()) {
-          Error refused = read_error(answer.getError());
-          throw Error(ErrorCode::unauthenticated,
-                      fmt::format("as_server at {} refused the login: {}", where,
-                                  refused.message()));
-        }
-      } catch (const kj::Exception& e) {
-        if (tls)
-          throw Error(ErrorCode::disconnected,
-                      fmt::format("as_server at {} closed the TLS connection before answering: "
-                                  "it may require a client certificate signed by its "
-                                  "--tls-client-ca (tls_cert and tls_key): {}",
-                                  where, e.getDescription().cStr()));
-        throw Error(ErrorCode::disconnected,
-                    fmt::format("{} accepted the connection but did not answer as an as_server: {}",
-                                where, e.getDescription().cStr()));
-      }
-      try {
-        auto info = timer.timeoutAfter(connect_ms, kj::mv(info_sent)).wait(io.waitScope);
-        server_id_ = to_std(info.getInfo().getServerId());
-        address_ = to_std(info.getInfo().getAdvertiseAddress());
-        if (address_.empty()) address_ = where;
-      } catch (const kj::Exception& e) {
-        throw Error(ErrorCode::disconnected,
-                    fmt::format("{} accepted the connection but did not answer as an as_server: {}",
-                                where, e.getDescription().cStr()));
+      auto c = open_connection(io, target.host, target.port, tls.get(), loop.bytes,
+                               client_token(options_.token), options_.connect_timeout)
+                   .wait(io.waitScope);
+      if (c->error) throw *c->error;
+      loop.stream = kj::mv(c->stream);
+      loop.rpc = kj::mv(c->rpc);
+      loop.server = kj::mv(c->server);
+      set_server_id(c->server_id);
+      address_ = c->address.empty() ? where : c->address;
+      if (target.mode == Mode::independent && options_.reconnect_deadline.count() > 0) {
+        reconnector.emplace(*this, loop, io, target.host, target.port, tls.get());
+        loop.on_lost = [r = &*reconnector]() { r->lost(); };
+        loop.look_up_lost_calls = true;
+      } else if (target.mode == Mode::child) {
+        loop.on_lost = [this, &loop]() { report_child_loss(loop); };
       }
       port_ = target.port;
     }
@@ -233,7 +452,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     // Calls still held for want of room on the connection go first.
     auto sent = kj::newPromiseAndFulfiller<void>();
     after_calls_sent(loop, [f = kj::mv(sent.fulfiller)]() mutable { f->fulfill(); });
-    if (loop.rpc) {
+    if (loop.rpc && loop.connected && !loop.down) {
       try {
         auto* server = &loop.server;
         io.provider->getTimer()
@@ -249,6 +468,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     // Shut down on this thread: refuse posts, drop capabilities, then the connection.
     bridge_.store(nullptr);
     loop.bridge.close();
+    loop.on_lost = nullptr;  // closing: a loss now is the end
     fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));
     loop.session = nullptr;
     loop_ = nullptr;

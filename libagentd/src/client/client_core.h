@@ -21,9 +21,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -141,7 +143,9 @@ class ClientCore {
   // Any thread (set before the constructor returns).
   const ClientOptions& options() const { return options_; }
   const std::string& address() const { return address_; }
-  const std::string& server_id() const { return server_id_; }
+  // The server id changes when the client reconnects to a restarted server; the reference stays
+  // valid (every id seen is kept).
+  const std::string& server_id() const { return *server_id_.load(); }
   std::uint16_t port() const { return port_; }
 
   // Any thread: what ClientStats reports as requests and waits.
@@ -150,6 +154,12 @@ class ClientCore {
 
  private:
   void thread_main(Target target, std::promise<void> started);
+  // Loop thread: records a server id (the first, or a restarted server's).
+  void set_server_id(std::string id);
+  struct Reconnector;
+  // Loop thread, child mode: the connection to the child went; find out how it ended and fail
+  // everything with that.
+  void report_child_loss(LoopState& loop);
 
   // A user thread's wait for an answer posted for (counted as one request and one wait).
   template <typename T>
@@ -170,7 +180,10 @@ class ClientCore {
   std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()
   kj::Own<kj::PromiseFulfiller<void>> quit_;
   std::string address_;
-  std::string server_id_;
+  std::atomic<const std::string*> server_id_{&no_server_id_};
+  std::mutex server_ids_mu_;
+  std::deque<std::string> server_ids_;  // guarded by server_ids_mu_; never shrinks
+  const std::string no_server_id_;
   std::uint16_t port_ = 0;
 };
 

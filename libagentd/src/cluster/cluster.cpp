@@ -66,7 +66,12 @@ bool is_down_error(const Error& e) { return e.code() == ErrorCode::disconnected;
 // Connects to each address in parallel; members that cannot be reached are down. A refused
 // token or bad TLS settings are the caller's mistake, not a server being down: thrown.
 std::vector<Cluster::State::Member> connect_all(const std::vector<cluster::Address>& addresses,
-                                                const ClientOptions& options) {
+                                                ClientOptions options) {
+  // A cluster fails over instead of waiting: a member whose connection goes fails its calls at
+  // once, is marked down and skipped, and refresh() connects it again. A member client that
+  // reconnected by itself (ClientOptions::reconnect_deadline) would hold every call placed on
+  // it for up to the deadline instead.
+  options.reconnect_deadline = std::chrono::milliseconds(0);
   std::vector<Cluster::State::Member> out(addresses.size());
   std::vector<std::exception_ptr> failed(addresses.size());
   std::vector<std::thread> threads;

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <fmt/format.h>
 #include <system_error>
 
@@ -65,8 +67,10 @@ std::string ChildProcess::find_server_binary(const std::string& configured) {
 
 std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                                                   const std::vector<std::string>& args,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  std::string stderr_path) {
   SpawnOptions options;
+  if (!stderr_path.empty()) options.err = Redirect::append_to(stderr_path);
   options.argv = {binary, "--host", "127.0.0.1", "--port", "0", "--stop-on-stdin-eof"};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.in = Redirect::pipe();
@@ -84,10 +88,16 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                 fmt::format("cannot create pipes: {}", std::strerror(e.code().value())));
   }
   Subprocess& process = child->process_;
+  child->stderr_path_ = stderr_path;
   auto exited_early = [&](int status) {
+    std::string tail = child->stderr_tail(20);
     return Error(ErrorCode::config_error,
-                 fmt::format("as_server '{}' {} before it was ready (its reasons are on stderr)",
-                             binary, describe_wait_status(status)));
+                 tail.empty() || stderr_path.empty()
+                     ? fmt::format("as_server '{}' {} before it was ready (its reasons are on "
+                                   "stderr)",
+                                   binary, describe_wait_status(status))
+                     : fmt::format("as_server '{}' {} before it was ready; its stderr ends:\n{}",
+                                   binary, describe_wait_status(status), tail));
   };
 
   // Read stdout until the ready line, the child's exit, or the deadline.
@@ -129,5 +139,34 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
 }
 
 ChildProcess::~ChildProcess() { stop(std::chrono::seconds(5)); }
+
+std::string ChildProcess::stderr_tail(std::size_t max_lines) const {
+  if (stderr_path_.empty() || max_lines == 0) return {};
+  std::ifstream in(stderr_path_, std::ios::binary);
+  if (!in) return {};
+  // Only the end matters: a long-lived child may have logged a lot.
+  constexpr std::streamoff kTail = 16 * 1024;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(size > kTail ? size - kTail : 0);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto nl = text.find('\n', at);
+    std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  std::string out;
+  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size();
+       ++i) {
+    if (!out.empty()) out += '\n';
+    out += lines[i];
+  }
+  return out;
+}
 
 }  // namespace agentd::detail

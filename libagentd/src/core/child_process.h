@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,10 +21,12 @@ class ChildProcess {
  public:
   // Starts binary with args (plus --host 127.0.0.1 --port 0 --stop-on-stdin-eof) and waits
   // for its ready line. Throws Error naming the binary and what went wrong (not found, exited
-  // with status N, no ready line within timeout).
+  // with status N, no ready line within timeout). stderr_path, when given, is the file the
+  // child's stderr is appended to (else it shares this process's stderr); stderr_tail() reads it.
   static std::unique_ptr<ChildProcess> start(const std::string& binary,
                                              const std::vector<std::string>& args,
-                                             std::chrono::milliseconds timeout);
+                                             std::chrono::milliseconds timeout,
+                                             std::string stderr_path = {});
 
   // Where to find as_server when the caller did not say (see ChildOptions::server_path).
   static std::string find_server_binary(const std::string& configured);
@@ -36,6 +39,13 @@ class ChildProcess {
   void stop(std::chrono::milliseconds grace);
 
   pid_t pid() const { return process_.reaped() ? -1 : process_.pid(); }  // -1 once stopped
+  pid_t started_pid() const { return process_.pid(); }  // also once stopped
+  // Its wait status once it has exited (reaping it), else nullopt. Does not block. One thread
+  // at a time (the client's loop thread while it runs, the core's owner after).
+  std::optional<int> exit_status() { return process_.try_wait(); }
+  // The last max_lines lines of its stderr file (start's stderr_path), joined by newlines;
+  // empty when there is none or it is empty.
+  std::string stderr_tail(std::size_t max_lines) const;
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
   const std::string& server_id() const { return server_id_; }
@@ -47,6 +57,7 @@ class ChildProcess {
   std::uint16_t port_ = 0;
   std::string host_;
   std::string server_id_;
+  std::string stderr_path_;
 };
 
 // Splits "host:port" (the port a whole number 1..65535). False when address is not that.

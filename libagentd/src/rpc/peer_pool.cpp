@@ -109,6 +109,53 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
                                                const std::string& server_id,
                                                const std::string& call_id) {
   ++fetches_;
+  const auto started = std::chrono::steady_clock::now();
+  return io_.provider->getTimer()
+      .timeoutAfter(options_.fetch_timeout.count() * kj::MILLISECONDS,
+                    fetch_retrying(origin, server_id, call_id,
+                                   started + options_.fetch_timeout,
+                                   std::chrono::milliseconds(0)))
+      .catch_([origin, call_id, started](kj::Exception&& e) {
+        Error err = error_from_exception(
+            e, fmt::format("fetching the result of call {} from {} (tried for {} ms, "
+                           "--peer-fetch-timeout)",
+                           call_id, origin,
+                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - started)
+                               .count()));
+        return std::make_shared<const Outcome>(Error::retryable(
+            err.code() == ErrorCode::internal ? ErrorCode::disconnected : err.code(),
+            err.message()));
+      });
+}
+
+kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
+                                                 const std::string& server_id,
+                                                 const std::string& call_id,
+                                                 std::chrono::steady_clock::time_point deadline,
+                                                 std::chrono::milliseconds delay) {
+  return fetch_once(origin, server_id, call_id)
+      .catch_([this, origin, server_id, call_id, deadline,
+               delay](kj::Exception&& e) -> kj::Promise<OutcomePtr> {
+        // The connection to the origin went, or cannot be made: the origin may be restarting
+        // (and, with --state-dir, come back with the result). Try again on a new connection
+        // with backoff until --peer-fetch-timeout; other failures are final.
+        if (e.getType() != kj::Exception::Type::DISCONNECTED) kj::throwFatalException(kj::mv(e));
+        const auto next = delay.count() == 0
+                              ? std::chrono::milliseconds(100)
+                              : std::min(delay * 2, std::chrono::milliseconds(2000));
+        if (std::chrono::steady_clock::now() + next >= deadline) kj::throwFatalException(kj::mv(e));
+        return io_.provider->getTimer()
+            .afterDelay(next.count() * kj::MILLISECONDS)
+            .then([this, origin, server_id, call_id, deadline, next]() {
+              return fetch_retrying(origin, server_id, call_id, deadline, next);
+            });
+      });
+}
+
+kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
+                                             const std::string& server_id,
+                                             const std::string& call_id) {
   kj::Own<Peer> p = kj::addRef(peer(origin));
   Peer& ref = *p;
   auto fetched = ref.ready.addBranch().then([&ref, origin, server_id, call_id]() -> kj::Promise<OutcomePtr> {
@@ -133,16 +180,11 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
       return std::make_shared<const Outcome>(read_error(o.getError()));
     });
   });
-  return io_.provider->getTimer()
-      .timeoutAfter(options_.fetch_timeout.count() * kj::MILLISECONDS, kj::mv(fetched))
-      .catch_([&ref, origin, call_id](kj::Exception&& e) {
+  return fetched
+      .catch_([&ref](kj::Exception&& e) -> OutcomePtr {
         // A failed connection is replaced on the next fetch; the result may be there by then.
         if (e.getType() == kj::Exception::Type::DISCONNECTED) ref.broken = true;
-        Error err = error_from_exception(
-            e, fmt::format("fetching the result of call {} from {}", call_id, origin));
-        return std::make_shared<const Outcome>(Error::retryable(
-            err.code() == ErrorCode::internal ? ErrorCode::disconnected : err.code(),
-            err.message()));
+        kj::throwFatalException(kj::mv(e));
       })
       .attach(kj::mv(p));
 }

@@ -38,7 +38,9 @@ class PeerPool {
   // Fetches the result of call_id from the server at origin ("host:port"), which must be the
   // server server_id (the one that made the call), and hands it to done (on the loop thread).
   // Failures (unreachable origin, lost connection, timeout, another server now at origin) reach
-  // done as an Error outcome with retryable set where retrying could help. Results fetched once
+  // done as an Error outcome with retryable set where retrying could help. An origin that cannot
+  // be reached (or whose connection goes) is tried again, with backoff, until fetch_timeout: it
+  // may be restarting. Results fetched once
   // are cached, so several consumers here cost one transfer.
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
@@ -55,6 +57,15 @@ class PeerPool {
   struct Peer;
   kj::Promise<OutcomePtr> fetch_remote(const std::string& origin, const std::string& server_id,
                                        const std::string& call_id);
+  // fetch_once, again after a backoff (growing from delay) while the connection to origin is
+  // lost or cannot be made, until deadline.
+  kj::Promise<OutcomePtr> fetch_retrying(const std::string& origin, const std::string& server_id,
+                                         const std::string& call_id,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         std::chrono::milliseconds delay);
+  // One try over the pooled connection (rejects as disconnected when it is lost).
+  kj::Promise<OutcomePtr> fetch_once(const std::string& origin, const std::string& server_id,
+                                     const std::string& call_id);
   Peer& peer(const std::string& origin);
 
   kj::AsyncIoContext& io_;

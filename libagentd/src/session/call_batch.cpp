@@ -47,17 +47,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
 // the requests that waited for it.
 void submit_answered(LoopState& loop) {
   --loop.submits_in_flight;
-  while (loop.submits_in_flight < kMaxSubmitsInFlight && !loop.held.empty()) {
-    auto [batch, bytes] = std::move(loop.held.front());
-    loop.held.pop_front();
-    ++loop.held_sent;
-    submit(loop, std::move(batch), bytes);
-    while (!loop.after_sent.empty() && loop.after_sent.front().first <= loop.held_sent) {
-      auto fn = kj::mv(loop.after_sent.front().second);
-      loop.after_sent.pop_front();
-      fn();
-    }
-  }
+  send_held(loop);
 }
 
 // Sends the refused calls again, in ticket order, after whatever was gathered before.
@@ -160,7 +150,8 @@ void flush(LoopState& loop) {
   const std::size_t bytes = loop.batch_bytes;
   loop.batch.clear();
   loop.batch_bytes = 0;
-  if (loop.submits_in_flight >= kMaxSubmitsInFlight || !loop.held.empty()) {
+  // Without a connection (reconnecting) everything waits in held, in order.
+  if (!loop.connected || loop.submits_in_flight >= kMaxSubmitsInFlight || !loop.held.empty()) {
     loop.held.emplace_back(std::move(batch), bytes);
     ++loop.held_added;
     return;
@@ -170,11 +161,31 @@ void flush(LoopState& loop) {
 
 void after_calls_sent(LoopState& loop, kj::Function<void()> fn) {
   flush(loop);
-  if (loop.held.empty()) {
+  if (loop.held.empty() && loop.connected) {
     fn();
     return;
   }
+  // While reconnecting, requests wait too (send_held runs them once connected).
   loop.after_sent.emplace_back(loop.held_added, kj::mv(fn));
+}
+
+void send_held(LoopState& loop) {
+  auto run_ready = [&loop]() {
+    while (loop.connected && !loop.after_sent.empty() &&
+           loop.after_sent.front().first <= loop.held_sent) {
+      auto fn = kj::mv(loop.after_sent.front().second);
+      loop.after_sent.pop_front();
+      fn();
+    }
+  };
+  while (loop.connected && loop.submits_in_flight < kMaxSubmitsInFlight && !loop.held.empty()) {
+    auto [batch, bytes] = std::move(loop.held.front());
+    loop.held.pop_front();
+    ++loop.held_sent;
+    submit(loop, std::move(batch), bytes);
+    run_ready();
+  }
+  run_ready();
 }
 
 namespace {
@@ -239,9 +250,12 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
   }
   auto* loop_ptr = &loop;
   ++loop.submits_in_flight;
+  const std::uint64_t generation = loop.generation;
   loop.tasks.add(req.send().then(
-      [loop_ptr, kept](capnp::Response<wire::Session::SubmitResults> r) {
-        auto answered = kj::defer([loop_ptr]() { submit_answered(*loop_ptr); });
+      [loop_ptr, kept, generation](capnp::Response<wire::Session::SubmitResults> r) {
+        auto answered = kj::defer([loop_ptr, generation]() {
+          if (generation == loop_ptr->generation) submit_answered(*loop_ptr);
+        });
         auto refusals = r.getRefused();
         if (refusals.size() == 0) {
           loop_ptr->backoff = std::chrono::milliseconds(0);  // the server takes calls again
@@ -260,7 +274,15 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
           refused(*loop_ptr, std::move((*kept)[i->second]), std::move(e));
         }
       },
-      [loop_ptr, sent = std::move(sent)](kj::Exception&& e) {
+      [loop_ptr, sent = std::move(sent), generation](kj::Exception&& e) {
+        // A connection lost since: connection_lost() has dealt with these calls.
+        if (generation != loop_ptr->generation) return;
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
+            !loop_ptr->down) {
+          // May come before the connection's onDisconnect: the loss is handled here as there.
+          connection_lost(*loop_ptr);
+          return;
+        }
         fail_tickets(*loop_ptr, sent,
                      error_from_exception(e, "sending calls to " + loop_ptr->where));
         submit_answered(*loop_ptr);

@@ -80,4 +80,8 @@ void flush(LoopState& loop);
 // held). Every other request goes through here, so nothing overtakes calls issued earlier.
 void after_calls_sent(LoopState& loop, kj::Function<void()> fn);
 
+// Loop thread: sends held batches, in order, while there is room on the connection, and runs
+// the requests that waited for them (after a submit was answered, or a reconnect).
+void send_held(LoopState& loop);
+
 }  // namespace agentd::detail

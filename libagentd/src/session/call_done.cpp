@@ -100,10 +100,15 @@ void ResultSlot::set_on_chunk(std::function<void(std::string_view)> fn) {
 }
 
 void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot) {
+  if (!loop.connected) {  // reconnecting: asked once connected (connection_restored)
+    loop.pending_reads.emplace_back(id, slot);
+    return;
+  }
   flush(loop);
   auto req = loop.session.readRequest();
   req.setCallId(to_kj(id));
   auto* loop_ptr = &loop;
+  const std::uint64_t generation = loop.generation;
   loop.tasks.add(req.send().then(
       [slot, loop_ptr, id](capnp::Response<wire::Session::ReadResults> r) {
         auto o = r.getOutcome();
@@ -119,8 +124,58 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
         }
         deliver(*loop_ptr, o, id, slot);
       },
-      [slot, id](kj::Exception&& e) {
+      [slot, loop_ptr, id, generation](kj::Exception&& e) {
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
+            !loop_ptr->down) {
+          // Lost the connection while reading: read again once reconnected (or now, when this
+          // is the late failure of a connection already replaced).
+          if (generation == loop_ptr->generation) connection_lost(*loop_ptr);
+          request_result(*loop_ptr, id, slot);
+          return;
+        }
         slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
+      }));
+}
+
+void look_up_lost(LoopState& loop, Ticket ticket) {
+  if (!loop.connected) {
+    loop.lost_calls.push_back(std::move(ticket));
+    return;
+  }
+  auto req = loop.session.readRequest();
+  req.setCallId(to_kj(ticket.call_id));
+  auto* loop_ptr = &loop;
+  auto t = std::make_shared<Ticket>(std::move(ticket));
+  const std::uint64_t generation = loop.generation;
+  loop.tasks.add(req.send().then(
+      [loop_ptr, t](capnp::Response<wire::Session::ReadResults> r) {
+        auto o = r.getOutcome();
+        if (o.isError() && o.getError().getCode() == wire::ErrorCode::UNKNOWN_CALL) {
+          // The server does not know the call id: it restarted (without the call in its state)
+          // or never got the call. Either way the call did not run, so running it again cannot
+          // run it twice.
+          t->fail(Error::retryable(
+              ErrorCode::not_applied,
+              fmt::format("call {} was not applied on as_server at {}: it restarted or lost the "
+                          "call before it ran (the connection went while the call was on its "
+                          "way); it is safe to retry",
+                          t->call_id, loop_ptr->where)));
+          return;
+        }
+        deliver(*loop_ptr, o, t->call_id, t->slot);
+        t->slot->end_stream();
+      },
+      [loop_ptr, t, generation](kj::Exception&& e) {
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
+            !loop_ptr->down) {
+          // Lost again: ask again after the next reconnect.
+          if (generation == loop_ptr->generation) connection_lost(*loop_ptr);
+          look_up_lost(*loop_ptr, std::move(*t));
+          return;
+        }
+        t->fail(error_from_exception(
+            e, fmt::format("asking as_server at {} about call {} after reconnecting",
+                           loop_ptr->where, t->call_id)));
       }));
 }
 

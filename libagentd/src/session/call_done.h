@@ -24,6 +24,12 @@ void dispatch_done(LoopState& loop, wire::CallDone::Reader done);
 // get() wants it). A result the server evicted meanwhile fails slot with Error(expired).
 void request_result(LoopState& loop, const std::string& id, const std::shared_ptr<ResultSlot>& slot);
 
+// Loop thread: after a reconnect, asks the server for the result of a call sent before the
+// connection went (ticket has a slot and call id): its outcome fills the slot (waiting while it
+// is pending), or, when the server does not know the call id, Error(not_applied). Without a
+// connection (lost again), waits in loop.lost_calls for the next one.
+void look_up_lost(LoopState& loop, Ticket ticket);
+
 // Any thread: throws the error a CallDone carries (of an observe / create / memory / method).
 void throw_if_error(wire::CallDone::Reader d);
 

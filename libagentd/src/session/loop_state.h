@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -81,6 +83,29 @@ struct LoopState {
   std::deque<std::pair<std::uint64_t, kj::Function<void()>>> after_sent;
   ByteCount bytes;  // counted by the CountingStream around the connection
 
+  // ---- Losing the connection (see connection_lost) ----
+  // Set by the owner when a lost connection is not the end (independent mode reconnects, child
+  // mode finds out why the child died): connection_lost() runs instead of failing every call,
+  // then calls it. The owner later calls connection_restored() or connection_down().
+  std::function<void()> on_lost;
+  // Whether calls sent before the loss are looked up by call id after reconnecting (independent
+  // mode). False (child mode): they wait for connection_down() with everything else.
+  bool look_up_lost_calls = false;
+  // False between a loss and connection_restored(): gathered calls wait in held, requests in
+  // after_sent, get()s of large results in pending_reads.
+  bool connected = true;
+  // Set by connection_down(): the connection is gone for good (server and session are broken
+  // capabilities carrying this error, so later calls fail at once with it).
+  std::optional<Error> down;
+  // Bumped on every loss: answers from an earlier connection's submits are ignored (the loss
+  // has dealt with their calls).
+  std::uint64_t generation = 0;
+  // Replies and call_asyncs that were sent when the connection went: after reconnecting, each
+  // is asked for by call id (Session.read).
+  std::vector<Ticket> lost_calls;
+  // get()s of too-large results (request_result) waiting for the reconnect.
+  std::vector<std::pair<std::string, std::shared_ptr<ResultSlot>>> pending_reads;
+
   explicit LoopState(kj::AsyncIoContext& io_in) : io(io_in), bridge(io_in.unixEventPort) {}
 };
 
@@ -89,8 +114,24 @@ struct LoopState {
 // ticket still waiting.
 void open_session(LoopState& loop);
 
-// Loop thread: fails every call still waiting for its CallDone (the connection is gone).
+// Loop thread: fails every call still waiting for its CallDone (the connection is gone), the
+// lost calls not yet looked up and the reads waiting for a reconnect.
 void fail_all_tickets(LoopState& loop, const Error& e);
+
+// Loop thread, with loop.on_lost set: the connection went (its onDisconnect, or a call on it
+// failed as disconnected). Idempotent until connection_restored(). Calls not yet sent (gathered,
+// held, waiting to be retried) stay queued; with look_up_lost_calls, of the calls sent and not
+// answered, replies and call_asyncs move to lost_calls and the others fail with disconnected
+// (they may or may not have been applied). Then runs loop.on_lost.
+void connection_lost(LoopState& loop);
+
+// Loop thread: the owner has put a new connection in loop (stream, rpc, server) and called
+// open_session(): looks up the lost calls, then sends what waited, in order.
+void connection_restored(LoopState& loop);
+
+// Loop thread: no connection will come back. Fails everything waiting with e and makes server
+// and session broken capabilities that fail later calls with e's message.
+void connection_down(LoopState& loop, const Error& e);
 
 // Loop thread: fails those of the calls listed that still wait for their CallDone.
 void fail_tickets(LoopState& loop, const std::vector<std::uint64_t>& tickets, const Error& e);
