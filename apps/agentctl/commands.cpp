@@ -34,6 +34,9 @@ agentd::ClientOptions client_options(const Invocation& inv) {
   agentd::ClientOptions o;
   o.timeout = inv.timeout();
   o.connect_timeout = std::min(inv.timeout(), std::chrono::milliseconds(10000));
+  // One command, one connection: a server that goes away (e.g. after `stop`) is reported, not
+  // waited for.
+  o.reconnect_deadline = std::chrono::milliseconds(0);
   if (!inv.g.token_file.empty())
     o.token = agentd::detail::read_token_file(inv.g.token_file, "--token-file").front();
   o.tls_ca = inv.g.tls_ca;

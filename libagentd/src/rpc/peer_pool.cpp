@@ -111,7 +111,8 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
   ++fetches_;
   const auto started = std::chrono::steady_clock::now();
   return io_.provider->getTimer()
-      .timeoutAfter(options_.fetch_timeout.count() * kj::MILLISECONDS,
+      // The last try starts at the fetch timeout at the latest, and gets the connect timeout.
+      .timeoutAfter((options_.fetch_timeout + options_.connect_timeout).count() * kj::MILLISECONDS,
                     fetch_retrying(origin, server_id, call_id,
                                    started + options_.fetch_timeout,
                                    std::chrono::milliseconds(0)))
@@ -144,9 +145,13 @@ kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
         const auto next = delay.count() == 0
                               ? std::chrono::milliseconds(100)
                               : std::min(delay * 2, std::chrono::milliseconds(2000));
-        if (std::chrono::steady_clock::now() + next >= deadline) kj::throwFatalException(kj::mv(e));
+        // The last try comes at the deadline rather than a whole backoff before it.
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) kj::throwFatalException(kj::mv(e));
+        const auto wait = std::min(
+            next, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
         return io_.provider->getTimer()
-            .afterDelay(next.count() * kj::MILLISECONDS)
+            .afterDelay(wait.count() * kj::MILLISECONDS)
             .then([this, origin, server_id, call_id, deadline, next]() {
               return fetch_retrying(origin, server_id, call_id, deadline, next);
             });
