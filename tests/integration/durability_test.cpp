@@ -388,3 +388,27 @@ TEST_CASE("kill -9 under load keeps exactly the calls whose get() succeeded, in 
     }
   }
 }
+
+TEST_CASE("a consumer on another server gets a placeholder whose origin restarted",
+          "[durability][fault]") {
+  TempDir dir;
+  auto origin = ServerProcess::start(with_state(dir));
+  const auto port = origin->port();
+  auto other = ServerProcess::start(standard_args({"--peer-fetch-timeout", "60"}));
+  ClientOptions o;
+  o.reconnect_deadline = std::chrono::seconds(60);
+  Client c1 = Client::connect("127.0.0.1", port, o);
+  Client c2 = other->connect();
+  AgentRef producer = c1.create_agent("EchoAgent", "producer", Value{{"prefix", "p:"}});
+  AgentRef consumer = c2.create_agent("TrailAgent", "consumer");
+  Placeholder made = producer.reply(text("x"));
+  CHECK(made.get().text() == "p:x");
+  origin->kill_now();
+  // Consumed while the origin is down: the other server tries again until it is back, then
+  // reads the result the origin restored from its state dir.
+  Placeholder consumed = consumer(made);
+  origin = restart(dir, port);
+  CHECK(consumed.get(std::chrono::seconds(60)).text() == "p:x>consumer");
+  // And the chain goes on from the restored agent.
+  CHECK(consumer(producer.reply(text("y"))).get().text() == "p:y>consumer");
+}

@@ -284,6 +284,9 @@ def main():
 
         # Volumes: they exist, they are mounted, the files the flags name are on them.
         volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        # A StatefulSet's volumeClaimTemplates are volumes of every pod too.
+        for t in spec.get("volumeClaimTemplates", []):
+            volumes[t["metadata"]["name"]] = {"persistentVolumeClaim": {}}
         mounted = set()
         for cc in containers + init:
             for m in cc.get("volumeMounts", []):
