@@ -377,7 +377,7 @@ void AgentHost::record_change(AgentSlot& s, Call& c) {
     ch.outcome = c.out_error ? encode_outcome(Outcome(*c.out_error))
                              : encode_outcome(Outcome(*c.out_msg));
   }
-  c.change = std::move(ch);
+  c.change = std::make_unique<StateStore::Change>(std::move(ch));
 }
 
 void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,

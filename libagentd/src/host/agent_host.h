@@ -102,8 +102,8 @@ struct Call {
   bool has_on_done = false;  // kj::Function has no "empty" test
 
   // With a state store: what the call changed, made by the thread that ran it and committed
-  // before the call's outcome is published.
-  std::optional<StateStore::Change> change;
+  // before the call's outcome is published (a pointer: queued calls stay small).
+  std::unique_ptr<StateStore::Change> change;
 };
 
 // What a new agent starts from besides its constructor: a restart restores it, a clone copies
