@@ -183,6 +183,8 @@ int main(int argc, char** argv) {
     ("soak-connections", po::value<std::size_t>()->value_name("N"), "W12 connections (default 100; quick 10)")
     ("soak-window", po::value<std::size_t>()->value_name("N"), "W12 calls in flight per connection (default 250)")
     ("soak-agents", po::value<std::size_t>()->value_name("N"), "W12 agents per connection (default 4)")
+    ("soak-without-state", po::bool_switch(&cfg.soak_without_state),
+     "W12 on a child without --state-dir (to tell the store's share of the figures)")
     ("serve-model", po::value<unsigned>()->value_name("PORT"),
      "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
      "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")

@@ -1118,21 +1118,25 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
   // is evicted before its get().
   const std::size_t pool = std::max<std::size_t>(8192, 2 * conns * window);
   TempStateDir dir;  // outlives the child
-  Client server = dep.spawn({"--state-dir", dir.path(), "--max-pool-size", std::to_string(pool)});
+  std::vector<std::string> args{"--max-pool-size", std::to_string(pool)};
+  if (!cfg.soak_without_state) args.insert(args.end(), {"--state-dir", dir.path()});
+  Client server = dep.spawn(args);
   const ServerInfo info0 = server.info();
   // FlakyAgent (examples/echo_agent) echoes without adding to memory or state, so what grows is
   // only what agentd itself keeps.
   const std::string cls = "FlakyAgent";
   expect(has_class(info0, cls), "W12: the child has no FlakyAgent class (echo_agent plugin)");
-  expect(!info0.state_dir.empty(), "W12: the child did not take --state-dir");
+  expect(info0.state_dir.empty() == cfg.soak_without_state,
+         "W12: the child did not take --state-dir");
   // Over loopback TCP (the child's advertised address), as independent clients would connect.
   auto [host, port] = split_address(info0.advertise_address.empty() ? server.address()
                                                                      : info0.advertise_address);
   progress(fmt::format("W12 soak: {} connections to {}, {} agents each, {} calls, {} in flight "
-                       "per connection, --max-pool-size {}",
+                       "per connection, --max-pool-size {}{}",
                        conns, info0.advertise_address.empty() ? server.address()
                                                               : info0.advertise_address,
-                       cfg.soak_agents, total, window, pool));
+                       cfg.soak_agents, total, window, pool,
+                       cfg.soak_without_state ? ", WITHOUT --state-dir" : ", --state-dir"));
   std::vector<Client> clients;
   std::vector<std::vector<AgentRef>> agents;
   clients.reserve(conns);
@@ -1208,8 +1212,10 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
   Row calls{"W12", fmt::format("calls over {} connections", conns), "calls"};
   calls.agentd.add(static_cast<double>(total));
   calls.note = fmt::format("replies to {} {}s per connection (no memory kept), at most {} in "
-                           "flight per connection, over loopback TCP; one run whatever --repeat",
-                           cfg.soak_agents, cls, window);
+                           "flight per connection, over loopback TCP; one run whatever --repeat{}",
+                           cfg.soak_agents, cls, window,
+                           cfg.soak_without_state ? "; WITHOUT --state-dir (--soak-without-state)"
+                                                  : "");
   Row errs{"W12", "errors", "calls"};
   errs.agentd.add(static_cast<double>(errors.load()));
   errs.target = at_most(0, "0");

@@ -53,6 +53,7 @@ struct Config {
   std::size_t soak_connections = 100;     // W12 connections, each its own Client and thread
   std::size_t soak_window = 250;          // W12 calls in flight per connection
   std::size_t soak_agents = 4;            // W12 agents per connection
+  bool soak_without_state = false;        // W12 on a child without --state-dir (to compare)
 };
 
 // The servers the workloads run on: given with --server, or children this process started.
