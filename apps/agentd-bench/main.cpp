@@ -69,6 +69,17 @@ Workloads (all by default; choose with --workloads W1,W5):
       first get(), then read them all in order (replies/s, server RSS); on a fresh child each
       repeat when the bench owns servers. Not in the default set (a million agents take about
       a minute and 3 GiB): ask for it with --workloads W9
+  W11 the cost of durability: W1's sequential replies (p50/p99, server CPU per reply) and W2's
+      burst (replies/s, server CPU per reply) on two fresh children, one without and one with
+      --state-dir (a temporary directory the bench removes), alternating; ratios are
+      with/without; then the state database's size (a few seconds)
+  W12 soak: --soak-calls replies (default 1,000,000) over --soak-connections connections
+      (default 100, each its own Client and thread over loopback TCP, to --soak-agents agents
+      of its own that keep no memory) to one fresh child with --state-dir, at most --soak-window
+      in flight per connection (the child's --max-pool-size is twice what may be in flight):
+      errors, calls/s, server RSS after the first 10% of the calls and at the end (growth),
+      the state database's size. Runs once whatever --repeat. Not in the default set:
+      --workloads W12
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -89,10 +100,10 @@ std::set<std::string> parse_workloads(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const bool known = item == "W10" || (item.size() == 2 && item[0] == 'W' && item[1] >= '1' &&
-                                         item[1] <= '9');
+    const bool known = item == "W10" || item == "W11" || item == "W12" ||
+                       (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
     if (!known)
-      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W10)", item));
+      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W12)", item));
     out.insert(item);
   }
   return out;
@@ -110,7 +121,7 @@ int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()
@@ -168,6 +179,12 @@ int main(int argc, char** argv) {
      "W8 groups per server (default: one per 5000 participants of a server)")
     ("sim-latency-ms", po::value<int>()->value_name("MS"),
      "W8 participants' simulated model latency (default 1000; quick 200)")
+    ("soak-calls", po::value<std::size_t>()->value_name("N"), "W12 replies in all (default 1000000; quick 20000)")
+    ("soak-connections", po::value<std::size_t>()->value_name("N"), "W12 connections (default 100; quick 10)")
+    ("soak-window", po::value<std::size_t>()->value_name("N"), "W12 calls in flight per connection (default 250)")
+    ("soak-agents", po::value<std::size_t>()->value_name("N"), "W12 agents per connection (default 4)")
+    ("soak-without-state", po::bool_switch(&cfg.soak_without_state),
+     "W12 on a child without --state-dir (to tell the store's share of the figures)")
     ("serve-model", po::value<unsigned>()->value_name("PORT"),
      "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
      "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")
@@ -257,6 +274,10 @@ int main(int argc, char** argv) {
   cfg.sim_servers = std::max<std::size_t>(1, size("sim-servers", 4, 4));
   cfg.sim_groups_per_server = size("sim-groups-per-server", 0, 0);
   cfg.sim_latency_ms = std::max(0, ms("sim-latency-ms", 1000, 200));
+  cfg.soak_calls = size("soak-calls", 1000000, 20000);
+  cfg.soak_connections = std::max<std::size_t>(1, size("soak-connections", 100, 10));
+  cfg.soak_window = std::max<std::size_t>(1, size("soak-window", 250, 250));
+  cfg.soak_agents = std::max<std::size_t>(1, size("soak-agents", 4, 4));
 
   Report report;
   for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
@@ -267,10 +288,11 @@ int main(int argc, char** argv) {
     report.environment = fmt::format("{}; agentd {}; {} hardware threads", dep.describe(),
                                      AGENTD_VERSION_STRING, std::thread::hardware_concurrency());
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
-    // In this order (a vector: a std::map would put W10 between W1 and W2).
+    // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
         {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},
-        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10}};
+        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10},
+        {"W11", run_w11}, {"W12", run_w12}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

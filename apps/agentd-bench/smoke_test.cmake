@@ -2,7 +2,7 @@
 # cmake -DBENCH=<agentd-bench> -DAS_SERVER=<as_server> -P smoke_test.cmake
 set(ENV{AGENTD_AS_SERVER} "${AS_SERVER}")
 execute_process(
-  COMMAND ${BENCH} --workloads W1,W2,W5,W6,W8,W9,W10 --repeat 1 --quick
+  COMMAND ${BENCH} --workloads W1,W2,W5,W6,W8,W9,W10,W11,W12 --repeat 1 --quick
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE err)
@@ -10,7 +10,7 @@ message("${out}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "agentd-bench exited with ${rc}:\n${err}")
 endif()
-foreach(needle "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "ratio" "target")
+foreach(needle "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "ratio" "target")
   string(FIND "${out}" "${needle}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "agentd-bench output has no '${needle}' (no table?):\n${err}")

@@ -9,6 +9,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -147,6 +151,37 @@ double through_client(const ByteCounters& before, const ByteCounters& after) {
   return static_cast<double>(after.client - before.client);
 }
 
+// A fresh directory under the temporary directory for a child's --state-dir, removed with all
+// it holds when destroyed. Declare it before the Client of the child that uses it, so that the
+// child has exited (with its database closed) when the directory goes.
+class TempStateDir {
+ public:
+  TempStateDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "agentd-bench-state-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error(fmt::format("cannot make a state dir from {}: {}", pattern,
+                                           std::strerror(errno)));
+    path_ = pattern;
+  }
+  ~TempStateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempStateDir(const TempStateDir&) = delete;
+  TempStateDir& operator=(const TempStateDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool has_class(const ServerInfo& info, const std::string& cls) {
+  return std::find(info.classes.begin(), info.classes.end(), cls) != info.classes.end();
+}
+
+double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
 Target at_most_ratio(double b, std::string text) { return {Target::Kind::ratio_at_most, b, std::move(text)}; }
 Target at_least_ratio(double b, std::string text) { return {Target::Kind::ratio_at_least, b, std::move(text)}; }
 Target at_most(double b, std::string text) { return {Target::Kind::value_at_most, b, std::move(text)}; }
@@ -206,7 +241,11 @@ Client Deployment::connect_tls_server() const {
   return Client::connect(host, port, o);
 }
 
-Client Deployment::spawn() const { return Client::spawn_child(child_options()); }
+Client Deployment::spawn(const std::vector<std::string>& extra_args) const {
+  ChildOptions o = child_options();
+  o.extra_args.insert(o.extra_args.end(), extra_args.begin(), extra_args.end());
+  return Client::spawn_child(std::move(o));
+}
 
 bool Deployment::has_class(std::size_t i, const std::string& cls) const {
   const auto& v = classes_.at(i);
@@ -368,6 +407,15 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
 
 // ---- W2: throughput ----
 
+// W2's burst: n replies spread over agents, issued in windows of `window`, all read; replies/s.
+double reply_burst(std::vector<AgentRef>& agents, const Msg& msg, std::size_t n, std::size_t window) {
+  auto t0 = Clock::now();
+  run_windowed(
+      n, window, [&](std::size_t i) { return agents[i % agents.size()].reply(msg); },
+      [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
+  return n / seconds_since(t0);
+}
+
 void run_w2(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
   Client& c = dep.client(0);
@@ -382,11 +430,7 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
     row.note = fmt::format("issued in windows of {} (half the server's --max-pool-size)", window);
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W2 repeat {}/{}", r + 1, cfg.repeat));
-    auto t0 = Clock::now();
-    run_windowed(
-        cfg.replies, window, [&](std::size_t i) { return agents[i % agents.size()].reply(msg); },
-        [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
-    row.agentd.add(cfg.replies / seconds_since(t0));
+    row.agentd.add(reply_burst(agents, msg, cfg.replies, window));
     row.baseline.add(capnp_echo_throughput(echo.port(), cfg.replies, cfg.payload));
   }
   row.target = at_least_ratio(0.7, ">= 0.7x");
@@ -399,11 +443,7 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
     tls.baseline_name = "plaintext";
     tls.note = "informative: TLS server " + cfg.tls_server;
     auto burst = [&](std::vector<AgentRef>& on, std::size_t w) {
-      auto t0 = Clock::now();
-      run_windowed(
-          cfg.replies, w, [&](std::size_t i) { return on[i % on.size()].reply(msg); },
-          [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
-      return cfg.replies / seconds_since(t0);
+      return reply_burst(on, msg, cfg.replies, w);
     };
     for (int r = 0; r < cfg.repeat; ++r) {
       progress(fmt::format("W2 over TLS repeat {}/{}", r + 1, cfg.repeat));
@@ -981,6 +1021,221 @@ void run_w9(const Config& cfg, Deployment& dep, Report& report) {
   replies.note = "every reply must arrive (a lost completion fails the workload)";
   rss.note = "informative: agents, their memories and the finished results";
   for (Row* row : {&create, &replies, &total, &rss}) report.rows.push_back(std::move(*row));
+}
+
+// ---- W11: the cost of durability ----
+
+// W1's sequential replies and W2's burst on two fresh children, one without and one with
+// --state-dir (a temporary directory), alternating within each repeat so that both see the same
+// machine load; the agentd column is the server with the state dir, the baseline the one without.
+void run_w11(const Config& cfg, Deployment& dep, Report& report) {
+  if (!dep.owned()) {
+    report.skipped.push_back(
+        "W11: needs servers the bench starts (it compares children with and without --state-dir)");
+    return;
+  }
+  TempStateDir dir;  // outlives the durable child
+  Client plain = dep.spawn();
+  Client durable = dep.spawn({"--state-dir", dir.path()});
+  const ServerInfo plain_info = plain.info(), durable_info = durable.info();
+  expect(has_class(plain_info, "EchoAgent"), "W11: the children have no EchoAgent class");
+  expect(!durable_info.state_dir.empty(), "W11: the child did not take --state-dir");
+  expect(plain_info.state_dir.empty(), "W11: the child without --state-dir has a state dir");
+  struct Side {
+    Client& client;
+    AgentRef agent;
+    std::vector<AgentRef> agents;
+  };
+  Side sides[2] = {{plain, plain.create_agent("EchoAgent", "bench-w11"),
+                    plain.create_agents("EchoAgent", cfg.echo_agents)},
+                   {durable, durable.create_agent("EchoAgent", "bench-w11"),
+                    durable.create_agents("EchoAgent", cfg.echo_agents)}};
+  const Msg msg = text_msg(cfg.payload);
+  const std::size_t window = std::max<std::size_t>(
+      1, std::min(plain_info.max_pool_size, durable_info.max_pool_size) / 2);
+  Row p50{"W11", "reply().get() p50, with --state-dir", "us"};
+  Row p99{"W11", "reply().get() p99, with --state-dir", "us"};
+  Row cpu1{"W11", "server CPU per sequential reply, with --state-dir", "us"};
+  Row rate{"W11", fmt::format("{} replies in flight, {} agents, with --state-dir", cfg.replies,
+                              cfg.echo_agents),
+           "replies/s"};
+  Row cpu2{"W11", "server CPU per reply in flight, with --state-dir", "us"};
+  std::size_t durable_calls = 2 + cfg.echo_agents;  // creations
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W11 repeat {}/{} (without and with --state-dir)", r + 1, cfg.repeat));
+    // The first side alternates, so a drift in the machine's load does not favour one.
+    for (int k = 0; k < 2; ++k) {
+      const int s = (k + r) % 2;  // 0: without, 1: with
+      Side& side = sides[s];
+      double cpu0 = side.client.info().cpu_seconds;
+      auto lat = reply_latencies(side.agent, msg, cfg.calls);
+      double cpu_seq = (side.client.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50);
+      cpu0 = side.client.info().cpu_seconds;
+      double burst = reply_burst(side.agents, msg, cfg.replies, window);
+      double cpu_burst = (side.client.info().cpu_seconds - cpu0) * 1e6 / cfg.replies;
+      Series Row::*col = s == 1 ? &Row::agentd : &Row::baseline;
+      (p50.*col).add(percentile(lat, 50));
+      (p99.*col).add(percentile(lat, 99));
+      (cpu1.*col).add(cpu_seq);
+      (rate.*col).add(burst);
+      (cpu2.*col).add(cpu_burst);
+      if (s == 1) durable_calls += cfg.calls + 50 + cfg.replies;
+    }
+  }
+  const ServerInfo after = durable.info();
+  expect(after.state_error.empty(), "W11: the state store failed: " + after.state_error);
+  for (Row* row : {&p50, &p99, &cpu1, &rate, &cpu2}) row->baseline_name = "no state dir";
+  rate.target = at_least_ratio(0.5, ">= 0.5x");
+  p50.note = "W1's sequential replies to one EchoAgent (memory and a counter saved per call)";
+  rate.note = fmt::format("W2's burst on fresh children; {}", window < cfg.replies
+                              ? fmt::format("issued in windows of {}", window)
+                              : std::string("all in flight at once"));
+  cpu2.note = "all server threads (info().cpu_seconds), the state store's writer included";
+  Row size{"W11", "state DB size after the run", "MiB"};
+  size.agentd.add(mib(after.state_bytes));
+  size.note = fmt::format(
+      "informative: {:.0f} B per call over {} calls (agentd.db + WAL; each EchoAgent reply adds "
+      "two messages to memory, all kept); commits are not counted by info()",
+      static_cast<double>(after.state_bytes) / durable_calls, durable_calls);
+  for (Row* row : {&p50, &p99, &cpu1, &rate, &cpu2, &size}) report.rows.push_back(std::move(*row));
+}
+
+// ---- W12: soak ----
+
+// --soak-calls replies over --soak-connections connections (each its own Client and thread, to
+// agents of its own that keep no memory) to one fresh child with --state-dir, at most
+// --soak-window in flight per connection; the server's RSS after the first 10% of the calls
+// against the end.
+void run_w12(const Config& cfg, Deployment& dep, Report& report) {
+  if (!dep.owned()) {
+    report.skipped.push_back("W12: needs servers the bench starts (a fresh child with --state-dir)");
+    return;
+  }
+  const std::size_t conns = std::max<std::size_t>(1, cfg.soak_connections);
+  const std::size_t window = std::max<std::size_t>(1, cfg.soak_window);
+  const std::size_t total = std::max<std::size_t>(conns, cfg.soak_calls);
+  // Results stay readable until evicted by size: room for twice what may be in flight, so none
+  // is evicted before its get().
+  const std::size_t pool = std::max<std::size_t>(8192, 2 * conns * window);
+  TempStateDir dir;  // outlives the child
+  std::vector<std::string> args{"--max-pool-size", std::to_string(pool)};
+  if (!cfg.soak_without_state) args.insert(args.end(), {"--state-dir", dir.path()});
+  Client server = dep.spawn(args);
+  const ServerInfo info0 = server.info();
+  // FlakyAgent (examples/echo_agent) echoes without adding to memory or state, so what grows is
+  // only what agentd itself keeps.
+  const std::string cls = "FlakyAgent";
+  expect(has_class(info0, cls), "W12: the child has no FlakyAgent class (echo_agent plugin)");
+  expect(info0.state_dir.empty() == cfg.soak_without_state,
+         "W12: the child did not take --state-dir");
+  // Over loopback TCP (the child's advertised address), as independent clients would connect.
+  auto [host, port] = split_address(info0.advertise_address.empty() ? server.address()
+                                                                     : info0.advertise_address);
+  progress(fmt::format("W12 soak: {} connections to {}, {} agents each, {} calls, {} in flight "
+                       "per connection, --max-pool-size {}{}",
+                       conns, info0.advertise_address.empty() ? server.address()
+                                                              : info0.advertise_address,
+                       cfg.soak_agents, total, window, pool,
+                       cfg.soak_without_state ? ", WITHOUT --state-dir" : ", --state-dir"));
+  std::vector<Client> clients;
+  std::vector<std::vector<AgentRef>> agents;
+  clients.reserve(conns);
+  for (std::size_t i = 0; i < conns; ++i) {
+    clients.push_back(Client::connect(host, port, dep.client_options()));
+    agents.push_back(clients.back().create_agents(cls, std::max<std::size_t>(1, cfg.soak_agents)));
+  }
+  const Msg msg = text_msg(cfg.payload);
+  std::atomic<std::size_t> done{0}, errors{0}, running{conns};
+  std::mutex first_error_mu;
+  std::string first_error;
+  auto record_error = [&](const std::string& what) {
+    ++errors;
+    std::lock_guard lock(first_error_mu);
+    if (first_error.empty()) first_error = what;
+  };
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < conns; ++t) {
+    const std::size_t n = total / conns + (t < total % conns ? 1 : 0);
+    threads.emplace_back([&, t, n]() {
+      auto& mine = agents[t];
+      std::vector<Placeholder> inflight;
+      inflight.reserve(std::min(n, window));
+      for (std::size_t start = 0; start < n; start += window) {
+        inflight.clear();
+        const std::size_t end = std::min(n, start + window);
+        for (std::size_t i = start; i < end; ++i) {
+          try {
+            inflight.push_back(mine[i % mine.size()].reply(msg));
+          } catch (const std::exception& e) {
+            record_error(e.what());
+            ++done;
+          }
+        }
+        for (auto& p : inflight) {
+          try {
+            if (p.get().content != msg.content) record_error("a reply answered something else");
+          } catch (const std::exception& e) {
+            record_error(e.what());
+          }
+          ++done;
+        }
+      }
+      --running;
+    });
+  }
+  // This thread watches: RSS once 10% of the calls are done (warm-up: connections, agents and
+  // the result pool filled), progress every 5 s.
+  const std::size_t warm_calls = total / 10;
+  std::optional<std::uint64_t> rss_warm;
+  auto last_report = Clock::now();
+  while (running.load() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::size_t now_done = done.load();
+    if (!rss_warm && now_done >= warm_calls) rss_warm = server.info().rss_bytes;
+    if (Clock::now() - last_report >= std::chrono::seconds(5)) {
+      last_report = Clock::now();
+      const ServerInfo i = server.info();
+      progress(fmt::format("W12 soak: {}/{} calls, {:.0f} calls/s, {} errors, server RSS {:.1f} "
+                           "MiB, state {:.1f} MiB",
+                           now_done, total, now_done / seconds_since(t0), errors.load(),
+                           mib(i.rss_bytes), mib(i.state_bytes)));
+    }
+  }
+  for (auto& th : threads) th.join();
+  const double secs = seconds_since(t0);
+  const ServerInfo end = server.info();
+  if (!rss_warm) rss_warm = end.rss_bytes;  // finished between two looks: no growth to see
+  progress(fmt::format("W12 soak: {} calls in {:.1f} s, {} errors{}", total, secs, errors.load(),
+                       first_error.empty() ? std::string() : " (first: " + first_error + ")"));
+
+  Row calls{"W12", fmt::format("calls over {} connections", conns), "calls"};
+  calls.agentd.add(static_cast<double>(total));
+  calls.note = fmt::format("replies to {} {}s per connection (no memory kept), at most {} in "
+                           "flight per connection, over loopback TCP; one run whatever --repeat{}",
+                           cfg.soak_agents, cls, window,
+                           cfg.soak_without_state ? "; WITHOUT --state-dir (--soak-without-state)"
+                                                  : "");
+  Row errs{"W12", "errors", "calls"};
+  errs.agentd.add(static_cast<double>(errors.load()));
+  errs.target = at_most(0, "0");
+  if (!first_error.empty()) errs.note = "first: " + first_error;
+  Row rate{"W12", "throughput", "calls/s"};
+  rate.agentd.add(total / secs);
+  Row warm{"W12", "server RSS after 10% of the calls", "MiB"};
+  warm.agentd.add(mib(*rss_warm));
+  Row last{"W12", "server RSS at the end", "MiB"};
+  last.agentd.add(mib(end.rss_bytes));
+  Row growth{"W12", "server RSS growth after warm-up", "%"};
+  growth.agentd.add((static_cast<double>(end.rss_bytes) - static_cast<double>(*rss_warm)) /
+                    static_cast<double>(*rss_warm) * 100);
+  growth.target = at_most(5, "< 5%");
+  Row size{"W12", "state DB size at the end", "MiB"};
+  size.agentd.add(mib(end.state_bytes));
+  size.note = fmt::format("agentd.db + WAL; results kept up to --max-pool-size {}{}", pool,
+                          end.state_error.empty() ? "" : "; store failed: " + end.state_error);
+  for (Row* row : {&calls, &errs, &rate, &warm, &last, &growth, &size})
+    report.rows.push_back(std::move(*row));
 }
 
 }  // namespace agentd::bench

@@ -1,4 +1,4 @@
-// The standard workloads of agentd-bench (W1..W10; W8 is the simulation over several servers), each run `repeat` times and
+// The standard workloads of agentd-bench (W1..W12; W8 is the simulation over several servers), each run `repeat` times and
 // added to the report as rows beside their baselines.
 #pragma once
 
@@ -49,6 +49,11 @@ struct Config {
   std::size_t sim_servers = 4;            // W8 child servers
   std::size_t sim_groups_per_server = 0;  // W8 groups per server (0: the example's default)
   int sim_latency_ms = 1000;              // W8 participants' simulated model latency
+  std::size_t soak_calls = 1000000;       // W12 replies in all
+  std::size_t soak_connections = 100;     // W12 connections, each its own Client and thread
+  std::size_t soak_window = 250;          // W12 calls in flight per connection
+  std::size_t soak_agents = 4;            // W12 agents per connection
+  bool soak_without_state = false;        // W12 on a child without --state-dir (to compare)
 };
 
 // The servers the workloads run on: given with --server, or children this process started.
@@ -60,8 +65,9 @@ class Deployment {
   bool owned() const { return owned_; }  // children of ours: free to restart and wipe
   std::size_t size() const { return clients_.size(); }
   Client& client(std::size_t i) { return clients_.at(i); }
-  // A fresh child with the bench's plugins (W3 child-mode init, W4 on a clean server).
-  Client spawn() const;
+  // A fresh child with the bench's plugins (W3 child-mode init, W4 on a clean server), given
+  // these more as_server options (W11, W12: --state-dir).
+  Client spawn(const std::vector<std::string>& extra_args = {}) const;
   ChildOptions child_options() const;
   bool has_class(std::size_t i, const std::string& cls) const;
   std::size_t max_pool_size(std::size_t i) const { return pool_sizes_.at(i); }
@@ -93,5 +99,7 @@ void run_w7(const Config& cfg, Deployment& dep, Report& report);
 void run_w8(const Config& cfg, Deployment& dep, Report& report);
 void run_w9(const Config& cfg, Deployment& dep, Report& report);
 void run_w10(const Config& cfg, Deployment& dep, Report& report);
+void run_w11(const Config& cfg, Deployment& dep, Report& report);
+void run_w12(const Config& cfg, Deployment& dep, Report& report);
 
 }  // namespace agentd::bench
