@@ -13,7 +13,7 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pytest
   clang libfuzzer-14-dev
   libnss-wrapper yamllint python3-yaml
-  sqlite3 util-linux
+  sqlite3 util-linux libjemalloc-dev
 )
 
 missing=()

@@ -77,7 +77,7 @@ Workloads (all by default; choose with --workloads W1,W5):
       (default 100, each its own Client and thread over loopback TCP, to --soak-agents agents
       of its own that keep no memory) to one fresh child with --state-dir, at most --soak-window
       in flight per connection (the child's --max-pool-size is twice what may be in flight):
-      errors, calls/s, server RSS after the first 10% of the calls and at the end (growth),
+      errors, calls/s, server RSS after the first 30% of the calls, its peak and at the end (growth),
       the state database's size. Runs once whatever --repeat. Not in the default set:
       --workloads W12
 

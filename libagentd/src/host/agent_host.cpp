@@ -330,8 +330,7 @@ StateStore::Change AgentHost::initial_change(AgentSlot& slot, const Agent& agent
   }
   slot.saved_state_hash = std::hash<std::string>()(c.has_state ? c.state : encode_value(state));
   const auto& msgs = agent.memory().get();
-  c.memory.reserve(msgs.size());
-  for (const auto& m : msgs) c.memory.push_back(encode_msg(m));
+  for (const auto& m : msgs) append_framed(c.memory, encode_msg(m));
   slot.saved_memory = msgs.size();
   slot.saved_clears = AgentAccess::memory_clears(agent.memory());
   return c;
@@ -369,7 +368,7 @@ void AgentHost::record_change(AgentSlot& s, Call& c) {
       s.saved_clears = clears;
     }
     ch.memory_from = static_cast<std::int64_t>(from);
-    for (std::size_t i = from; i < msgs.size(); ++i) ch.memory.push_back(encode_msg(msgs[i]));
+    for (std::size_t i = from; i < msgs.size(); ++i) append_framed(ch.memory, encode_msg(msgs[i]));
     s.saved_memory = msgs.size();
   }
   if (c.kind == Call::Kind::reply || c.kind == Call::Kind::method_async) {
@@ -436,6 +435,16 @@ std::optional<Error> AgentHost::clone(const std::string& source_id, const std::s
   };
   enqueue(source_id, std::move(call));
   return std::nullopt;
+}
+
+void AgentHost::set_store(StateStore* store) {
+  // A batch's completions publish under one hold of the lock.
+  if (store != nullptr)
+    store->set_done_scope([this](const std::function<void()>& run_dones) {
+      std::lock_guard lock(mu_);
+      run_dones();
+    });
+  store_.store(store);
 }
 
 void AgentHost::after_saved(kj::Function<void()> fn) {

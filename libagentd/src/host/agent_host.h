@@ -196,7 +196,7 @@ class AgentHost {
   // ---- The state store (as_server --state-dir). ----
   // Set before serving (restore first); nullptr detaches it (before the server's agents are
   // destroyed at exit, which must not delete them from the store). Borrowed.
-  void set_store(StateStore* store) { store_.store(store); }
+  void set_store(StateStore* store);
   // Runs fn on the loop thread once everything the host submitted to the store so far is
   // committed (at once without a store): deletions are acknowledged after it.
   void after_saved(kj::Function<void()> fn);

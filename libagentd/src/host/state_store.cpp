@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace agentd::detail {
 
@@ -108,6 +109,27 @@ Outcome decode_outcome(std::string_view bytes) {
   });
 }
 
+void append_framed(std::string& blob, std::string_view item) {
+  const auto n = static_cast<std::uint32_t>(item.size());
+  const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                       static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
+  blob.append(len, 4);
+  blob.append(item);
+}
+
+std::vector<std::string_view> split_framed(std::string_view blob) {
+  std::vector<std::string_view> out;
+  while (!blob.empty()) {
+    if (blob.size() < 4) throw std::runtime_error("a truncated memory frame");
+    const auto* b = reinterpret_cast<const unsigned char*>(blob.data());
+    const std::size_t n = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
+    if (blob.size() - 4 < n) throw std::runtime_error("a truncated memory frame");
+    out.push_back(blob.substr(4, n));
+    blob.remove_prefix(4 + n);
+  }
+  return out;
+}
+
 // ---- SQLite ----
 
 namespace {
@@ -186,12 +208,12 @@ CREATE TABLE IF NOT EXISTS agents (
   state BLOB);
 CREATE TABLE IF NOT EXISTS memory (
   agent_id TEXT NOT NULL,
-  pos INTEGER NOT NULL,
-  msg BLOB NOT NULL,
+  pos INTEGER NOT NULL,  -- the position of the first message in msgs
+  msgs BLOB NOT NULL,    -- the messages one call added, framed (append_framed)
   PRIMARY KEY (agent_id, pos)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS results (
   seq INTEGER PRIMARY KEY,
-  call_id TEXT NOT NULL UNIQUE,
+  call_id TEXT NOT NULL,  -- unique (the result pool refuses reused ids), so not indexed
   agent_id TEXT NOT NULL,
   outcome BLOB NOT NULL,
   finished_ms INTEGER NOT NULL);
@@ -209,9 +231,9 @@ struct StateStore::Statements {
         set_state(db, "UPDATE agents SET state = ?2 WHERE id = ?1"),
         delete_agent(db, "DELETE FROM agents WHERE id = ?1"),
         delete_memory(db, "DELETE FROM memory WHERE agent_id = ?1"),
-        put_memory(db, "INSERT OR REPLACE INTO memory (agent_id, pos, msg) VALUES (?1, ?2, ?3)"),
+        put_memory(db, "INSERT OR REPLACE INTO memory (agent_id, pos, msgs) VALUES (?1, ?2, ?3)"),
         put_result(db,
-                   "INSERT OR REPLACE INTO results (call_id, agent_id, outcome, finished_ms) "
+                   "INSERT INTO results (call_id, agent_id, outcome, finished_ms) "
                    "VALUES (?1, ?2, ?3, ?4)"),
         delete_all_agents(db, "DELETE FROM agents"),
         delete_all_memory(db, "DELETE FROM memory"),
@@ -338,13 +360,14 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
       index.emplace(a.id, out.agents.size());
       out.agents.push_back(std::move(a));
     }
-    Stmt memory(db_, "SELECT agent_id, msg FROM memory ORDER BY agent_id, pos");
+    Stmt memory(db_, "SELECT agent_id, msgs FROM memory ORDER BY agent_id, pos");
     while (memory.row()) {
       std::string agent(memory.column(0));
       where = "the memory of agent '" + agent + "'";
       auto it = index.find(agent);
       if (it == index.end()) continue;  // left by a deletion's memory rows (never committed apart)
-      out.agents[it->second].memory.push_back(decode_msg(memory.column(1)));
+      for (auto m : split_framed(memory.column(1)))
+        out.agents[it->second].memory.push_back(decode_msg(m));
     }
     where = "the results";
     Stmt results(db_,
@@ -352,9 +375,11 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
                  "ORDER BY seq DESC LIMIT ?2");
     results.integer(1, now_unix_ms() - max_age.count())
         .integer(2, static_cast<std::int64_t>(std::min<std::size_t>(max_results, INT64_MAX)));
+    std::unordered_set<std::string> seen;  // newest first: an id written twice keeps its last
     while (results.row()) {
       ResultRow r;
       r.call_id = std::string(results.column(0));
+      if (!seen.insert(r.call_id).second) continue;
       where = "the result of call '" + r.call_id + "'";
       r.agent_id = std::string(results.column(1));
       r.outcome = std::make_shared<const Outcome>(decode_outcome(results.column(2)));
@@ -502,8 +527,14 @@ void StateStore::writer_main() {
     }
     std::optional<Error> report = failure_;
     lock.unlock();
-    for (auto& p : batch)
-      if (p.done) p.done(report ? &*report : nullptr);
+    auto run_dones = [&] {
+      for (auto& p : batch)
+        if (p.done) p.done(report ? &*report : nullptr);
+    };
+    if (done_scope_)
+      done_scope_(run_dones);
+    else
+      run_dones();
     lock.lock();
     finished_ += batch.size();
     drained_.notify_all();
@@ -544,8 +575,8 @@ void StateStore::apply(std::vector<Pending>& batch,
           break;
       }
       if (c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) {
-        std::int64_t pos = c.memory_from;
-        for (const auto& m : c.memory) s.put_memory.text(1, c.agent_id).integer(2, pos++).blob(3, m).run();
+        if (!c.memory.empty())
+          s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
         if (!c.call_id.empty())
           s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now).run();
       }

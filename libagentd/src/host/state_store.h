@@ -49,6 +49,9 @@ std::string encode_msg(const Msg& m);
 Msg decode_msg(std::string_view bytes);
 std::string encode_outcome(const Outcome& o);
 Outcome decode_outcome(std::string_view bytes);
+// Several encoded messages in one blob: each preceded by its length (4 bytes, little-endian).
+void append_framed(std::string& blob, std::string_view item);
+std::vector<std::string_view> split_framed(std::string_view blob);  // throws on a bad frame
 
 class StateStore {
  public:
@@ -109,11 +112,12 @@ class StateStore {
     // put_agent / call: the agent's own state, encoded (call: only when it changed).
     bool has_state = false;
     std::string state;
-    // put_agent / call: memory rows from position memory_from on (replacing any there);
-    // memory_reset first deletes every row of the agent (its memory was cleared).
+    // put_agent / call: the messages added to the agent's memory from position memory_from on,
+    // framed (append_framed), stored as one row; memory_reset first deletes every row of the
+    // agent (its memory was cleared).
     bool memory_reset = false;
     std::int64_t memory_from = 0;
-    std::vector<std::string> memory;  // encoded messages
+    std::string memory;
     // call: the result of a reply / method_async call (empty call_id: none).
     std::string call_id;
     std::string outcome;  // encoded
@@ -123,6 +127,10 @@ class StateStore {
   using Done = std::function<void(const Error* failed)>;
   // Any thread. With a failure on record the change fails at once (done runs on this thread).
   void submit(Change change, Done done);
+  // Runs each batch's done callbacks inside scope (e.g. under their owner's lock, taken once
+  // per batch instead of once per change). Set before submitting anything.
+  using DoneScope = std::function<void(const std::function<void()>& run_dones)>;
+  void set_done_scope(DoneScope scope) { done_scope_ = std::move(scope); }
   // Any thread: keep at most max_results results, none older than max_age (queued like a change).
   void trim_results(std::size_t max_results, std::chrono::milliseconds max_age);
   // Any thread: waits until everything submitted so far is committed (or failed) and its done
@@ -172,6 +180,7 @@ class StateStore {
   std::optional<Error> failure_;
   std::int64_t last_commit_ms_ = 0;
   std::uint64_t commits_ = 0;
+  DoneScope done_scope_;
   std::thread writer_;
 };
 

@@ -8,6 +8,7 @@
 #include <agentd/error.h>
 
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -475,6 +476,12 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
 kj::Promise<void> Server::sweep_loop() {
   return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
     host_.sweep_results();
+    // Memory freed by one thread and allocated by another (calls, completions, the state
+    // store's writer) leaves free pages scattered over glibc's arenas: hand them back to the
+    // system every 10 s, on a worker (it walks every arena). as_server itself links jemalloc
+    // (apps/as_server), where this does nothing; it serves servers in programs on glibc's
+    // malloc (local mode).
+    if (++sweeps_ % 10 == 0) workers_.submit([] { ::malloc_trim(0); });
     return sweep_loop();
   });
 }

@@ -172,6 +172,7 @@ class Server {
   kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket
   kj::Promise<void> accepting_unix_ = nullptr;
   bool accept_failing_ = false;             // the last accept failed (logged once)
+  std::uint64_t sweeps_ = 0;                // sweep_loop() turns
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
