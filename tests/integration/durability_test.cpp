@@ -77,7 +77,8 @@ Value fetch_content(std::uint16_t port, const std::string& call_id) {
   auto server = raw_login(rpc);
   auto req = server.fetchRequest();
   req.setCallId(call_id);
-  auto outcome = req.send().wait(io.waitScope).getOutcome();
+  auto response = req.send().wait(io.waitScope);  // owns what outcome reads
+  auto outcome = response.getOutcome();
   if (!outcome.isMsg()) return Value("(not a message)");
   auto content = outcome.getMsg().getContent();
   return content.isText() ? Value(std::string(content.getText().cStr())) : Value("(not text)");
