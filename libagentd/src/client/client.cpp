@@ -61,11 +61,10 @@ Client Client::spawn_child(ChildOptions options) {
   }
   const std::string socket = own_socket ? std::string{} : dir->add_file("sock");
   if (!socket.empty()) args.insert(args.end(), {"--unix-socket", socket});
-  // The child's stderr goes to a file in its private directory, so that a child that dies can
-  // be reported with its last words (ClientCore quotes them in the disconnected error).
-  const std::string stderr_file = dir->add_file("stderr.log");
+  // The child's stderr is copied to ours through a pipe whose end is kept, so that a child that
+  // dies can be reported with its last words (ClientCore quotes them in the disconnected error).
   auto binary = detail::ChildProcess::find_server_binary(options.server_path);
-  auto child = detail::ChildProcess::start(binary, args, options.start_timeout, stderr_file);
+  auto child = detail::ChildProcess::start(binary, args, options.start_timeout, /*keep_stderr=*/true);
   if (!token_file.empty()) dir->remove(token_file);
   ClientCore::Target t;
   t.mode = ClientCore::Mode::child;

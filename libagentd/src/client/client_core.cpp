@@ -290,7 +290,10 @@ void ClientCore::report_child_loss(LoopState& loop) {
     const pid_t pid = self->child_ ? self->child_->started_pid() : -1;
     std::string what = status ? describe_wait_status(*status)
                               : "closed the connection but is still running";
-    std::string tail = self->child_ ? self->child_->stderr_tail(10) : std::string{};
+    std::string tail = self->child_ ? self->child_->stderr_tail(
+                                          10, status ? std::chrono::milliseconds(500)
+                                                     : std::chrono::milliseconds(0))
+                                    : std::string{};
     connection_down(
         *loop_ptr,
         Error::retryable(

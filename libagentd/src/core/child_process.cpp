@@ -11,8 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <fmt/format.h>
 #include <system_error>
 
@@ -68,9 +66,9 @@ std::string ChildProcess::find_server_binary(const std::string& configured) {
 std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                                                   const std::vector<std::string>& args,
                                                   std::chrono::milliseconds timeout,
-                                                  std::string stderr_path) {
+                                                  bool keep_stderr) {
   SpawnOptions options;
-  if (!stderr_path.empty()) options.err = Redirect::append_to(stderr_path);
+  if (keep_stderr) options.err = Redirect::pipe();
   options.argv = {binary, "--host", "127.0.0.1", "--port", "0", "--stop-on-stdin-eof"};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.in = Redirect::pipe();
@@ -88,11 +86,14 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                 fmt::format("cannot create pipes: {}", std::strerror(e.code().value())));
   }
   Subprocess& process = child->process_;
-  child->stderr_path_ = stderr_path;
+  if (keep_stderr) {
+    ChildProcess* c = child.get();
+    child->stderr_copier_ = std::thread([c] { c->copy_stderr(); });
+  }
   auto exited_early = [&](int status) {
-    std::string tail = child->stderr_tail(20);
+    std::string tail = child->stderr_tail(20, std::chrono::seconds(1));
     return Error(ErrorCode::config_error,
-                 tail.empty() || stderr_path.empty()
+                 tail.empty()
                      ? fmt::format("as_server '{}' {} before it was ready (its reasons are on "
                                    "stderr)",
                                    binary, describe_wait_status(status))
@@ -138,18 +139,44 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
   process_.stdout_pipe() = nullptr;
 }
 
-ChildProcess::~ChildProcess() { stop(std::chrono::seconds(5)); }
+ChildProcess::~ChildProcess() {
+  stop(std::chrono::seconds(5));
+  // The child is gone, so its stderr ends (nothing else holds the pipe's write end).
+  if (stderr_copier_.joinable()) stderr_copier_.join();
+}
 
-std::string ChildProcess::stderr_tail(std::size_t max_lines) const {
-  if (stderr_path_.empty() || max_lines == 0) return {};
-  std::ifstream in(stderr_path_, std::ios::binary);
-  if (!in) return {};
-  // Only the end matters: a long-lived child may have logged a lot.
-  constexpr std::streamoff kTail = 16 * 1024;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(size > kTail ? size - kTail : 0);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+void ChildProcess::copy_stderr() {
+  constexpr std::size_t kTail = 16 * 1024;  // only the end matters for a report
+  const int fd = process_.stderr_pipe().get();
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    // To our stderr as it comes (a failed write loses only the copy, not the tail).
+    for (ssize_t done = 0; done < got;) {
+      const ssize_t w = ::write(STDERR_FILENO, buf + done, static_cast<std::size_t>(got - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += w;
+    }
+    std::lock_guard lock(tail_mu_);
+    tail_.append(buf, static_cast<std::size_t>(got));
+    if (tail_.size() > 2 * kTail) tail_.erase(0, tail_.size() - kTail);
+  }
+  std::lock_guard lock(tail_mu_);
+  tail_done_ = true;
+  tail_end_.notify_all();
+}
+
+std::string ChildProcess::stderr_tail(std::size_t max_lines, std::chrono::milliseconds wait) const {
+  if (max_lines == 0 || !stderr_copier_.joinable()) return {};
+  std::string text;
+  {
+    std::unique_lock lock(tail_mu_);
+    tail_end_.wait_for(lock, wait, [this] { return tail_done_; });
+    text = tail_;
+  }
   std::vector<std::string> lines;
   std::size_t at = 0;
   while (at < text.size()) {

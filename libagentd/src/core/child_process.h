@@ -8,11 +8,14 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace agentd::detail {
@@ -21,12 +24,13 @@ class ChildProcess {
  public:
   // Starts binary with args (plus --host 127.0.0.1 --port 0 --stop-on-stdin-eof) and waits
   // for its ready line. Throws Error naming the binary and what went wrong (not found, exited
-  // with status N, no ready line within timeout). stderr_path, when given, is the file the
-  // child's stderr is appended to (else it shares this process's stderr); stderr_tail() reads it.
+  // with status N, no ready line within timeout). keep_stderr: the child's stderr goes through
+  // a pipe that a thread of this process copies to its own stderr (so the child's logs still
+  // show) while keeping the last 16 KiB for stderr_tail(); else the child shares our stderr.
   static std::unique_ptr<ChildProcess> start(const std::string& binary,
                                              const std::vector<std::string>& args,
                                              std::chrono::milliseconds timeout,
-                                             std::string stderr_path = {});
+                                             bool keep_stderr = false);
 
   // Where to find as_server when the caller did not say (see ChildOptions::server_path).
   static std::string find_server_binary(const std::string& configured);
@@ -43,9 +47,11 @@ class ChildProcess {
   // Its wait status once it has exited (reaping it), else nullopt. Does not block. One thread
   // at a time (the client's loop thread while it runs, the core's owner after).
   std::optional<int> exit_status() { return process_.try_wait(); }
-  // The last max_lines lines of its stderr file (start's stderr_path), joined by newlines;
-  // empty when there is none or it is empty.
-  std::string stderr_tail(std::size_t max_lines) const;
+  // The last max_lines lines of its stderr (start's keep_stderr), joined by newlines; empty
+  // when none was kept. wait: how long to wait for the end of its stderr first (a child that
+  // has exited: the copying thread may still be reading its last words).
+  std::string stderr_tail(std::size_t max_lines,
+                          std::chrono::milliseconds wait = std::chrono::milliseconds(0)) const;
   std::uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
   const std::string& server_id() const { return server_id_; }
@@ -57,7 +63,13 @@ class ChildProcess {
   std::uint16_t port_ = 0;
   std::string host_;
   std::string server_id_;
-  std::string stderr_path_;
+  // keep_stderr: the thread copying the child's stderr, and the tail it keeps.
+  void copy_stderr();
+  std::thread stderr_copier_;
+  mutable std::mutex tail_mu_;
+  mutable std::condition_variable tail_end_;
+  std::string tail_;
+  bool tail_done_ = false;  // the child's stderr reached its end
 };
 
 // Splits "host:port" (the port a whole number 1..65535). False when address is not that.
