@@ -40,25 +40,15 @@ namespace {
 
 Msg text(const std::string& t) { return Msg("user", Value(t)); }
 
-std::vector<std::string> with_state(const TempDir& dir, std::vector<std::string> extra = {},
-                                    std::uint16_t port = 0) {
-  extra.insert(extra.end(), {"--state-dir", dir.path() + "/state"});
-  auto args = standard_args(std::move(extra));
-  args[1] = std::to_string(port);  // standard_args starts with --port 0
-  return args;
+std::vector<std::string> state_args(const TempDir& dir) {
+  return {"--state-dir", dir.path() + "/state"};
 }
 
-// Starts a server on port (retrying while the old process's port is still being released).
-std::unique_ptr<ServerProcess> restart(const TempDir& dir, std::uint16_t port,
-                                       std::vector<std::string> extra = {}) {
-  for (int i = 0;; ++i) {
-    try {
-      return ServerProcess::start(with_state(dir, extra, port));
-    } catch (const std::runtime_error&) {
-      if (i == 50) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+std::vector<std::string> with_state(const TempDir& dir) { return standard_args(state_args(dir)); }
+
+// Starts a server on port with dir's state, where one was just killed.
+std::unique_ptr<ServerProcess> restart(const TempDir& dir, std::uint16_t port) {
+  return restart_on(port, state_args(dir));
 }
 
 std::vector<std::string> texts(const std::vector<Msg>& msgs) {

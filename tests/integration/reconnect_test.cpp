@@ -23,31 +23,6 @@ using namespace agentd::test;
 
 namespace {
 
-std::vector<std::string> args_on_port(std::uint16_t port, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a{"--port",   std::to_string(port), "--plugin", echo_plugin(),
-                             "--plugin", test_agents_plugin(), "--log-level", "warn"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-// A new server on the port an old one (killed) had; the port may take a moment to be free.
-std::unique_ptr<ServerProcess> restart_on(std::uint16_t port,
-                                          std::vector<std::string> extra = {}) {
-  std::unique_ptr<ServerProcess> s;
-  wait_until(
-      [&] {
-        try {
-          s = ServerProcess::start(args_on_port(port, extra));
-          return true;
-        } catch (const std::exception&) {
-          return false;
-        }
-      },
-      20s);
-  if (!s) FAIL("could not restart as_server on port " << port);
-  return s;
-}
-
 ClientOptions fast_reconnect(std::chrono::milliseconds deadline = 30s) {
   ClientOptions o;
   o.reconnect_initial = 20ms;

@@ -63,12 +63,30 @@ void fill_status(int status, ExitResult& r) {
 }  // namespace
 
 std::vector<std::string> standard_args(std::vector<std::string> extra) {
-  std::vector<std::string> a{"--port",   "0",
+  return standard_args_on_port(0, std::move(extra));
+}
+
+std::vector<std::string> standard_args_on_port(std::uint16_t port, std::vector<std::string> extra) {
+  std::vector<std::string> a{"--port",   std::to_string(port),
                              "--plugin", echo_plugin(),
                              "--plugin", test_agents_plugin(),
                              "--log-level", "warn"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+std::unique_ptr<ServerProcess> restart_on(std::uint16_t port, std::vector<std::string> extra,
+                                          std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    try {
+      return ServerProcess::start(standard_args_on_port(port, extra));
+    } catch (const std::runtime_error&) {
+      // The killed server's port may take a moment to be free.
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(50ms);
+    }
+  }
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

@@ -29,6 +29,9 @@ inline std::string test_agents_plugin() { return AGENTD_TEST_AGENTS_PLUGIN; }
 
 // --port 0, the echo and test-agents plugins, quiet logs: what most tests start a server with.
 std::vector<std::string> standard_args(std::vector<std::string> extra = {});
+// The same on a given port.
+std::vector<std::string> standard_args_on_port(std::uint16_t port,
+                                               std::vector<std::string> extra = {});
 
 // Polls pred (every few ms) until it holds or timeout passes. Returns its last value.
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
@@ -105,6 +108,11 @@ class ServerProcess {
   std::string ready_line_;
   std::unique_ptr<ExitResult> exited_;
 };
+
+// A server with standard_args_on_port(port, extra) where one was just killed: tried again
+// while the port is not yet free, until timeout (then start()'s error is thrown).
+std::unique_ptr<ServerProcess> restart_on(std::uint16_t port, std::vector<std::string> extra = {},
+                                          std::chrono::milliseconds timeout = 20s);
 
 // True while a process with this pid exists and is not a zombie.
 bool process_alive(pid_t pid);

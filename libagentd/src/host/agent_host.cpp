@@ -81,6 +81,11 @@ Error describe_exception(const AgentSlot& s, const std::string& what) {
   }
 }
 
+// A state store failure (not_applied) as the error of a call or creation on agent id.
+Error store_error(const Error& failure, const std::string& id, const std::string& class_name) {
+  return Error(failure.code(), failure.message(), id, class_name, /*retryable=*/true);
+}
+
 // Runs agent code; converts whatever it throws into an Error naming the agent.
 template <typename F>
 std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f) {
@@ -258,11 +263,10 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
       if (!seed || seed->persist) {
         err = guarded(*slot, "save_state", [&] { change = initial_change(*slot, agent); });
       } else {
-        // Restored: the store has it; remember what it holds.
+        // Restored: the store has it; remember what it holds (the change itself is not needed).
         slot->saved_memory = agent.memory().size();
-        err = guarded(*slot, "save_state", [&] {
-          slot->saved_state_hash = std::hash<std::string>()(encode_value(agent.save_state()));
-        });
+        StateStore::Change held;
+        err = guarded(*slot, "save_state", [&] { record_own_state(*slot, agent, held); });
       }
     }
     bridge_.post([this, slot, holder, err = std::move(err), done_ptr,
@@ -297,7 +301,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         // Acknowledged once committed; its calls may run meanwhile (their commits come after).
         store->submit(std::move(*change), [this, slot, done_ptr](const Error* failed) {
           std::optional<Error> e;
-          if (failed != nullptr) e = Error(failed->code(), failed->message(), slot->id, slot->class_name, true);
+          if (failed != nullptr) e = store_error(*failed, slot->id, slot->class_name);
           on_loop([this, slot, done_ptr, e = std::move(e)]() mutable {
             if (e) remove(slot->id);
             if (!*done_ptr) return;
@@ -316,23 +320,38 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   return id;
 }
 
+void AgentHost::record_own_state(AgentSlot& slot, const Agent& agent, StateStore::Change& c) {
+  std::string state = encode_value(agent.save_state());
+  const std::size_t hash = std::hash<std::string>()(state);
+  if (hash == slot.saved_state_hash) return;  // unchanged: nothing to write
+  c.has_state = true;
+  c.state = std::move(state);
+  slot.saved_state_hash = hash;
+}
+
+void AgentHost::record_new_memory(AgentSlot& slot, const Memory& memory, StateStore::Change& c) {
+  const auto& msgs = memory.get();
+  const std::uint64_t clears = AgentAccess::memory_clears(memory);
+  std::size_t from = slot.saved_memory;
+  if (clears != slot.saved_clears || msgs.size() < from) {
+    c.memory_reset = true;
+    from = 0;
+    slot.saved_clears = clears;
+  }
+  c.memory_from = static_cast<std::int64_t>(from);
+  for (std::size_t i = from; i < msgs.size(); ++i) append_framed(c.memory, encode_msg(msgs[i]));
+  slot.saved_memory = msgs.size();
+}
+
 StateStore::Change AgentHost::initial_change(AgentSlot& slot, const Agent& agent) {
   StateStore::Change c;
-  c.kind = StateStore::Change::Kind::put_agent;
+  c.kind = StateStore::Change::Kind::put_agent;  // replaces any memory rows: all of it is new
   c.agent_id = slot.id;
   c.name = slot.name;
   c.class_name = slot.class_name;
   c.args = encode_value(agent.args());
-  Value state = agent.save_state();
-  if (!state.is_null()) {
-    c.has_state = true;
-    c.state = encode_value(state);
-  }
-  slot.saved_state_hash = std::hash<std::string>()(c.has_state ? c.state : encode_value(state));
-  const auto& msgs = agent.memory().get();
-  for (const auto& m : msgs) append_framed(c.memory, encode_msg(m));
-  slot.saved_memory = msgs.size();
-  slot.saved_clears = AgentAccess::memory_clears(agent.memory());
+  record_own_state(slot, agent, c);
+  record_new_memory(slot, agent.memory(), c);
   return c;
 }
 
@@ -344,32 +363,12 @@ void AgentHost::record_change(AgentSlot& s, Call& c) {
   } else {
     ch.kind = StateStore::Change::Kind::call;
     Agent& agent = *s.agent;
-    auto err = guarded(s, "save_state", [&] {
-      std::string state = encode_value(agent.save_state());
-      const std::size_t hash = std::hash<std::string>()(state);
-      if (hash != s.saved_state_hash) {
-        ch.has_state = true;
-        ch.state = std::move(state);
-        s.saved_state_hash = hash;
-      }
-    });
-    if (err) {
+    if (auto err = guarded(s, "save_state", [&] { record_own_state(s, agent, ch); })) {
       // The state the store has stays; the call reports the failure.
       c.out_msg.reset();
       c.out_error = std::move(err);
     }
-    const Memory& memory = agent.memory();
-    const auto& msgs = memory.get();
-    const std::uint64_t clears = AgentAccess::memory_clears(memory);
-    std::size_t from = s.saved_memory;
-    if (clears != s.saved_clears || msgs.size() < from) {
-      ch.memory_reset = true;
-      from = 0;
-      s.saved_clears = clears;
-    }
-    ch.memory_from = static_cast<std::int64_t>(from);
-    for (std::size_t i = from; i < msgs.size(); ++i) append_framed(ch.memory, encode_msg(msgs[i]));
-    s.saved_memory = msgs.size();
+    record_new_memory(s, agent.memory(), ch);
   }
   if (c.kind == Call::Kind::reply || c.kind == Call::Kind::method_async) {
     ch.call_id = c.call_id;
@@ -399,7 +398,7 @@ void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
     std::lock_guard lock(mu_);
     if (failed != nullptr) {
       call->out_msg.reset();
-      call->out_error = Error(failed->code(), failed->message(), id, cls, true);
+      call->out_error = store_error(*failed, id, cls);
     }
     publish(call);
   });
@@ -580,8 +579,7 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
   }
   if (StateStore* store = store_.load()) {
     if (auto failure = store->failure()) {
-      fail(std::move(call), Error(failure->code(), failure->message(), id,
-                                  it->second->class_name, true));
+      fail(std::move(call), store_error(*failure, id, it->second->class_name));
       return;
     }
   }

@@ -288,6 +288,11 @@ class AgentHost {
   void record_change(AgentSlot& slot, Call& call);
   // The put_agent change of a new agent (its constructor's worker, no lock).
   StateStore::Change initial_change(AgentSlot& slot, const Agent& agent);
+  // Into c, what the store lacks of the agent (the thread running it, no lock): its
+  // save_state() when its bytes changed since the last save, the messages added to its memory
+  // since then (all of them, replacing the stored ones, after a clear()).
+  void record_own_state(AgentSlot& slot, const Agent& agent, StateStore::Change& c);
+  void record_new_memory(AgentSlot& slot, const Memory& memory, StateStore::Change& c);
   // save: record the deletion in the store (not when the server's agents go at exit, or when
   // remove_all() records one change for all).
   bool remove_one(const std::string& id, bool save);

@@ -296,12 +296,9 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                                 "away or pick another --state-dir",
                                 file_));
       has_meta.row();
-      Stmt format(db_, "SELECT value FROM meta WHERE key = 'format'");
-      std::string found = format.row() ? std::string(format.column(0)) : "";
-      if (!found.empty()) format.row();
-      Stmt version(db_, "SELECT value FROM meta WHERE key = 'agentd_version'");
-      std::string writer = version.row() ? std::string(version.column(0)) : "?";
-      if (writer != "?") version.row();
+      const std::string found = meta("format");
+      std::string writer = meta("agentd_version");
+      if (writer.empty()) writer = "?";
       if (found != std::to_string(kFormat))
         throw Error(ErrorCode::config_error,
                     fmt::format("{}: written by agentd {} in state format {}, but this as_server "
@@ -345,7 +342,6 @@ StateStore::~StateStore() {
 StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::milliseconds max_age) {
   Contents out;
   std::string where = "the agents";
-  out.server_id = server_id();
   try {
     std::unordered_map<std::string, std::size_t> index;
     Stmt agents(db_, "SELECT id, name, class, args, state FROM agents ORDER BY seq");
@@ -395,13 +391,18 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
   return out;
 }
 
+std::string StateStore::meta(const char* key) {
+  Stmt read(db_, "SELECT value FROM meta WHERE key = ?1");
+  read.text(1, key);
+  if (!read.row()) return {};
+  std::string out(read.column(0));
+  read.row();  // past the one row: resets the statement
+  return out;
+}
+
 std::string StateStore::server_id() {
   try {
-    Stmt id(db_, "SELECT value FROM meta WHERE key = 'server_id'");
-    if (!id.row()) return {};
-    std::string out(id.column(0));
-    id.row();
-    return out;
+    return meta("server_id");
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot read: {}", file_, e.what()));
   }
@@ -417,15 +418,18 @@ void StateStore::set_server_id(const std::string& id) {
 }
 
 void StateStore::drop_agents(const std::vector<std::string>& ids) {
+  // One transaction of deletions, applied here: nothing is submitted yet, so the writer is idle.
+  std::vector<Pending> batch;
+  batch.reserve(ids.size());
+  for (const auto& id : ids) {
+    Pending p;
+    p.change.kind = Change::Kind::delete_agent;
+    p.change.agent_id = id;
+    batch.push_back(std::move(p));
+  }
   try {
-    exec("BEGIN IMMEDIATE");
-    for (const auto& id : ids) {
-      st_->delete_agent.text(1, id).run();
-      st_->delete_memory.text(1, id).run();
-    }
-    exec("COMMIT");
+    apply(batch, std::nullopt);
   } catch (const std::exception& e) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
   }
 }

@@ -72,7 +72,6 @@ class StateStore {
     OutcomePtr outcome;
   };
   struct Contents {
-    std::string server_id;  // empty for a new database
     std::vector<AgentRow> agents;    // in creation order
     std::vector<ResultRow> results;  // oldest first
   };
@@ -160,6 +159,8 @@ class StateStore {
   // Applies batch in one transaction; throws Error on failure (rolled back).
   void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
   void exec(const char* sql);
+  // The meta table's value for key (empty when there is none); throws std::runtime_error.
+  std::string meta(const char* key);
 
   std::string dir_;
   std::string file_;

@@ -46,6 +46,14 @@ std::string bind_failure(const kj::Exception& e) {
   return why;
 }
 
+// --server-id, else the id a previous run saved in --state-dir (placeholders naming it stay
+// valid), else a new one.
+std::string initial_id(const ServerOptions& o, StateStore* store) {
+  if (!o.server_id.empty()) return o.server_id;
+  std::string saved = store != nullptr ? store->server_id() : std::string();
+  return saved.empty() ? new_id().substr(0, 12) : saved;
+}
+
 std::size_t min_workers(const ServerOptions& o) {
   std::size_t n = std::max(2u, std::thread::hardware_concurrency());
   return std::min(n, o.max_workers);
@@ -61,9 +69,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       tls_(load_tls(options_)),
       store_(options_.state_dir.empty() ? nullptr
                                         : std::make_unique<StateStore>(options_.state_dir)),
-      id_(!options_.server_id.empty() ? options_.server_id
-          : store_ && !store_->server_id().empty() ? store_->server_id()
-                                                   : new_id().substr(0, 12)),
+      id_(initial_id(options_, store_.get())),
       services_(models_),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
