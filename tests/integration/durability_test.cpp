@@ -241,6 +241,13 @@ TEST_CASE("a state dir that cannot be restored stops the start, naming the file"
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.err, Contains(db));
   }
+  SECTION("a state dir that is a file") {
+    const std::string file = dir.path() + "/plain-file";
+    { std::ofstream(file) << "x"; }
+    auto r = run_as_server(standard_args({"--state-dir", file}));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("--state-dir " + file) && Contains("not a directory"));
+  }
   SECTION("a second server on the same state dir") {
     auto first = ServerProcess::start(with_state(dir));
     auto r = run_as_server(with_state(dir));
