@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 JOBS=${JOBS:-$(nproc)}
+# ccache: paths under the checkout are hashed relative to it and the build directory is not
+# hashed, so another clone (CI's, a worktree) with the same BUILD_DIR name reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
