@@ -63,6 +63,8 @@ enum ErrorCode {
   tooLarge @19;      # a message over the size one Cap'n Proto message can carry
   notApplied @20;    # the call had no effect (lost in a restart, or its state could not be
                      # saved): safe to retry
+  interrupted @21;   # the call may have run, in whole or in part (it was running when its
+                     # server died, or the server can no longer tell): not safe to retry blindly
 }
 
 struct Error {
@@ -271,8 +273,12 @@ interface Session {
   # them again with the same tickets, in ticket order; until one is queued, the agent's later
   # calls on this session are refused too (per-agent order). dropped: tickets of refused calls
   # the client gave up on (the session forgets them before the calls).
-  read @1 (callId :Text) -> (outcome :Outcome);
-  # The whole result of a call (after a tooLarge outcome), waiting while it is pending.
+  read @1 (callId :Text) -> (outcome :Outcome, forgottenAgeMs :Int64 = -1);
+  # The whole result of a call (after a tooLarge outcome, or after a reconnect), waiting while
+  # it is pending. For an unknown call id (outcome: error unknownCall), forgottenAgeMs says how
+  # long ago the newest result the server forgot finished (trimmed from its pool, or lost with a
+  # crash of its machine): a call sent after that never ran here; one sent before may have run
+  # and finished before it. -1: the server never forgot a finished call.
 }
 
 interface AgentServer {

@@ -1,5 +1,6 @@
 // as_server: hosts agents loaded from plugins and serves them over Cap'n Proto RPC.
 // main() is the wiring diagram: options -> logging -> signals -> server -> listen -> ready -> run.
+#include "crash_report.h"
 #include "log.h"
 #include "pooled_connector.h"
 #include "sd_notify.h"
@@ -75,6 +76,9 @@ int main(int argc, char** argv) {
   // A file size limit reached while saving state: the write fails (EFBIG) and the state store
   // reports it (calls fail not_applied) instead of the process being killed.
   ::signal(SIGXFSZ, SIG_IGN);
+  // A crash in agent code names the call that was running (and, with --state-dir, marks it
+  // interrupted for the next start).
+  agentd::detail::install_crash_report();
 
   try {
     auto io = kj::setupAsyncIo();

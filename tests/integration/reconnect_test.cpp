@@ -1,6 +1,7 @@
 // Clients that survive server restarts (ClientOptions::reconnect_*): a client whose as_server is
 // killed and restarted on the same port carries on; calls in flight at the kill are looked up by
-// call id (not_applied when the new server never heard of them); calls made while the server is
+// call id (interrupted when the server came back as another one without its state; the
+// retry-safety tests cover restarts with --state-dir); calls made while the server is
 // down wait for it; past reconnect_deadline everything fails with disconnected; a dead child is
 // reported with its signal and stderr; a peer fetch from a vanished origin retries until
 // --peer-fetch-timeout. Real servers, real sockets, no fixed sleeps.
@@ -73,7 +74,8 @@ TEST_CASE("reconnect: over a unix: socket too", "[reconnect][unix]") {
   CHECK(c.server_id() == s->server_id());
 }
 
-TEST_CASE("reconnect: calls in flight at the kill fail not_applied, finished ones stay readable",
+TEST_CASE("reconnect: calls in flight at a server that came back without its state are "
+          "interrupted, finished ones stay readable",
           "[reconnect]") {
   auto s = ServerProcess::start(standard_args());
   const std::uint16_t port = s->port();
@@ -90,13 +92,15 @@ TEST_CASE("reconnect: calls in flight at the kill fail not_applied, finished one
   s->kill_now();
   s = restart_on(port);
 
+  // Without --state-dir the new server is another one: it cannot tell whether the old one was
+  // running the calls (the first was), so neither is offered as safe to retry.
   auto e = error_of([&] { pending.get(); });
-  CHECK(e.code() == ErrorCode::not_applied);
-  CHECK(e.retryable());
-  CHECK_THAT(e.message(), Catch::Contains("not applied") && Catch::Contains("safe to retry") &&
+  CHECK(e.code() == ErrorCode::interrupted);
+  CHECK_FALSE(e.retryable());
+  CHECK_THAT(e.message(), Catch::Contains("another server") && Catch::Contains("not safe to retry") &&
                               Catch::Contains(std::to_string(port)));
   auto e2 = error_of([&] { pending_method.get(); });
-  CHECK(e2.code() == ErrorCode::not_applied);
+  CHECK(e2.code() == ErrorCode::interrupted);
   // Finished before the kill: its result came with its completion and stays readable.
   CHECK(done.get().content == "done");
   // Retrying is safe: the call runs once on the new server.

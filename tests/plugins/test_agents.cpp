@@ -3,6 +3,7 @@
 #include <agentd/error.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstddef>
 #include <string>
 #include <thread>
@@ -53,3 +54,23 @@ class PickyAgent : public agentd::Agent {
   agentd::Msg reply(const agentd::Msg& x) override { return agentd::Msg(name(), x.content); }
 };
 AGENTD_REGISTER_AGENT(PickyAgent);
+
+// Replies like an echo, after args "sleep_ms" (default 0), unless the input's text is "abort"
+// (std::abort()) or "segfault" (a write through a null pointer): the server dies in agent code.
+// Fault tests use it for a call that crashes the server.
+class CrashAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(args().value("sleep_ms", 0)));
+    const std::string t = x.content.is_string() ? x.content.get<std::string>() : std::string();
+    if (t == "abort") std::abort();
+    if (t == "segfault") {
+      volatile int* volatile p = nullptr;
+      *p = 1;
+    }
+    memory().add(x);
+    return agentd::Msg(name(), x.content);
+  }
+};
+AGENTD_REGISTER_AGENT(CrashAgent);

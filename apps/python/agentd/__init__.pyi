@@ -10,7 +10,7 @@ ErrorCode = Literal[
     "internal", "unknown_agent", "unknown_class", "bad_args", "agent_failed", "expired",
     "duplicate_call_id", "unknown_method", "disconnected", "timeout", "overloaded",
     "bad_request", "model_error", "unauthenticated", "duplicate_agent", "stopping",
-    "unknown_call", "config_error", "plugin_error", "too_large",
+    "unknown_call", "config_error", "plugin_error", "too_large", "not_applied", "interrupted",
 ]
 
 class Error(RuntimeError):

@@ -30,6 +30,8 @@ enum class ErrorCode {
   too_large,          // a message is bigger than one wire message can carry
   not_applied,        // the call had no effect (lost in a server restart, or its state could
                       // not be saved): retrying it is safe
+  interrupted,        // the call may have run, in whole or in part (it was running when its
+                      // server died, or the server can no longer tell): not safe to retry blindly
 };
 
 // The stable lowercase name of a code ("unknown_agent", ...), and back (internal if unknown).

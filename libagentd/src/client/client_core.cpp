@@ -246,6 +246,7 @@ struct ClientCore::Reconnector {
     loop.rpc = kj::mv(c->rpc);
     loop.server = kj::mv(c->server);
     if (!c->server_id.empty()) core.set_server_id(c->server_id);
+    set_server(loop, c->server_id);
     spdlog::info("reconnected to as_server at {} (server {}) after {} attempt(s)", loop.where,
                  c->server_id, attempts);
     open_session(loop);
@@ -431,6 +432,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       loop.rpc = kj::mv(c->rpc);
       loop.server = kj::mv(c->server);
       set_server_id(c->server_id);
+      set_server(loop, c->server_id);
       address_ = c->address.empty() ? where : c->address;
       if (target.mode == Mode::independent && options_.reconnect_deadline.count() > 0) {
         reconnector.emplace(*this, loop, io, target.host, target.port, tls.get());

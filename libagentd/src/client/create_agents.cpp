@@ -59,6 +59,9 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     std::condition_variable cv;
     std::size_t pending = 0;
     std::vector<std::string> ids;      // by index; empty where creation failed
+    // By index: the server answered that the creation failed (nothing was made). The others
+    // that are not in ids were lost with the connection: they may have been made.
+    std::vector<char> refused;
     std::optional<Error> first_error;  // by index order
     std::size_t first_error_index = 0;
     bool abandoned = false;  // the caller timed out: stop, and delete what gets made
@@ -66,12 +69,19 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
   auto b = std::make_shared<Batch>();
   b->pending = count;
   b->ids.resize(count);
+  b->refused.resize(count, 0);
   if (count == 0) return {};
   auto name_of = [&](std::size_t i) {
     return name_prefix.empty() ? std::string{} : name_prefix + std::to_string(first_index + i);
   };
+  // The ids are chosen here, so that a creation whose answer is lost (the connection went) can
+  // still be found, and undone, by id.
+  std::vector<std::string> asked(count);
   std::vector<detail::OutSpec> specs(count);
-  for (std::size_t i = 0; i < count; ++i) specs[i] = create_spec(class_name, name_of(i), args, {});
+  for (std::size_t i = 0; i < count; ++i) {
+    asked[i] = new_id();
+    specs[i] = create_spec(class_name, name_of(i), args, asked[i]);
+  }
   core_->requests_.fetch_add(1, std::memory_order_relaxed);
   core_->waits_.fetch_add(1, std::memory_order_relaxed);
   // At most kWindow creations in flight: each answer sends the next, so neither side holds
@@ -101,18 +111,22 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     };
     // Loop thread: sends the next spec, whose answer sends the one after it.
     auto send_next = std::make_shared<std::function<void()>>();
-    *send_next = [c, sender, finish, weak = std::weak_ptr<std::function<void()>>(send_next)]() {
+    *send_next = [c, b, sender, finish, weak = std::weak_ptr<std::function<void()>>(send_next)]() {
       if (sender->next >= sender->specs.size()) return;
       std::size_t i = sender->next++;
       auto again = weak.lock();
       detail::Ticket t;
-      t.on_done = [c, finish, i, again](wire::CallDone::Reader d) {
+      t.on_done = [c, b, finish, i, again](wire::CallDone::Reader d) {
         bool abandoned = false;
         if (d.isCreated()) {
           std::string id = detail::to_std(d.getCreated());
           abandoned = finish(i, id, std::nullopt);
           if (abandoned) delete_quietly(c->loop(), id);
         } else if (d.isError()) {
+          {
+            std::lock_guard lock(b->mu);
+            b->refused[i] = 1;
+          }
           abandoned = finish(i, std::nullopt, detail::read_error(d.getError()));
         } else {
           abandoned = finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
@@ -149,20 +163,31 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     }
   }
   if (b->first_error) {
-    std::size_t made = 0;
-    for (const auto& id : b->ids) {
-      if (id.empty()) continue;
-      ++made;
+    // All or nothing: delete every agent that was made, and every one that may have been (its
+    // answer was lost with the connection: after a reconnect the server says whether it exists).
+    std::size_t deleted = 0;
+    std::vector<std::string> left;  // may exist: the server could not be asked
+    std::string why_left;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (b->refused[i]) continue;
       try {
-        delete_agent(id);
-      } catch (const Error&) {
-        // Best effort: the server may be gone, which the error below says anyway.
+        delete_agent(asked[i]);
+        ++deleted;
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::unknown_agent) continue;  // never made
+        left.push_back(asked[i]);
+        if (why_left.empty()) why_left = e.message();
       }
     }
     const Error& e = *b->first_error;
+    std::string outcome = fmt::format("{} were made and deleted again", deleted);
+    if (!left.empty())
+      outcome += fmt::format(
+          "; {} may exist and could not be deleted ({}): delete them by id, first {}", left.size(),
+          why_left, left.front());
     throw Error(e.code(),
-                fmt::format("{} (creating {} {} agents; {} were made and deleted again)",
-                            e.message(), count, class_name, made),
+                fmt::format("{} (creating {} {} agents; {})", e.message(), count, class_name,
+                            outcome),
                 e.agent_id(), e.agent_class(), e.retryable());
   }
   std::vector<AgentRef> out;

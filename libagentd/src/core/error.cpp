@@ -7,7 +7,7 @@ namespace agentd {
 
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 21> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 22> kNames{{
     {ErrorCode::internal, "internal"},
     {ErrorCode::unknown_agent, "unknown_agent"},
     {ErrorCode::unknown_class, "unknown_class"},
@@ -29,6 +29,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 21> kNames{{
     {ErrorCode::plugin_error, "plugin_error"},
     {ErrorCode::too_large, "too_large"},
     {ErrorCode::not_applied, "not_applied"},
+    {ErrorCode::interrupted, "interrupted"},
 }};
 
 std::string describe(ErrorCode code, const std::string& message, const std::string& agent_id,

@@ -1,5 +1,7 @@
 #include "agent_host.h"
 
+#include "crash_report.h"
+
 #include "agent_access.h"
 #include "agent_services.h"
 #include "model_registry.h"
@@ -151,8 +153,24 @@ AgentHost::ResultStats AgentHost::result_stats() const {
 void AgentHost::sweep_results() {
   std::lock_guard lock(mu_);
   results_.sweep();
-  if (StateStore* store = store_.load())
+  if (StateStore* store = store_.load()) {
     store->trim_results(results_.limits().max_size, results_.limits().max_age);
+    store->check_stall();
+  }
+}
+
+std::optional<std::chrono::milliseconds> AgentHost::forgotten_age() const {
+  std::lock_guard lock(mu_);
+  return results_.forgotten_age();
+}
+
+void AgentHost::forget_until(std::int64_t unix_ms) {
+  if (unix_ms <= 0) return;
+  const auto ago = std::chrono::system_clock::now() -
+                   std::chrono::system_clock::time_point(std::chrono::milliseconds(unix_ms));
+  std::lock_guard lock(mu_);
+  results_.forget_until(ResultPool::Clock::now() -
+                        std::chrono::duration_cast<ResultPool::Clock::duration>(ago));
 }
 
 bool AgentHost::exists(const std::string& id) const {
@@ -384,6 +402,7 @@ void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
   if (!call->change || store == nullptr) {
     call->change.reset();
     publish(call);
+    if (store != nullptr) store->journal().end(call->journal_slot);
     return;
   }
   StateStore::Change change = std::move(*call->change);
@@ -394,13 +413,18 @@ void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
     change.memory_reset = false;
     change.memory.clear();
   }
-  store->submit(std::move(change), [this, call, id = slot->id, cls = slot->class_name](const Error* failed) {
+  store->submit(std::move(change), [this, store, call, id = slot->id,
+                                    cls = slot->class_name](const Error* failed) {
     std::lock_guard lock(mu_);
-    if (failed != nullptr) {
+    // A read (memory, a clone's snapshot) changed nothing: a store that cannot write does not
+    // fail it, so reads keep working while the disk is broken.
+    const bool read_only = call->kind == Call::Kind::memory || call->kind == Call::Kind::snapshot;
+    if (failed != nullptr && !read_only) {
       call->out_msg.reset();
       call->out_error = store_error(*failed, id, cls);
     }
     publish(call);
+    store->journal().end(call->journal_slot);  // its outcome is committed (or failed): settled
   });
 }
 
@@ -684,6 +708,12 @@ void execute(AgentSlot& s, Call& c) {
 
 }  // namespace
 
+void AgentHost::note_running(const AgentSlot& slot, Call& call) {
+  StateStore* store = store_.load();
+  if (store != nullptr && !call.call_id.empty())
+    call.journal_slot = store->journal().begin(call.call_id, slot.id);
+}
+
 void AgentHost::run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
   if (t_continuation != nullptr && !t_continuation->slot) {
     t_continuation->slot = std::move(slot);
@@ -699,8 +729,12 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
   while (slot) {
     const ModelUsage before = slot->usage->snapshot();
     call->started = std::chrono::steady_clock::now();
+    note_running(*slot, *call);
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, chunk_sink(*call));
-    execute(*slot, *call);  // agent code: no lock held
+    {
+      CrashContext crash(call->call_id, slot->id, slot->class_name, call->journal_slot);
+      execute(*slot, *call);  // agent code: no lock held
+    }
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, nullptr);
     if (store_.load() != nullptr) record_change(*slot, *call);  // save_state(): agent code
     const ModelUsage after = slot->usage->snapshot();
@@ -868,6 +902,7 @@ void AgentHost::start_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Cal
 
 void AgentHost::run_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
   call->started = std::chrono::steady_clock::now();
+  note_running(*slot, *call);
   AsyncRun run = drive_async(std::move(slot), std::move(call));
   run.handle.promise().registry = &async_frames_;
   async_frames_.insert(run.handle.address());

@@ -104,6 +104,9 @@ struct Call {
   // With a state store: what the call changed, made by the thread that ran it and committed
   // before the call's outcome is published (a pointer: queued calls stay small).
   std::unique_ptr<StateStore::Change> change;
+  // With a state store, a call with a call id: its slot in the run journal from the moment its
+  // agent code starts until its outcome is committed and published.
+  std::uint32_t journal_slot = RunJournal::kNoSlot;
 };
 
 // What a new agent starts from besides its constructor: a restart restores it, a clone copies
@@ -200,6 +203,11 @@ class AgentHost {
   // Runs fn on the loop thread once everything the host submitted to the store so far is
   // committed (at once without a store): deletions are acknowledged after it.
   void after_saved(kj::Function<void()> fn);
+  // An unknown call id either never ran here or finished this long ago or earlier (the result
+  // pool's forgotten horizon); nullopt: nothing finished was ever forgotten. Any thread.
+  std::optional<std::chrono::milliseconds> forgotten_age() const;
+  // A restart: results finished at or before unix_ms (the store's horizon) are forgotten.
+  void forget_until(std::int64_t unix_ms);
   // Puts a finished result restored from the store into the pool.
   void restore_result(const std::string& call_id, const std::string& agent_id, OutcomePtr outcome);
 
@@ -264,6 +272,8 @@ class AgentHost {
   // All with the lock held.
   void pump(const std::shared_ptr<AgentSlot>& slot);
   void run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  // The thread about to run call's agent code (no lock): with a store, its run journal slot.
+  void note_running(const AgentSlot& slot, Call& call);
   // span: filled when a span sink is set (written after the lock is released).
   void finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* span);
   void publish(const std::shared_ptr<Call>& call);

@@ -4,10 +4,6 @@
 
 namespace agentd::detail {
 
-namespace {
-constexpr std::size_t kEvictedMemory = 65536;
-}
-
 bool ResultPool::add_pending(const std::string& call_id, std::string producer) {
   if (evicted_.count(call_id)) return false;
   auto [it, inserted] = entries_.try_emplace(call_id);
@@ -61,14 +57,26 @@ void ResultPool::evict(const std::string& id_ref) {
   const std::string call_id = id_ref;
   // Only finished entries are evicted; finished_order_ holds exactly those, oldest first.
   if (!finished_order_.empty() && finished_order_.front().first == call_id) finished_order_.pop_front();
-  entries_.erase(call_id);
+  auto it = entries_.find(call_id);
+  const Clock::time_point finished = it != entries_.end() ? it->second.since : Clock::now();
+  if (it != entries_.end()) entries_.erase(it);
   ++evictions_;
   evicted_.insert(call_id);
-  evicted_order_.push_back(call_id);
+  evicted_order_.emplace_back(call_id, finished);
   while (evicted_order_.size() > kEvictedMemory) {
-    evicted_.erase(evicted_order_.front());
+    forget_until(evicted_order_.front().second);
+    evicted_.erase(evicted_order_.front().first);
     evicted_order_.pop_front();
   }
+}
+
+std::optional<std::chrono::milliseconds> ResultPool::forgotten_age(Clock::time_point now) const {
+  if (!forgotten_until_) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - *forgotten_until_);
+}
+
+void ResultPool::forget_until(Clock::time_point t) {
+  if (!forgotten_until_ || t > *forgotten_until_) forgotten_until_ = t;
 }
 
 Error ResultPool::gone_error(const std::string& call_id) const {

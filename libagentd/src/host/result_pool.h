@@ -63,6 +63,16 @@ class ResultPool {
   std::size_t finished() const { return finished_order_.size(); }
   std::size_t pending() const { return entries_.size() - finished_order_.size(); }
   std::uint64_t evictions() const { return evictions_; }
+
+  // The pool forgets ids: an evicted id is remembered (answered "expired") until kEvictedMemory
+  // later evictions push it out, after which it is as unknown as an id never seen. The horizon
+  // is the newest finishing time among the ids forgotten that way (or set by a restart, for
+  // what the previous run forgot): an unknown id either never ran here or finished before it.
+  // How long ago that was; nullopt while nothing finished has been forgotten.
+  std::optional<std::chrono::milliseconds> forgotten_age(Clock::time_point now = Clock::now()) const;
+  // A restart: results that finished at or before t are forgotten (only moves it later).
+  void forget_until(Clock::time_point t);
+  static constexpr std::size_t kEvictedMemory = 65536;
   const Limits& limits() const { return limits_; }
 
  private:
@@ -82,7 +92,8 @@ class ResultPool {
   std::deque<std::pair<std::string, Clock::time_point>> finished_order_;
   // Recently evicted ids, to tell "expired" from "never existed" (bounded FIFO).
   std::unordered_set<std::string> evicted_;
-  std::deque<std::string> evicted_order_;
+  std::deque<std::pair<std::string, Clock::time_point>> evicted_order_;  // id, when it finished
+  std::optional<Clock::time_point> forgotten_until_;
   std::uint64_t evictions_ = 0;
 };
 

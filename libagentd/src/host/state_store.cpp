@@ -1,5 +1,6 @@
 #include "state_store.h"
 
+#include "crash_report.h"
 #include "value_codec.h"
 
 #include <agentd/version.h>
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -240,8 +242,13 @@ struct StateStore::Statements {
         trim_age(db, "DELETE FROM results WHERE finished_ms < ?1"),
         trim_count(db,
                    "DELETE FROM results WHERE seq <= (SELECT seq FROM results ORDER BY seq DESC "
-                   "LIMIT 1 OFFSET ?1)") {}
-  Stmt begin, commit, put_agent, set_state, delete_agent, delete_memory, put_memory, put_result, delete_all_agents, delete_all_memory, trim_age, trim_count;
+                   "LIMIT 1 OFFSET ?1)"),
+        trimmed_until(db,
+                      "SELECT max(finished_ms) FROM results WHERE finished_ms < ?1 OR seq <= "
+                      "(SELECT seq FROM results ORDER BY seq DESC LIMIT 1 OFFSET ?2)"),
+        put_meta(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)") {}
+  Stmt begin, commit, put_agent, set_state, delete_agent, delete_memory, put_memory, put_result,
+      delete_all_agents, delete_all_memory, trim_age, trim_count, trimmed_until, put_meta;
 };
 
 void StateStore::exec(const char* sql) {
@@ -252,6 +259,41 @@ void StateStore::exec(const char* sql) {
     throw std::runtime_error(why);
   }
 }
+
+namespace {
+
+// Text safe to put in a message: bytes that are not printable ASCII (a damaged file's contents)
+// become \xNN, and at most 300 characters are kept.
+std::string printable(std::string_view in) {
+  std::string out;
+  for (unsigned char ch : in) {
+    if (out.size() >= 300) {
+      out += "...";
+      break;
+    }
+    if (ch >= 0x20 && ch < 0x7f)
+      out += static_cast<char>(ch);
+    else
+      out += fmt::format("\\x{:02x}", ch);
+  }
+  return out;
+}
+
+// Why path cannot be written, or empty when it can (or does not exist).
+std::string not_writable(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0 || ::access(path.c_str(), W_OK) == 0) return {};
+  const int err = errno;
+  struct statvfs fs {};
+  if (err == EROFS || (::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0))
+    return fmt::format("{} is on a read-only file system", path);
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return fmt::format("{} is not writable by this process (uid {}; the file is mode {:04o}, owner "
+                     "uid {}: {})",
+                     path, ::getuid(), st.st_mode & 07777, st.st_uid, std::strerror(err));
+}
+
+}  // namespace
 
 StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
   namespace fs = std::filesystem;
@@ -267,21 +309,51 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     if (ec) throw fail("cannot create it: " + ec.message(), "");
     ::chmod(dir_.c_str(), 0700);
   }
-  const std::string lock_path = (fs::path(dir_) / "agentd.lock").string();
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) throw fail(fmt::format("cannot open {}: {}", lock_path, std::strerror(errno)), "");
+  // Permissions first: a read-only database is healthy, and must not be called damaged.
+  for (const std::string& path : {dir_, file_, file_ + "-wal", file_ + "-shm"}) {
+    std::string why = not_writable(path);
+    if (!why.empty())
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--state-dir {}: {}; as_server writes its state there. Make it "
+                              "writable (chown/chmod, or mount the file system read-write): "
+                              "the database itself is not damaged, do not move it away",
+                              dir_, why));
+  }
+  // The lock is on the directory itself: deleting a lock file beside the database cannot let a
+  // second server in (it would write the same database under the same server id).
+  lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ < 0) throw fail(fmt::format("cannot open it: {}", std::strerror(errno)), "");
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd_);
     lock_fd_ = -1;
-    throw fail("another as_server is using this state dir (it holds " + lock_path + ")",
+    throw fail("another as_server is using this state dir (it holds a lock on the directory)",
                "; give each server its own --state-dir");
   }
+  auto release = [&]() {
+    st_.reset();
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    db_ = nullptr;
+    journal_.reset();
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  };
   try {
+    const bool db_existed = fs::exists(file_, ec);
+    if (db_existed && fs::file_size(file_, ec) == 0 && !ec)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: the database file is empty (0 bytes), so it holds none of the "
+                              "agents it should; restore it from a backup (README \"Durability\"), "
+                              "or, if this state dir was never used, remove the file to start "
+                              "with no agents",
+                              file_));
+    journal_ = std::make_unique<RunJournal>((fs::path(dir_) / "agentd.run").string());
     if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                                  SQLITE_OPEN_NOMUTEX,
                         nullptr) != SQLITE_OK)
       throw std::runtime_error(db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory");
-    sqlite3_busy_timeout(db_, 5000);
+    // Waits for another process holding the database (a backup taking a write lock) rather than
+    // failing the store at once; check_stall() logs a wait that lasts.
+    sqlite3_busy_timeout(db_, 60000);
     // A file that is not a database fails here (SQLITE_NOTADB), before anything is written.
     Stmt tables(db_, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'");
     tables.row();
@@ -304,9 +376,10 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                     fmt::format("{}: written by agentd {} in state format {}, but this as_server "
                                 "(agentd {}) reads format {}; run the version that wrote it, or "
                                 "move the directory away to start with no agents",
-                                file_, writer, found.empty() ? "(none)" : found,
+                                file_, printable(writer), found.empty() ? "(none)" : printable(found),
                                 AGENTD_VERSION_STRING, kFormat));
     }
+    check_against_journal(fresh);
     exec("PRAGMA journal_mode = WAL");
     exec("PRAGMA synchronous = FULL");
     exec(kSchema);
@@ -315,25 +388,128 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                      kFormat, AGENTD_VERSION_STRING)
              .c_str());
     st_ = std::make_unique<Statements>(db_);
+    record_interrupted();
+    journal_->start();  // the previous run's record is dealt with: this run's starts
   } catch (const Error&) {
-    st_.reset();
-    sqlite3_close_v2(db_);
-    ::close(lock_fd_);
+    release();
     throw;
   } catch (const std::exception& e) {
-    st_.reset();
-    if (db_ != nullptr) sqlite3_close_v2(db_);
-    ::close(lock_fd_);
+    const int code = db_ != nullptr ? sqlite3_errcode(db_) : SQLITE_OK;
+    release();
+    if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM)
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: cannot open the state database for writing: {} (a permission, "
+                              "ownership or read-only file system problem; the database itself "
+                              "is not damaged: fix access to --state-dir {} and start again)",
+                              file_, printable(e.what()), dir_));
     throw Error(ErrorCode::config_error,
                 fmt::format("{}: cannot open the state database: {} (a damaged file: restore it "
                             "from a backup, or move the directory away to start with no agents)",
-                            file_, e.what()));
+                            file_, printable(e.what())));
   }
+  set_crash_journal(journal_.get());
   writer_ = std::thread([this] { writer_main(); });
+}
+
+void StateStore::check_against_journal(bool fresh) {
+  const RunJournal::Previous& prev = journal_->previous();
+  const std::string commits_text = fresh ? std::string() : meta("commit_seq");
+  commit_seq_ = commits_text.empty() ? 0 : std::stoull(commits_text);
+  const std::string forgotten = fresh ? std::string() : meta("forgotten_until_ms");
+  forgotten_until_ms_ = forgotten.empty() ? 0 : std::stoll(forgotten);
+  if (!prev.present) return;
+  const std::string run_file = journal_->path();
+  if (prev.commits > commit_seq_)
+    throw Error(ErrorCode::config_error,
+                fmt::format("{}: the database holds {} commit(s), but the last run (pid {}) "
+                            "acknowledged {} ({}): {} acknowledged commit(s) are missing. The "
+                            "write-ahead log {}-wal was removed or truncated, or the database was "
+                            "replaced by an older copy. Put the missing files back; to start from "
+                            "what the database holds anyway (losing the calls acknowledged "
+                            "after it), remove {}",
+                            file_, commit_seq_, prev.pid, prev.commits, run_file,
+                            prev.commits - commit_seq_, file_, run_file));
+  if (prev.clean) return;
+  spdlog::warn("state dir {}: the last run (pid {}) did not stop cleanly{}; {} call(s) it was "
+               "running are reported interrupted; checking the database",
+               dir_, prev.pid,
+               prev.fatal_signal != 0 ? fmt::format(" (it died of signal {})", prev.fatal_signal)
+                                      : std::string(),
+               prev.running.size());
+  for (const auto& r : prev.running)
+    if (r.crashed)
+      spdlog::error("state dir {}: the last run died of signal {} while running call {} of agent "
+                    "{}; that call is reported interrupted and not retried; a server that keeps "
+                    "crashing on an agent's calls should host that agent apart (README "
+                    "\"Durability\")",
+                    dir_, prev.fatal_signal, r.call_id, r.agent_id);
+  if (!fresh) {
+    Stmt check(db_, "PRAGMA quick_check(5)");
+    std::string problems;
+    while (check.row()) {
+      std::string line(check.column(0));
+      if (line != "ok") problems += (problems.empty() ? "" : "; ") + printable(line);
+    }
+    if (!problems.empty())
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: the integrity check after an unclean stop failed: {} (a damaged "
+                              "file: restore it from a backup, or move the directory away to start "
+                              "with no agents)",
+                              file_, problems));
+  }
+  // After a crash of the machine (another boot) or with calls the journal could not record, the
+  // running calls it lists may be incomplete: every call from before this start is "cannot tell".
+  if (!prev.same_boot || prev.overflow) forgotten_until_ms_ = now_unix_ms();
+}
+
+void StateStore::record_interrupted() {
+  const RunJournal::Previous& prev = journal_->previous();
+  std::vector<const RunJournal::Previous::Running*> todo;
+  if (prev.present && !prev.clean && !prev.running.empty()) {
+    std::unordered_set<std::string> known;
+    Stmt ids(db_, "SELECT call_id FROM results");
+    while (ids.row()) known.emplace(ids.column(0));
+    for (const auto& r : prev.running)
+      if (!known.count(r.call_id)) todo.push_back(&r);
+  }
+  // Written before anything else, so the next start still knows them if this one dies too.
+  exec("BEGIN IMMEDIATE");
+  try {
+    const std::int64_t now = now_unix_ms();
+    for (const auto* r : todo) {
+      const std::string why =
+          r->crashed
+              ? fmt::format("call {} was running when as_server (pid {}) died of signal {} in it: "
+                            "this call crashed the server, and is not retried; its effects on "
+                            "the agent were not kept, but it may have had effects outside agentd",
+                            r->call_id, prev.pid, prev.fatal_signal)
+              : fmt::format("call {} was running when as_server (pid {}) stopped without "
+                            "finishing it{}: its effects on the agent were not kept, but it may "
+                            "have had effects outside agentd; it is not safe to retry blindly",
+                            r->call_id, prev.pid,
+                            prev.fatal_signal != 0
+                                ? fmt::format(" (the server died of signal {})", prev.fatal_signal)
+                                : std::string());
+      const std::string outcome = encode_outcome(Outcome(Error(ErrorCode::interrupted, why, r->agent_id)));
+      st_->put_result.text(1, r->call_id).text(2, r->agent_id).blob(3, outcome).integer(4, now).run();
+    }
+    exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('forgotten_until_ms', '{}')",
+                     forgotten_until_ms_)
+             .c_str());
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  if (!todo.empty())
+    spdlog::warn("state dir {}: {} call(s) the last run was running are kept as interrupted "
+                 "results",
+                 dir_, todo.size());
 }
 
 StateStore::~StateStore() {
   close();
+  set_crash_journal(nullptr);
   st_.reset();
   if (db_ != nullptr) sqlite3_close_v2(db_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -382,11 +558,24 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
       out.results.push_back(std::move(r));
     }
     std::reverse(out.results.begin(), out.results.end());
+    // The results not loaded are forgotten as trimmed ones are.
+    where = "the results";
+    out.forgotten_until_unix_ms = forgotten_until_ms_;
+    Stmt older(db_,
+               "SELECT max(finished_ms) FROM results WHERE finished_ms < ?1 OR seq <= (SELECT seq "
+               "FROM results WHERE finished_ms >= ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)");
+    older.integer(1, now_unix_ms() - max_age.count())
+        .integer(2, static_cast<std::int64_t>(std::min<std::size_t>(max_results, INT64_MAX)));
+    if (older.row()) {
+      if (!older.column_null(0))
+        out.forgotten_until_unix_ms = std::max(out.forgotten_until_unix_ms, older.column_int(0));
+      older.row();
+    }
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error,
                 fmt::format("{}: cannot read {}: {} (a damaged file: restore it from a backup, "
                             "or move the directory away to start with no agents)",
-                            file_, where, e.what()));
+                            file_, printable(where), printable(e.what())));
   }
   return out;
 }
@@ -460,6 +649,26 @@ void StateStore::flush() {
   drained_.wait(lock, [&] { return finished_ >= target || !writer_.joinable(); });
 }
 
+bool StateStore::flush_for(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t target = submitted_;
+  // A trim has no change of its own to count: the writer must also be between transactions, or
+  // close() would wait for the stuck one.
+  return drained_.wait_for(lock, limit, [&] {
+    return (finished_ >= target && commit_started_ms_.load() == 0) || !writer_.joinable();
+  });
+}
+
+void StateStore::check_stall() {
+  const std::int64_t started = commit_started_ms_.load();
+  if (started == 0) return;
+  const std::int64_t ms = now_unix_ms() - started;
+  if (ms >= 2000 && !stall_logged_.exchange(true))
+    spdlog::warn("state store: a commit to {} has been running for {:.1f} s (the disk stalls?); "
+                 "calls are not reported done until it finishes",
+                 file_, ms / 1000.0);
+}
+
 void StateStore::close() {
   {
     std::lock_guard lock(mu_);
@@ -469,6 +678,7 @@ void StateStore::close() {
   }
   if (writer_.joinable()) writer_.join();
   drained_.notify_all();
+  if (journal_) journal_->mark_clean();
 }
 
 std::optional<Error> StateStore::failure() const {
@@ -512,6 +722,8 @@ void StateStore::writer_main() {
     lock.unlock();
     std::optional<Error> failed;
     if (!failed_before) {
+      const std::int64_t started = now_unix_ms();
+      commit_started_ms_.store(started);
       try {
         apply(batch, trim);
       } catch (const std::exception& e) {
@@ -522,6 +734,14 @@ void StateStore::writer_main() {
                                    file_, e.what()));
         spdlog::error("state store: {}", failed->message());
       }
+      commit_started_ms_.store(0);
+      const std::int64_t took = now_unix_ms() - started;
+      if (stall_logged_.exchange(false))
+        spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
+      else if (took >= 1000)
+        spdlog::warn("state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
+                     "calls wait for their commit",
+                     batch.size(), file_, took / 1000.0);
     }
     lock.lock();
     if (failed) failure_ = failed;
@@ -585,15 +805,30 @@ void StateStore::apply(std::vector<Pending>& batch,
           s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now).run();
       }
     }
+    std::int64_t forgotten = forgotten_until_ms_;
     if (trim) {
+      // What the trim forgets moves the horizon (see the header); then the rows go.
+      const auto keep = static_cast<std::int64_t>(trim->first);
+      s.trimmed_until.integer(1, trim->second).integer(2, keep);
+      if (s.trimmed_until.row()) {
+        if (!s.trimmed_until.column_null(0))
+          forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
+        s.trimmed_until.row();
+      }
       s.trim_age.integer(1, trim->second).run();
-      s.trim_count.integer(1, static_cast<std::int64_t>(trim->first)).run();
+      s.trim_count.integer(1, keep).run();
+      if (forgotten != forgotten_until_ms_)
+        s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
     }
+    s.put_meta.text(1, "commit_seq").text(2, std::to_string(commit_seq_ + 1)).run();
     s.commit.run();
+    forgotten_until_ms_ = forgotten;
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+  ++commit_seq_;
+  journal_->set_commits(commit_seq_);
 }
 
 }  // namespace agentd::detail

@@ -18,6 +18,15 @@
 // store keeps what it last committed, reports the failure to every change of that batch and of
 // any later one (failure()), and accepts no more writes. What was acknowledged before stays in
 // the database, which stays readable; a restart resumes from it.
+//
+// Beside it, DIR/agentd.run (RunJournal) records the calls running and the commits acknowledged,
+// so that a start can tell (a) which calls the last run was running when it died (restored as
+// interrupted results: they may have run), (b) that the database lost acknowledged commits (a
+// missing or truncated write-ahead log: refused). The results table keeps what the result pool
+// keeps; the newest finishing time of the results trimmed from it is kept as the "forgotten"
+// horizon (meta forgotten_until_ms): a call id unknown to the store was either never applied or
+// finished before that time, which is what a reconnecting client needs to tell not_applied from
+// "cannot tell".
 #pragma once
 
 #include <agentd/error.h>
@@ -25,8 +34,10 @@
 #include <agentd/value.h>
 
 #include "result_pool.h"
+#include "run_journal.h"
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -74,12 +85,21 @@ class StateStore {
   struct Contents {
     std::vector<AgentRow> agents;    // in creation order
     std::vector<ResultRow> results;  // oldest first
+    // Results finished at or before this time (unix ms; 0: none) are forgotten: not loaded, or
+    // trimmed before. Also the restart time after a crash of the machine (the run journal's
+    // running calls may be lost), so every call from before it is "cannot tell".
+    std::int64_t forgotten_until_unix_ms = 0;
   };
 
   // Opens DIR/agentd.db, creating DIR (0700) and the database when missing, and takes an
-  // exclusive lock on DIR/agentd.lock (two servers on one state dir would overwrite each other).
-  // Throws Error(config_error) naming the file: not a directory, no permission, locked by
-  // another process, not an agentd database, another format, corrupt.
+  // exclusive lock on DIR itself (two servers on one state dir would overwrite each other; a
+  // lock on the directory cannot be sidestepped by deleting a file). Reads DIR/agentd.run: the
+  // calls the last run left running become interrupted results; fewer commits in the database
+  // than the last run acknowledged refuse the start; after a run that did not stop cleanly the
+  // database gets an integrity check. Throws Error(config_error) naming the file and what to do:
+  // not a directory, not writable (a permission or a read-only file system: the data is fine),
+  // locked by another process, an empty file, not an agentd database, another format, damaged,
+  // acknowledged commits missing.
   explicit StateStore(std::string dir);
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -135,6 +155,14 @@ class StateStore {
   // Any thread: waits until everything submitted so far is committed (or failed) and its done
   // callbacks have run.
   void flush();
+  // flush() for at most limit, and until no transaction is running (a trim's included): false
+  // when the disk did not finish in time (a stalled commit; close() would wait for it).
+  bool flush_for(std::chrono::milliseconds limit);
+  // Any thread, about once a second: logs a commit that has been running for a long time (a
+  // stalled disk), once per commit.
+  void check_stall();
+  // The calls running and the commits acknowledged (DIR/agentd.run).
+  RunJournal& journal() { return *journal_; }
   // Flushes, then stops the writer. Idempotent; the destructor calls it.
   void close();
 
@@ -156,6 +184,9 @@ class StateStore {
     Done done;
   };
   void writer_main();
+  // The constructor's checks against the run journal and the database (see the constructor).
+  void check_against_journal(bool fresh);
+  void record_interrupted();
   // Applies batch in one transaction; throws Error on failure (rolled back).
   void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
   void exec(const char* sql);
@@ -164,7 +195,12 @@ class StateStore {
 
   std::string dir_;
   std::string file_;
-  int lock_fd_ = -1;
+  int lock_fd_ = -1;  // DIR, flock()ed
+  std::unique_ptr<RunJournal> journal_;
+  std::uint64_t commit_seq_ = 0;            // commits in the database (writer thread)
+  std::int64_t forgotten_until_ms_ = 0;     // writer thread after the constructor
+  std::atomic<std::int64_t> commit_started_ms_{0};  // 0: no commit running
+  std::atomic<bool> stall_logged_{false};
   sqlite3* db_ = nullptr;
   struct Statements;
   std::unique_ptr<Statements> st_;

@@ -286,7 +286,9 @@ class SessionImpl final : public wire::Session::Server {
     const std::size_t max_bytes = std::min(ctx_.max_message_bytes, kMaxMessageBytes);
     return answer_when_ready(
         ctx_, to_std(context.getParams().getCallId()), /*wait_for_unknown=*/false,
-        [context, max_bytes](const OutcomePtr& o) mutable {
+        [context, max_bytes, host = &ctx_.host](const OutcomePtr& o) mutable {
+          if (const Error* e = std::get_if<Error>(o.get()); e && e->code() == ErrorCode::unknown_call)
+            if (auto age = host->forgotten_age()) context.getResults().setForgottenAgeMs(age->count());
           const std::size_t size = outcome_size(*o, 0);
           if (size + 4096 > max_bytes) {
             // About the size: the message goes only when clearly under the limit.

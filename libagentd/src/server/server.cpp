@@ -194,6 +194,7 @@ void Server::restore() {
                             store_->file(), failures.size(), list));
   }
   for (auto& r : contents.results) host_.restore_result(r.call_id, r.agent_id, std::move(r.outcome));
+  host_.forget_until(contents.forgotten_until_unix_ms);
   spdlog::info("state dir {}: restored {} agent(s) and {} finished result(s)", options_.state_dir,
                restored, contents.results.size());
 }
@@ -598,7 +599,15 @@ kj::Promise<void> Server::wait_for_writes(kj::TimePoint limit, int quiet_checks)
 kj::Promise<void> Server::drain(kj::TimePoint deadline) {
   auto& timer = io_.provider->getTimer();
   if (host_.running_calls() == 0) {
-    if (store_) store_->flush();  // the last calls' commits, so their completions can go out
+    // The last calls' commits, so their completions can go out; a disk that stalls past the
+    // grace period does not hold the stop (what it has not committed was never acknowledged).
+    const auto left = deadline - timer.now();
+    if (store_ && !store_->flush_for(std::chrono::milliseconds(
+                      std::max<std::int64_t>(0, left / kj::MILLISECONDS)))) {
+      spdlog::warn("grace period over; the state store's last commit has not finished (the disk "
+                   "stalls): exiting without it, so the calls in it were never reported done");
+      store_stalled_ = true;
+    }
     return kj::READY_NOW;
   }
   if (timer.now() >= deadline) {

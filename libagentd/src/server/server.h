@@ -66,7 +66,9 @@ class Server {
   void request_stop();
 
   // No agent code is running (after run(): every running call finished within the grace).
-  bool idle() const { return host_.running_calls() == 0; }
+  // False: calls still running, or a state store commit still stuck, past the grace period
+  // (main() then exits without waiting for them).
+  bool idle() const { return host_.running_calls() == 0 && !store_stalled_; }
 
   // The AgentServer itself, past any gate (local mode uses it without a network; connections
   // get it through their Gate's login).
@@ -176,6 +178,7 @@ class Server {
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
+  bool store_stalled_ = false;  // drain(): the last commit did not finish within the grace
   const SdNotifier* notifier_ = nullptr;
   TaskErrors task_errors_{"server task", spdlog::level::err};
   kj::TaskSet tasks_;

@@ -130,7 +130,10 @@ void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
                       spec.agent_id));
     return;
   }
-  spec.deadline = std::chrono::steady_clock::now() + loop.limits.timeout;
+  const auto now = std::chrono::steady_clock::now();
+  spec.deadline = now + loop.limits.timeout;
+  ticket.sent = now;
+  ticket.server_epoch = loop.server_epoch;
   loop.tickets.emplace(spec.ticket, std::move(ticket));
   // Bounded batches: a call that would take the batch past the batch limit starts the next one,
   // so a big call travels alone and one message never nears the message limit.

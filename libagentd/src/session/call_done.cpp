@@ -137,6 +137,39 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
       }));
 }
 
+Error unknown_lost_call(const LoopState& loop, const Ticket& t, std::int64_t forgotten_age_ms) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  if (t.server_epoch != loop.server_epoch)
+    // Another server now (one that restarted without its state dir): it knows nothing of the
+    // old one's calls, which may have been running when it stopped.
+    return Error(ErrorCode::interrupted,
+                 fmt::format("call {}: as_server at {} came back as another server (id {}) that "
+                             "never heard of it: the server it was sent to stopped without its "
+                             "state, and the call may have been running then; its outcome is "
+                             "unknown, so it is not safe to retry blindly (its agent is gone too)",
+                             t.call_id, loop.where, loop.server_id));
+  const auto sent_ago = duration_cast<milliseconds>(std::chrono::steady_clock::now() - t.sent);
+  // A margin for the time the call took to reach the server after it was handed over.
+  if (forgotten_age_ms >= 0 && sent_ago.count() + 1000 >= forgotten_age_ms)
+    return Error(ErrorCode::expired,
+                 fmt::format("call {}: as_server at {} no longer knows it: it was sent {:.1f} s "
+                             "ago, and the server has forgotten calls that finished up to {:.1f} s "
+                             "ago (its result pool keeps --max-pool-size results for at most "
+                             "--max-expire-time), so it may have been applied; it is not safe to "
+                             "retry blindly",
+                             t.call_id, loop.where, sent_ago.count() / 1000.0,
+                             forgotten_age_ms / 1000.0));
+  // Unknown, and sent after anything the server forgot: it never started there (every call
+  // that starts is recorded, as running or finished).
+  return Error::retryable(
+      ErrorCode::not_applied,
+      fmt::format("call {} was not applied on as_server at {}: the server has no record of it (it "
+                  "restarted before the call started, or the call never reached it); it is safe "
+                  "to retry",
+                  t.call_id, loop.where));
+}
+
 void look_up_lost(LoopState& loop, Ticket ticket) {
   if (!loop.connected) {
     loop.lost_calls.push_back(std::move(ticket));
@@ -151,15 +184,7 @@ void look_up_lost(LoopState& loop, Ticket ticket) {
       [loop_ptr, t](capnp::Response<wire::Session::ReadResults> r) {
         auto o = r.getOutcome();
         if (o.isError() && o.getError().getCode() == wire::ErrorCode::UNKNOWN_CALL) {
-          // The server does not know the call id: it restarted (without the call in its state)
-          // or never got the call. Either way the call did not run, so running it again cannot
-          // run it twice.
-          t->fail(Error::retryable(
-              ErrorCode::not_applied,
-              fmt::format("call {} was not applied on as_server at {}: it restarted or lost the "
-                          "call before it ran (the connection went while the call was on its "
-                          "way); it is safe to retry",
-                          t->call_id, loop_ptr->where)));
+          t->fail(unknown_lost_call(*loop_ptr, *t, r.getForgottenAgeMs()));
           return;
         }
         deliver(*loop_ptr, o, t->call_id, t->slot);

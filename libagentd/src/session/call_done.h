@@ -30,6 +30,13 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
 // connection (lost again), waits in loop.lost_calls for the next one.
 void look_up_lost(LoopState& loop, Ticket ticket);
 
+// What a call lost in a reconnect becomes when the server answers that it does not know the call
+// id: not_applied (safe to retry) only when the call never started there; interrupted when the
+// server is another one now (restarted without its state); expired when it may have finished
+// and been forgotten (sent before the server's forgotten horizon, forgotten_age_ms ago; -1: it
+// never forgot one).
+Error unknown_lost_call(const LoopState& loop, const Ticket& t, std::int64_t forgotten_age_ms);
+
 // Any thread: throws the error a CallDone carries (of an observe / create / memory / method).
 void throw_if_error(wire::CallDone::Reader d);
 

@@ -88,6 +88,12 @@ void connection_lost(LoopState& loop) {
   if (loop.on_lost) loop.on_lost();
 }
 
+void set_server(LoopState& loop, const std::string& server_id) {
+  if (server_id == loop.server_id) return;
+  if (!loop.server_id.empty()) ++loop.server_epoch;
+  loop.server_id = server_id;
+}
+
 void connection_restored(LoopState& loop) {
   loop.connected = true;
   auto lost = std::move(loop.lost_calls);

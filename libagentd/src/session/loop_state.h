@@ -61,6 +61,10 @@ struct LoopState {
   wire::AgentServer::Client server = nullptr;
   wire::Session::Client session = nullptr;
   std::string where;  // the server, for error messages
+  // The id of the server the connection reached, and a count bumped whenever a (re)connection
+  // reaches a different one (one that restarted without its state): see set_server().
+  std::string server_id;
+  std::uint64_t server_epoch = 0;
   // Calls are gathered here and sent together once per loop turn (or when the batch is big).
   std::vector<OutSpec> batch;
   std::size_t batch_bytes = 0;
@@ -124,6 +128,9 @@ void fail_all_tickets(LoopState& loop, const Error& e);
 // answered, replies and call_asyncs move to lost_calls and the others fail with disconnected
 // (they may or may not have been applied). Then runs loop.on_lost.
 void connection_lost(LoopState& loop);
+
+// Loop thread: the (re)connection reached the server with this id.
+void set_server(LoopState& loop, const std::string& server_id);
 
 // Loop thread: the owner has put a new connection in loop (stream, rpc, server) and called
 // open_session(): looks up the lost calls, then sends what waited, in order.

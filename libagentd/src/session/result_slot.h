@@ -59,6 +59,10 @@ struct Ticket {
   std::string call_id;
   std::function<void(wire::CallDone::Reader)> on_done;  // other kinds
   std::function<void(const Error&)> on_fail;
+  // When the call was handed to the connection, and to which server (LoopState::server_epoch):
+  // what a lookup after a reconnect needs to tell "never ran" from "cannot tell".
+  std::chrono::steady_clock::time_point sent{};
+  std::uint64_t server_epoch = 0;
 
   // The call will never be answered (its connection or submit failed).
   void fail(const Error& e) {

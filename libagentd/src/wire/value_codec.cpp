@@ -161,6 +161,7 @@ wire::ErrorCode to_wire(ErrorCode code) {
     case ErrorCode::plugin_error: return wire::ErrorCode::PLUGIN_ERROR;
     case ErrorCode::too_large: return wire::ErrorCode::TOO_LARGE;
     case ErrorCode::not_applied: return wire::ErrorCode::NOT_APPLIED;
+    case ErrorCode::interrupted: return wire::ErrorCode::INTERRUPTED;
   }
   return wire::ErrorCode::INTERNAL;
 }
@@ -188,6 +189,7 @@ ErrorCode from_wire(wire::ErrorCode code) {
     case wire::ErrorCode::PLUGIN_ERROR: return ErrorCode::plugin_error;
     case wire::ErrorCode::TOO_LARGE: return ErrorCode::too_large;
     case wire::ErrorCode::NOT_APPLIED: return ErrorCode::not_applied;
+    case wire::ErrorCode::INTERRUPTED: return ErrorCode::interrupted;
   }
   return ErrorCode::internal;
 }
