@@ -149,8 +149,8 @@ TEST_CASE("call_async returns a placeholder another agent can consume", "[flow]"
 
 TEST_CASE("a server that dies mid-chain fails its dependants with a retryable error", "[flow]") {
   auto s1 = ServerProcess::start(standard_args());
-  // s2 tries to fetch from s1 again (it may be restarting) until its --peer-fetch-timeout.
-  auto s2 = ServerProcess::start(standard_args({"--peer-fetch-timeout", "2"}));
+  // s2 tries to fetch from s1 again (it may be restarting) until its --peer-connect-timeout.
+  auto s2 = ServerProcess::start(standard_args({"--peer-connect-timeout", "2"}));
   auto c1 = s1->connect();
   auto c2 = s2->connect();
   auto slow = c1.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 5000}});

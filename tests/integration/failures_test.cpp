@@ -80,9 +80,9 @@ TEST_CASE("a server killed while a result is being awaited wakes the waiter", "[
 
 TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable", "[failures][peer]") {
   auto s1 = ServerProcess::start(standard_args());
-  // Server 2 retries the fetch from the dead server until --peer-fetch-timeout (it might be
+  // Server 2 retries the fetch from the dead server until --peer-connect-timeout (it might be
   // restarting), then fails the consumer.
-  auto s2 = ServerProcess::start(standard_args({"--peer-fetch-timeout", "2"}));
+  auto s2 = ServerProcess::start(standard_args({"--peer-connect-timeout", "2"}));
   auto c1 = s1->connect();
   auto c2 = s2->connect();
   auto slow = c1.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 20000}});

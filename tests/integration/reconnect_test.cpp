@@ -4,7 +4,7 @@
 // retry-safety tests cover restarts with --state-dir); calls made while the server is
 // down wait for it; past reconnect_deadline everything fails with disconnected; a dead child is
 // reported with its signal and stderr; a peer fetch from a vanished origin retries until
-// --peer-fetch-timeout. Real servers, real sockets, no fixed sleeps.
+// --peer-connect-timeout. Real servers, real sockets, no fixed sleeps.
 #include "server_process.h"
 
 #include <agentd/client.h>
@@ -193,10 +193,10 @@ TEST_CASE("reconnect: a child that is killed is reported with its signal and std
 }
 
 TEST_CASE("reconnect: a peer fetch from an origin that went away retries until "
-          "--peer-fetch-timeout, then fails retryable",
+          "--peer-connect-timeout, then fails retryable",
           "[reconnect][peer]") {
   auto a_server = ServerProcess::start(standard_args());
-  auto b_server = ServerProcess::start(standard_args({"--peer-fetch-timeout", "3"}));
+  auto b_server = ServerProcess::start(standard_args({"--peer-connect-timeout", "3"}));
   auto ca = a_server->connect(fast_reconnect(1s));
   auto cb = b_server->connect();
   auto slow = ca.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 60000}});

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Checks the generated unit files (build-tree copies, whose ExecStart binary exists):
 #   - systemd-analyze verify passes with no warning about them (unknown keys are only warnings);
-#   - systemd-analyze security --offline rates the hardening no worse than MAX_EXPOSURE.
+#   - systemd-analyze security --offline rates the hardening no worse than MAX_EXPOSURE;
+#   - the service is restarted when it fails (Restart=on-failure, RestartSec 1..30 s), except for
+#     the exit codes restarting cannot fix (RestartPreventExitStatus=2 3 4), and a unit that keeps
+#     failing stops being restarted (a start limit).
 # Usage: verify_units.sh UNIT_DIR [MAX_EXPOSURE]. Exits 77 (CTest: skipped) without systemd-analyze.
 set -euo pipefail
 UNIT_DIR=$1
@@ -28,6 +31,29 @@ for unit in as_server.service as_server@example.service; do
     echo "FAIL: systemd-analyze verify warns about $unit:"; echo "$out"; status=1; continue
   fi
   echo "ok: systemd-analyze verify $unit"
+
+  # The restart settings as written (verify above has checked that systemd accepts them).
+  props=$(grep -E '^(Restart|RestartSec|RestartPreventExitStatus|StartLimitIntervalSec|StartLimitBurst)=' \
+            "$WORK/$unit" || true)
+  restart=$(sed -n 's/^Restart=//p' <<<"$props" | tail -1)
+  restart_sec=$(sed -n 's/^RestartSec=\([0-9]*\)s\{0,1\}$/\1/p' <<<"$props" | tail -1)
+  prevent=$(sed -n 's/^RestartPreventExitStatus=//p' <<<"$props" | tail -1)
+  burst=$(sed -n 's/^StartLimitBurst=//p' <<<"$props" | tail -1)
+  interval=$(sed -n 's/^StartLimitIntervalSec=\([0-9]*\)s\{0,1\}$/\1/p' <<<"$props" | tail -1)
+  if [ "$restart" != on-failure ]; then
+    echo "FAIL: $unit: Restart=${restart:-(unset)}, expected on-failure"; status=1
+  elif [ -z "$restart_sec" ] || [ "$restart_sec" -lt 1 ] || [ "$restart_sec" -gt 30 ]; then
+    echo "FAIL: $unit: RestartSec=${restart_sec:-(unset)}, expected 1..30 s (whole seconds)"; status=1
+  elif [ "$prevent" != "2 3 4" ]; then
+    echo "FAIL: $unit: RestartPreventExitStatus=${prevent:-(unset)}, expected 2 3 4"; status=1
+  elif [ -z "$burst" ] || [ -z "$interval" ]; then
+    echo "FAIL: $unit: no StartLimitBurst / StartLimitIntervalSec: a crash loop would never stop"; status=1
+  elif [ $((burst * restart_sec)) -ge "$interval" ]; then
+    echo "FAIL: $unit: StartLimitBurst=${burst:-(unset)} in StartLimitIntervalSec=${interval:-(unset)}" \
+         "can never be reached with RestartSec=$restart_sec: a crash loop would never stop"; status=1
+  else
+    echo "ok: $unit restarts on failure after ${restart_sec} s, at most $burst times in ${interval} s"
+  fi
 
   if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
     sec=$(systemd-analyze security --offline=yes "$WORK/$unit" 2>&1 || true)

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <deque>
 #include <vector>
 #include <map>
@@ -24,10 +25,18 @@ namespace agentd::detail {
 class PeerPool {
  public:
   struct Options {
-    std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
-    std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);  // a producer may run long
+    // How long an origin that cannot be reached (connection refused or timing out, the
+    // connection lost, or no answer to pings) is tried again, with backoff, before the fetch
+    // fails `disconnected` (--peer-connect-timeout). Counted from the first failure; a
+    // connection made resets it.
+    std::chrono::milliseconds connect_timeout = std::chrono::seconds(60);
+    // How long a fetch may wait for a result the origin is still computing
+    // (--peer-fetch-timeout); a producer may run long.
+    std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);
     std::string token;  // what this server logs in to its peers with (--peer-token-file)
     TlsConfig* tls = nullptr;  // TLS to peers (borrowed, outlives the pool); null: plaintext
+    // What tls trusts, for messages: "--peer-tls-ca FILE", "the system's CAs", ...
+    std::string tls_trust = "the system's CAs";
   };
 
   // io is borrowed and outlives the pool; so does bytes (may be null), which counts the traffic
@@ -37,11 +46,19 @@ class PeerPool {
 
   // Fetches the result of call_id from the server at origin ("host:port"), which must be the
   // server server_id (the one that made the call), and hands it to done (on the loop thread).
-  // Failures (unreachable origin, lost connection, timeout, another server now at origin) reach
-  // done as an Error outcome with retryable set where retrying could help. An origin that cannot
-  // be reached (or whose connection goes) is tried again, with backoff, until fetch_timeout: it
-  // may be restarting. Results fetched once
-  // are cached, so several consumers here cost one transfer.
+  // Outcomes besides the result:
+  // - the origin cannot be verified or refuses this server (TLS certificate not trusted or not
+  //   naming the origin, its client certificate refused, the login refused): at once,
+  //   `unauthenticated` (not retryable), naming the origin, the reason and the option to fix;
+  // - the origin cannot be reached (refused, timing out, lost, frozen: a connection waiting on
+  //   a fetch is pinged every few seconds, and one that does not answer counts as lost): tried
+  //   again with backoff (100 ms doubling to 2 s) until connect_timeout after the first failure,
+  //   then `disconnected` (retryable) saying how long it tried; it may be restarting;
+  // - the result not computed within fetch_timeout: `timeout` (retryable);
+  // - another server now at origin: `unknown_call`.
+  // The first failure to reach an origin is logged at warn with its address and reason, and
+  // its recovery at info; retries are not. Results fetched once are cached, so several
+  // consumers here cost one transfer.
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
 
@@ -53,25 +70,45 @@ class PeerPool {
 
   std::uint64_t fetches() const { return fetches_; }
 
+  // The ping period and answer deadline on a connection that fetches wait on (derived from
+  // connect_timeout: a sixth and a third of it, within 100 ms..5 s and 1..10 s). One dial (TCP,
+  // TLS, login) gets ping_timeout too: a frozen origin accepts TCP connections but says nothing.
+  std::chrono::milliseconds ping_interval() const;
+  std::chrono::milliseconds ping_timeout() const;
+
  private:
   struct Peer;
+  struct Attempt;  // one fetch's tries: when it started, since when the origin is unreachable
+  struct Health {  // per origin, for logging the first failure and the recovery only
+    bool failing = false;
+    std::string reason;
+    std::chrono::steady_clock::time_point since;
+  };
+
   kj::Promise<OutcomePtr> fetch_remote(const std::string& origin, const std::string& server_id,
                                        const std::string& call_id);
-  // fetch_once, again after a backoff (growing from delay) while the connection to origin is
-  // lost or cannot be made, until deadline.
+  // fetch_once, again after a backoff while the origin cannot be reached, until
+  // connect_timeout after the first failure. Never rejects: failures become outcomes.
   kj::Promise<OutcomePtr> fetch_retrying(const std::string& origin, const std::string& server_id,
                                          const std::string& call_id,
-                                         std::chrono::steady_clock::time_point deadline,
-                                         std::chrono::milliseconds delay);
-  // One try over the pooled connection (rejects as disconnected when it is lost).
+                                         std::shared_ptr<Attempt> attempt);
+  // One try over the pooled connection (rejects as disconnected when the origin cannot be
+  // reached, the connection is lost or stops answering pings).
   kj::Promise<OutcomePtr> fetch_once(const std::string& origin, const std::string& server_id,
-                                     const std::string& call_id);
+                                     const std::string& call_id,
+                                     std::shared_ptr<Attempt> attempt);
   Peer& peer(const std::string& origin);
+  // Pings ref's connection while fetches wait on it; an unanswered ping breaks it.
+  void keep_pinging(Peer& ref);
+  kj::Promise<void> ping_loop(kj::Own<Peer> p);
+  void note_failure(const std::string& origin, const std::string& reason, bool permanent);
+  void note_reachable(const std::string& origin);
 
   kj::AsyncIoContext& io_;
   Options options_;
   ByteCount* bytes_;
   std::map<std::string, kj::Own<Peer>> peers_;
+  std::map<std::string, Health> health_;
   struct Pending;
   std::map<std::string, std::shared_ptr<Pending>> inflight_;  // key origin|call_id
   std::map<std::string, OutcomePtr> cache_;                   // bounded, FIFO

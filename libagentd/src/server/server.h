@@ -165,6 +165,9 @@ class Server {
   struct Connection;  // one accepted connection with its own RPC system
   // local: from the Unix socket, plaintext even when TCP clients must use TLS.
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, bool local = false);
+  // After a TLS handshake: serve_rpc once the client sends something; a client that hangs up
+  // first is logged (it may not trust this server's certificate).
+  kj::Promise<void> serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer);
   // After the first byte told TLS from plaintext (and any handshake): the RPC connection.
   // tls_expected: a plaintext client on a TLS server, whose login is refused saying so.
   kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer,

@@ -57,9 +57,16 @@ po::options_description make_description(ServerOptions& o) {
     ("shutdown-grace", po::value<double>(&o.shutdown_grace)->default_value(o.shutdown_grace)->value_name("SECONDS"),
      "on SIGINT/SIGTERM, how long running calls get to finish")
     ("peer-connect-timeout", po::value<double>(&o.peer_connect_timeout)->default_value(o.peer_connect_timeout)->value_name("SECONDS"),
-     "how long to try connecting to another server whose placeholder a call consumes")
+     "how long a call consuming another server's placeholder keeps trying to reach that server "
+     "(its origin) when it cannot: connection refused or timing out, the connection lost, or no "
+     "answer to the pings sent every few seconds while the call waits (a frozen server). "
+     "Counted from the first failure, which is logged; then the call fails with disconnected "
+     "(retryable). A certificate or login the origin refuses, or cannot be trusted, fails it "
+     "at once")
     ("peer-fetch-timeout", po::value<double>(&o.peer_fetch_timeout)->default_value(o.peer_fetch_timeout)->value_name("SECONDS"),
-     "how long a call waits for another server's result before failing (retryable)")
+     "how long a call consuming another server's placeholder waits for that server to finish "
+     "computing the result (while it can be reached; see --peer-connect-timeout); then it "
+     "fails with timeout (retryable)")
     ("auth-token-file", po::value<std::string>(&o.auth_token_file)->value_name("FILE"),
      "require clients to log in with one of the tokens in FILE (one per line; the file must not "
      "be readable by group or others)")
@@ -77,7 +84,8 @@ po::options_description make_description(ServerOptions& o) {
      "require client certificates signed by a CA in this PEM bundle (mutual TLS)")
     ("peer-tls-ca", po::value<std::string>(&o.peer_tls_ca)->value_name("FILE"),
      "the CAs that sign other servers' certificates, for peer connections over TLS "
-     "(default: --tls-client-ca, else the system's CAs)")
+     "(default: --tls-client-ca, else the system's CAs); servers with certificates from a "
+     "private CA need it to fetch each other's placeholders")
     ("unix-socket", po::value<std::string>(&o.unix_socket)->value_name("PATH"),
      "also listen on a Unix domain socket at PATH (mode 0660; clients use the address unix:PATH)")
     ("unix-socket-group", po::value<std::string>(&o.unix_socket_group)->value_name("GROUP"),

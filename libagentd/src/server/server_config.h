@@ -26,8 +26,11 @@ struct ServerOptions {
   std::string trace_file;             // append one OpenTelemetry JSON line per call; empty: off
   double shutdown_grace = 10;         // seconds running calls get to finish on SIGTERM
   bool stop_on_stdin_eof = false;     // child mode: the parent holds our stdin
-  double peer_connect_timeout = 10;   // seconds to connect to another server for a placeholder
-  double peer_fetch_timeout = 7200;   // seconds to wait for another server's result
+  // Seconds an origin server that cannot be reached (refused, timing out, lost, frozen) is
+  // tried again before its consumers fail `disconnected`, counted from the first failure.
+  double peer_connect_timeout = 60;
+  // Seconds a consumer waits for a result its reachable origin is still computing.
+  double peer_fetch_timeout = 7200;
   std::size_t max_client_backlog_mb = 1024;  // completions one client may leave unread (MiB)
   // The largest call or answer one Cap'n Proto message may carry (bytes): Cap'n Proto's own
   // single-message limit by default, and never more.
