@@ -3,9 +3,10 @@
 #include "child_process.h"  // split_host_port
 #include "counting_stream.h"
 #include "task_errors.h"
+#include "rpc_connection.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
-#include <capnp/rpc-twoparty.h>
 #include <optional>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -28,7 +29,7 @@ Error refused_by(const Error& login, const std::string& origin, const std::strin
 struct PeerPool::Peer : public kj::Refcounted {
   kj::ForkedPromise<void> ready = nullptr;
   kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> client;
+  kj::Own<RpcConnection> client;
   wire::AgentServer::Client server = nullptr;
   std::string server_id;  // what the server at this address says it is (set once ready)
   std::optional<Error> login_error;  // the peer refused our --peer-token-file (ready resolves)
@@ -69,7 +70,7 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
           .then([this, &ref](kj::Own<kj::AsyncIoStream> stream) {
             ref.stream = bytes_ ? kj::heap<CountingStream>(kj::mv(stream), *bytes_)
                                    : kj::mv(stream);
-            ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
+            ref.client = kj::heap<RpcConnection>(*ref.stream);
             auto login = ref.client->bootstrap().castAs<wire::Gate>().loginRequest();
             login.setToken(to_kj(options_.token));
             auto logged_in = login.send();
@@ -181,8 +182,14 @@ kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
     req.setCallId(to_kj(call_id));
     return req.send().then([](capnp::Response<wire::AgentServer::FetchResults> r) {
       auto o = r.getOutcome();
-      if (o.isMsg()) return std::make_shared<const Outcome>(read_msg(o.getMsg()));
-      return std::make_shared<const Outcome>(read_error(o.getError()));
+      if (!o.isMsg()) return std::make_shared<const Outcome>(read_error(o.getError()));
+      try {
+        return std::make_shared<const Outcome>(read_msg(o.getMsg()));
+      } catch (const Error& e) {  // what the origin sent cannot be read: this input fails alone
+        return std::make_shared<const Outcome>(e);
+      } catch (const kj::Exception& e) {
+        return std::make_shared<const Outcome>(unreadable(e, "the result fetched from a peer"));
+      }
     });
   });
   return fetched
