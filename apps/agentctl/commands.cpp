@@ -7,6 +7,7 @@
 #include <agentd/client.h>
 #include <agentd/cluster.h>
 #include <agentd/error.h>
+#include <agentd/value_limits.h>
 
 #include <algorithm>
 #include <chrono>
@@ -167,12 +168,14 @@ int cluster_list(const Invocation& inv) {
 
 // text, a JSON argument named `what` in the error. Throws UsageError when it is not JSON.
 Value parse_json_arg(const Invocation& inv, const std::string& what, const std::string& text) {
-  auto v = Value::parse(text, nullptr, false);
-  if (v.is_discarded())
+  // Bounded: JSON nested deeper than a value may be (kMaxValueDepth) is refused, not built.
+  auto parsed = agentd::parse_value(text);
+  if (parsed.too_deep) throw inv.usage(fmt::format("{} cannot be sent: {}", what, parsed.error));
+  if (!parsed)
     throw inv.usage(fmt::format("{} is not valid JSON: {} (quote it for the shell, e.g. "
                                 "'{{\"prefix\": \"> \"}}')",
-                                what, text));
-  return v;
+                                what, agentd::utf8_replaced(text)));
+  return std::move(parsed.value);
 }
 
 // Without --plugin/--plugin-dir: the plugins built or installed beside this agentctl.

@@ -1,6 +1,8 @@
 #include "local_servers.h"
 
 #include "child_process.h"  // ChildProcess::find_server_binary, parse_ready_line
+
+#include <agentd/value_limits.h>
 #include "subprocess.h"
 
 #include <fcntl.h>
@@ -94,7 +96,7 @@ std::vector<LocalServer> load_state(const std::string& dir) {
   std::vector<LocalServer> out;
   auto text = read_file(state_file(dir));
   if (text.empty()) return out;
-  auto v = agentd::Value::parse(text, nullptr, false);
+  auto v = agentd::parse_value(text).value;
   if (v.is_discarded() || !v.contains("servers"))
     throw LocalError(fmt::format("{} is not an agentctl state file; remove it if no servers "
                                  "started by `agentctl up` are running", state_file(dir)));

@@ -81,7 +81,9 @@ std::string one_line(const agentd::Msg& m, std::size_t max = 72) {
 
 }  // namespace
 
-void print_json(const Value& v) { std::cout << v.dump(2) << "\n"; }
+// Servers refuse text that is not UTF-8, so nothing is replaced here; an older server's bytes
+// come out as U+FFFD rather than failing the whole listing.
+void print_json(const Value& v) { std::cout << v.dump(2, ' ', false, Value::error_handler_t::replace) << "\n"; }
 
 Value agent_json(const agentd::AgentInfo& a) {
   return {{"id", a.id},

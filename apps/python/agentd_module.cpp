@@ -10,6 +10,7 @@
 #include <agentd/error.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
+#include <agentd/value_limits.h>
 #include <agentd/version.h>
 
 #include <pybind11/eval.h>
@@ -43,7 +44,10 @@ Millis to_millis(double seconds) {
 
 // ---- values: Python objects <-> agentd::Value (nlohmann::json), both ways without loss ----
 
-Value to_value(const py::handle& o) {
+// depth: how many lists and dicts o is inside. Deeper than kMaxValueDepth is refused (ValueError
+// naming the limit) before recursing further, so a deep or self-containing object cannot
+// overflow the stack.
+Value to_value(const py::handle& o, int depth = 0) {
   if (o.is_none()) return nullptr;
   if (PyBool_Check(o.ptr())) return o.ptr() == Py_True;
   if (PyLong_Check(o.ptr())) {
@@ -74,25 +78,30 @@ Value to_value(const py::handle& o) {
     auto* p = static_cast<const std::uint8_t*>(info.ptr);
     return Value::binary(std::vector<std::uint8_t>(p, p + info.size));
   }
+  const bool container = PyDict_Check(o.ptr()) || PyList_Check(o.ptr()) || PyTuple_Check(o.ptr());
+  if (container && depth >= kMaxValueDepth)
+    throw py::value_error("agentd: a value nested deeper than " + std::to_string(kMaxValueDepth) +
+                          " levels of lists, tuples and dicts cannot be sent (the most a value may "
+                          "nest; a list that contains itself never ends)");
   if (PyDict_Check(o.ptr())) {
     Value out = Value::object();
     for (auto item : py::reinterpret_borrow<py::dict>(o)) {
       if (!PyUnicode_Check(item.first.ptr()))
         throw py::type_error("agentd: dict keys must be str, not " +
                              std::string(py::str(py::type::of(item.first).attr("__name__"))));
-      out[item.first.cast<std::string>()] = to_value(item.second);
+      out[item.first.cast<std::string>()] = to_value(item.second, depth + 1);
     }
     return out;
   }
   if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
     Value out = Value::array();
-    for (auto item : py::reinterpret_borrow<py::sequence>(o)) out.push_back(to_value(item));
+    for (auto item : py::reinterpret_borrow<py::sequence>(o)) out.push_back(to_value(item, depth + 1));
     return out;
   }
   if (py::isinstance<Msg>(o)) return to_json(o.cast<const Msg&>());
   // An AgentRef (nested agents): its reference value.
   if (py::hasattr(o, "to_value") && py::hasattr(o, "class_name"))
-    return to_value(o.attr("to_value")());
+    return to_value(o.attr("to_value")(), depth);
   throw py::type_error("agentd: cannot send a value of type " +
                        std::string(py::str(py::type::of(o).attr("__name__"))) +
                        " (dict, list, tuple, str, int, float, bool, None or bytes)");

@@ -282,3 +282,34 @@ TEST_CASE("a model failing mid-stream fails the streamed reply after its chunks"
   CHECK_THAT(e.message(), Contains("overloaded mid-stream"));
   CHECK(error_of([&] { p.get(); }).code() == ErrorCode::model_error);
 }
+
+TEST_CASE("a model answer nested 20,000 deep fails its call, not the server", "[dialog]") {
+  const std::string key = unique_key("deep");
+  Served s(openai_config("deep", key, "deeptools-20000") + openai_config("fine", key, "deeptools-40"));
+  auto deep = s.client.create_agent("DialogAgent", "Deep", Value{{"model_config_name", "deep"}});
+  auto fine = s.client.create_agent("DialogAgent", "Fine", Value{{"model_config_name", "fine"}});
+  auto echo = s.client.create_agent("EchoAgent", "Steady");
+  // Issued together, on one connection.
+  auto refused = deep.reply(Msg("user", "hi", "user"));
+  auto forty = fine.reply(Msg("user", "hi", "user"));
+  auto beside = echo.reply(Msg("user", "beside", "user"));
+
+  auto e = error_of([&] { refused.get(std::chrono::seconds(20)); });
+  CHECK(e.code() == agentd::ErrorCode::model_error);
+  CHECK_THAT(e.message(), Contains("nested deeper than 64 levels"));
+  // 40 levels of tool_calls, copied verbatim into the reply's metadata, arrive whole.
+  Msg ok = forty.get(std::chrono::seconds(20));
+  int depth = 0;
+  const Value* at = &ok.metadata["tool_calls"];
+  while (at->is_array()) {
+    ++depth;
+    if (at->empty()) break;
+    at = &(*at)[0];
+  }
+  CHECK(depth == 40);
+  CHECK(beside.get(std::chrono::seconds(20)).content == "beside");
+  // The server lives on.
+  CHECK(s.client.list_agents().size() == 3);
+  CHECK(error_of([&] { deep.reply(Msg("user", "again", "user")).get(std::chrono::seconds(20)); }).code() ==
+        agentd::ErrorCode::model_error);
+}

@@ -3,6 +3,7 @@
 // thousands of idle connections and a client that stops reading. Throughout, a normal client
 // keeps being served, the server's memory stays bounded, and each connection the server closes
 // for what it sent is logged once with its address.
+#include "error_of.h"
 #include "raw_login.h"
 #include "server_process.h"
 
@@ -10,6 +11,7 @@
 
 #include <agentd/client.h>
 #include <agentd/error.h>
+#include <agentd/value_limits.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -207,6 +209,16 @@ void write_nested(wire::Value::Builder v, int depth) {
   v.setText("bottom");
 }
 
+// How deep v nests (lists and objects; a scalar is 0), without recursing.
+int depth_of(const Value& v) {
+  int depth = 0;
+  for (const Value* at = &v; at->is_array() || at->is_object(); ++depth) {
+    if (at->empty()) return depth + 1;
+    at = at->is_array() ? &(*at)[0] : &at->begin().value();
+  }
+  return depth;
+}
+
 // Records how many CallDones arrived and the error codes among them.
 class SinkCounter final : public wire::CallSink::Server {
  public:
@@ -297,18 +309,27 @@ TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
   auto agent = c.create_agent("EchoAgent", "steady");
   RawRpc raw(s->port());
 
-  // createAgent with args 1000 lists deep: refused; the connection goes on.
-  auto create = raw.server.createAgentRequest();
-  create.setClassName("EchoAgent");
-  write_nested(create.initArgs(), 1000);
-  std::string why;
-  try {
-    create.send().wait(raw.io.waitScope);
-  } catch (const kj::Exception& e) {
-    why = e.getDescription().cStr();
+  // createAgent with args 100 lists deep (within what Cap'n Proto reads, past what a value may
+  // be): bad_request naming the limit; 1000 deep (past what Cap'n Proto reads): refused as
+  // well. The connection goes on.
+  for (int depth : {100, 1000}) {
+    INFO(depth);
+    auto create = raw.server.createAgentRequest();
+    create.setClassName("EchoAgent");
+    write_nested(create.initArgs(), depth);
+    std::string why;
+    try {
+      auto answer = create.send().wait(raw.io.waitScope);
+      REQUIRE(answer.hasError());
+      CHECK(answer.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
+      why = answer.getError().getMessage().cStr();
+      CHECK(why.find("nested deeper than 64 levels") != std::string::npos);
+    } catch (const kj::Exception& e) {
+      why = e.getDescription().cStr();
+    }
+    CHECK(why.find("nest") != std::string::npos);
+    raw.server.pingRequest().send().wait(raw.io.waitScope);  // the connection still serves
   }
-  CHECK(why.find("nest") != std::string::npos);
-  raw.server.pingRequest().send().wait(raw.io.waitScope);  // the connection still serves
 
   // The same inside a Session.submit: that call fails with bad_request, its neighbours run.
   std::vector<wire::ErrorCode> errors;
@@ -357,6 +378,145 @@ TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
     }
   }
   normal_round_trip(agent, 1);
+}
+
+TEST_CASE("a result nested deeper than a value may be fails alone; its neighbours finish",
+          "[hostile]") {
+  auto s = ServerProcess::start(standard_args());
+  auto c = s->connect();
+  auto deep = c.create_agent("DeepAgent", "deep");
+  auto steady = c.create_agent("EchoAgent", "steady");
+  normal_round_trip(steady, 0);
+  auto nested = [](int depth, const char* kind) { return Value{{"depth", depth}, {"kind", kind}}; };
+  // Issued together: they travel in one Session.submit and their answers in one CallSink.done.
+  auto lists = deep.reply(Msg("user", nested(64, "list")));
+  auto objects = deep.reply(Msg("user", nested(64, "object")));
+  auto too_deep = deep.reply(Msg("user", nested(65, "object")));
+  auto far_too_deep = deep.reply(Msg("user", nested(20000, "list")));
+  auto before = steady.reply(Msg("user", "before"));
+  auto method_deep = deep.call_async("deep", nested(100, "object"));
+  auto after = steady.reply(Msg("user", "after"));
+
+  // Values nested as deep as the limit (64) arrive whole.
+  CHECK(depth_of(lists.get(10s).content) == 64);
+  CHECK(depth_of(objects.get(10s).content) == 64);
+  // Deeper ones fail their own call, naming the limit.
+  for (const auto* p : {&too_deep, &far_too_deep, &method_deep}) {
+    auto e = error_of([&] { p->get(10s); });
+    CHECK(e.code() == ErrorCode::bad_request);
+    CHECK_THAT(e.message(), Catch::Matchers::Contains("nested deeper than 64 levels"));
+    CHECK(e.agent_id() == deep.id());
+  }
+  // The calls beside them finish.
+  CHECK(before.get(10s).content.get<std::string>().find("before") != std::string::npos);
+  CHECK(after.get(10s).content.get<std::string>().find("after") != std::string::npos);
+  auto e = error_of([&] { deep.call("deep", nested(65, "list")); });
+  CHECK(e.code() == ErrorCode::bad_request);
+  CHECK(depth_of(deep.call("deep", nested(64, "list"))) == 64);
+
+  // The client refuses to send what the server would refuse, at once.
+  Value too_deep_arg = "bottom";
+  for (int i = 0; i < 65; ++i) too_deep_arg = Value::array({std::move(too_deep_arg)});
+  auto refused = error_of([&] { steady.reply(Msg("user", too_deep_arg)).get(10s); });
+  CHECK(refused.code() == ErrorCode::bad_request);
+  CHECK_THAT(refused.message(), Catch::Matchers::Contains("nested deeper than 64 levels"));
+
+  // The server refuses it too, from a client that sends it anyway (a value 100 lists deep is
+  // within what Cap'n Proto reads, past what a value may be): that call alone.
+  RawRpc raw(s->port());
+  std::vector<wire::ErrorCode> errors;
+  auto open = raw.server.sessionRequest();
+  open.setSink(kj::heap<SinkCounter>(errors));
+  auto session = open.send().getSession();
+  auto submit = session.submitRequest();
+  auto calls = submit.initCalls(2);
+  for (unsigned i = 0; i < 2; ++i) {
+    calls[i].setTicket(i + 1);
+    calls[i].setKind(wire::CallKind::METHOD);
+    calls[i].setAgentId(steady.id().c_str());
+    calls[i].setMethod("ping");
+  }
+  write_nested(calls[0].initArgs(), 100);
+  submit.send().wait(raw.io.waitScope);
+  auto& timer = raw.io.provider->getTimer();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (errors.size() < 1 && std::chrono::steady_clock::now() < deadline)
+    timer.afterDelay(2 * kj::MILLISECONDS).wait(raw.io.waitScope);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0] == wire::ErrorCode::BAD_REQUEST);
+  normal_round_trip(steady, 1);
+  CHECK(error_lines(s->stderr_text()) == 0);
+}
+
+TEST_CASE("text that is not UTF-8 is refused where it enters the server", "[hostile]") {
+  auto s = ServerProcess::start(standard_args());
+  auto c = s->connect();
+  auto steady = c.create_agent("EchoAgent", "steady");
+  RawRpc raw(s->port());
+  const std::string bad = "caf\xc3 \xff";  // a character cut short, then a byte that starts none
+
+  // createAgent with a name, class name or id that is not UTF-8: bad_request naming the field.
+  for (const char* field : {"name", "class", "id"}) {
+    INFO(field);
+    auto create = raw.server.createAgentRequest();
+    create.setClassName(std::string(field) == "class" ? bad : std::string("EchoAgent"));
+    create.setName(std::string(field) == "name" ? bad : std::string("fine"));
+    create.setAgentId(std::string(field) == "id" ? bad : std::string());
+    auto answer = create.send().wait(raw.io.waitScope);
+    REQUIRE(answer.hasError());
+    CHECK(answer.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
+    std::string why = answer.getError().getMessage().cStr();
+    CHECK_THAT(why, Catch::Matchers::Contains("not UTF-8") && Catch::Matchers::Contains("byte 3"));
+  }
+
+  // In a Session.submit: a reply whose content holds such text, a method of such a name, a key
+  // of the args: each fails alone; the one good call beside them runs.
+  std::vector<wire::ErrorCode> errors;
+  auto open = raw.server.sessionRequest();
+  open.setSink(kj::heap<SinkCounter>(errors));
+  auto session = open.send().getSession();
+  auto submit = session.submitRequest();
+  auto calls = submit.initCalls(4);
+  calls[0].setTicket(1);
+  calls[0].setKind(wire::CallKind::REPLY);
+  calls[0].setAgentId(steady.id().c_str());
+  calls[0].setCallId("utf8-reply-1");
+  calls[0].setReport(true);
+  auto msg = calls[0].initInput().initMsg();
+  msg.setName("user");
+  msg.initContent().initList(1)[0].setText(bad);
+  for (unsigned i = 1; i < 4; ++i) {
+    calls[i].setTicket(i + 1);
+    calls[i].setKind(wire::CallKind::METHOD);
+    calls[i].setAgentId(steady.id().c_str());
+    calls[i].setMethod("ping");
+  }
+  calls[1].setMethod(bad);
+  calls[2].initArgs().initObject(1)[0].setKey(bad);
+  submit.send().wait(raw.io.waitScope);
+  auto& timer = raw.io.provider->getTimer();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (errors.size() < 3 && std::chrono::steady_clock::now() < deadline)
+    timer.afterDelay(2 * kj::MILLISECONDS).wait(raw.io.waitScope);
+  REQUIRE(errors.size() == 3);
+  for (auto code : errors) CHECK(code == wire::ErrorCode::BAD_REQUEST);
+
+  // An agent whose answer holds such text: that call fails, naming it; nothing was stored.
+  auto deep = c.create_agent("DeepAgent", "utf8");
+  auto e = error_of([&] { deep.reply(Msg("user", Value{{"bad_utf8", true}})).get(10s); });
+  CHECK(e.code() == ErrorCode::bad_request);
+  CHECK_THAT(e.message(), Catch::Matchers::Contains("not UTF-8"));
+  // The client refuses to send such text in the first place.
+  auto refused = error_of([&] { c.create_agent("EchoAgent", bad); });
+  CHECK(refused.code() == ErrorCode::bad_request);
+
+  // What the server holds can all be given back.
+  for (const auto& a : c.list_agents()) {
+    CHECK(utf8_problem(a.id).empty());
+    CHECK(utf8_problem(a.name).empty());
+  }
+  for (const auto& m : steady.memory()) CHECK(msg_problem(m).empty());
+  normal_round_trip(steady, 1);
 }
 
 TEST_CASE("thousands of idle connections do not stop the server serving", "[hostile]") {

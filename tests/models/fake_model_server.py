@@ -32,6 +32,7 @@ Scenarios (tokens separated by "-"):
     ratelimit-<n>-<s>       the first n requests get 429 with Retry-After: <s> seconds
     ratelimitms-<n>-<ms>    the first n requests get 429 with retry-after-ms: <ms>
     garbage                 200 with a body that is not JSON
+    deeptools-<d>           (OpenAI, not streamed) tool_calls nested <d> lists deep ([[...]])
     garbagestream           a stream whose second event is not JSON
     truncated               a stream that ends (connection closed) before [DONE] / done
     cut-<n>                 a chunked stream whose connection drops mid-chunk after n events
@@ -263,6 +264,14 @@ class Handler(BaseHTTPRequestHandler):
         tool_call = {"id": "call_1", "type": "function",
                      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
         last = messages[-1] if messages else {}
+        if name == "deeptools":
+            # Written by hand: json.dumps recurses, and 20,000 levels are past Python's limit.
+            raw = ('{"id": "chatcmpl-1", "object": "chat.completion", "model": "m", "choices": [{"index": 0, '
+                   '"message": {"role": "assistant", "content": null, "tool_calls": %s}, '
+                   '"finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+                   % ("[" * args[0] + "]" * args[0]))
+            self.send_raw(200, raw.encode(), "application/json")
+            return
         if name == "react" and last.get("role") == "tool":
             reply = "final: " + last_content(messages)
         if not body.get("stream"):

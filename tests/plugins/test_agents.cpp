@@ -74,3 +74,26 @@ class CrashAgent : public agentd::Agent {
   }
 };
 AGENTD_REGISTER_AGENT(CrashAgent);
+
+// Replies with a value nested as deep as its input asks, {"depth": N, "kind": "list"|"object"}:
+// N lists ([[...["bottom"]...]]) or N objects ({"d": {"d": ... "bottom"}}); the method "deep"
+// returns the same for args of that form. Nesting tests use it for results deeper than a value
+// may nest (kMaxValueDepth) and for text that is not UTF-8 ({"bad_utf8": true}: "\xff").
+class DeepAgent : public agentd::Agent {
+ public:
+  explicit DeepAgent(agentd::AgentInit init) : Agent(std::move(init)) {
+    register_method("deep", [](const agentd::Value& a) { return make(a); });
+  }
+  agentd::Msg reply(const agentd::Msg& x) override { return agentd::Msg(name(), make(x.content)); }
+
+ private:
+  static agentd::Value make(const agentd::Value& spec) {
+    if (spec.value("bad_utf8", false)) return agentd::Value(std::string("bad \xff byte"));
+    const int depth = spec.value("depth", 1);
+    const bool object = spec.value("kind", std::string("list")) == "object";
+    agentd::Value v = "bottom";
+    for (int i = 0; i < depth; ++i) v = object ? agentd::Value{{"d", std::move(v)}} : agentd::Value::array({std::move(v)});
+    return v;
+  }
+};
+AGENTD_REGISTER_AGENT(DeepAgent);

@@ -103,3 +103,44 @@ def test_reprs(client):
     p = a(Msg("user", "x"))
     assert repr(p) == f"Placeholder(call_id='{p.call_id}')"
     assert repr(client).startswith("Client(address=")
+
+
+def nested(depth):
+    """A list nested depth levels deep, built without recursion."""
+    v = "bottom"
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def depth_of(v):
+    depth = 0
+    while isinstance(v, list):
+        depth += 1
+        v = v[0] if v else None
+    return depth
+
+
+def test_values_nest_up_to_64_levels_and_deeper_ones_are_refused(client):
+    a = client.create_agent("EchoAgent", "Deep")
+    assert depth_of(a(Msg("user", nested(64))).content) == 64
+    for depth in (65, 20_000):
+        with pytest.raises(ValueError, match="nested deeper than 64 levels"):
+            Msg("user", nested(depth))
+        with pytest.raises(ValueError, match="nested deeper than 64 levels"):
+            a.call("add", nested(depth))
+        with pytest.raises(ValueError, match="nested deeper than 64 levels"):
+            client.create_agent("EchoAgent", "D", {"k": nested(depth)})
+    looped = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="64"):
+        Msg("user", {"loop": looped})
+    assert a(Msg("user", "still here")).content == "still here"
+
+
+def test_text_that_is_not_utf8_is_refused_and_listing_works(client):
+    with pytest.raises(agentd.Error) as refused:
+        client.create_agent("EchoAgent", b"bad \xff name")
+    assert refused.value.code == "bad_request" and "not UTF-8" in refused.value.message
+    client.create_agent("EchoAgent", "fine")
+    assert "fine" in [i.name for i in client.list_agents()]

@@ -8,4 +8,5 @@
 #include <agentd/model.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
+#include <agentd/value_limits.h>
 #include <agentd/version.h>

@@ -47,7 +47,7 @@ SendLimits send_limits(const ClientOptions& o) {
 // One connection to an as_server, logged in, or why it could not be made.
 struct Connection {
   kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> rpc;
+  kj::Own<RpcConnection> rpc;
   wire::AgentServer::Client server = nullptr;
   std::string server_id;
   std::string address;  // advertised; empty when the server advertises none
@@ -84,7 +84,7 @@ kj::Promise<kj::Own<Connection>> open_connection(kj::AsyncIoContext& io, std::st
           .then([cp, &timer, ms, &bytes, where, token = kj::mv(token)](
                     kj::Own<kj::AsyncIoStream> raw) {
             cp->stream = kj::heap<CountingStream>(kj::mv(raw), bytes);
-            cp->rpc = kj::heap<capnp::TwoPartyClient>(*cp->stream);
+            cp->rpc = kj::heap<RpcConnection>(*cp->stream);
             // Log in at the gate; info goes pipelined on the server the login returns.
             auto login = cp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();
             login.setToken(to_kj(token));

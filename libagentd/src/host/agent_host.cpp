@@ -4,6 +4,7 @@
 
 #include "agent_access.h"
 #include "agent_services.h"
+#include "outcome_check.h"
 #include "model_registry.h"
 #include "async_loop.h"
 #include "bridge.h"
@@ -735,6 +736,7 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
       CrashContext crash(call->call_id, slot->id, slot->class_name, call->journal_slot);
       execute(*slot, *call);  // agent code: no lock held
     }
+    check_outcome(slot->id, slot->class_name, *call);
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, nullptr);
     if (store_.load() != nullptr) record_change(*slot, *call);  // save_state(): agent code
     const ModelUsage after = slot->usage->snapshot();
@@ -956,6 +958,7 @@ AgentHost::AsyncRun AgentHost::drive_async(std::shared_ptr<AgentSlot> slot,
     call->out_error = describe_exception(*slot, label);
   }
   if (call->on_chunk) AgentAccess::set_chunk_sink(agent, nullptr);
+  check_outcome(slot->id, slot->class_name, *call);
   if (store_.load() != nullptr) record_change(*slot, *call);
   const ModelUsage after = slot->usage->snapshot();
   call->model_calls = after.calls - before.calls;

@@ -2,6 +2,7 @@
 
 #include "crash_report.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <agentd/version.h>
 
@@ -49,7 +50,7 @@ class FlatReader {
     if (bytes.size() % sizeof(capnp::word) != 0 || bytes.empty())
       throw std::runtime_error("not a whole Cap'n Proto message");
     std::memcpy(words_.begin(), bytes.data(), bytes.size());
-    capnp::ReaderOptions options;
+    capnp::ReaderOptions options = wire_reader_options();  // any value within kMaxValueDepth
     options.traversalLimitInWords = words_.size() * 2 + 1024;
     reader_.emplace(words_.asPtr(), options);
   }

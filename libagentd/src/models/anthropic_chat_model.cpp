@@ -3,6 +3,8 @@
 // calls are mapped to and from OpenAI's shape; streaming reads Anthropic's server-sent events.
 #include "chat_models.h"
 
+#include <agentd/value_limits.h>
+
 namespace agentd::detail {
 namespace {
 
@@ -22,7 +24,7 @@ Value anthropic_tools(const Value& tools) {
 
 Value parse_arguments(const Value& args) {
   if (!args.is_string()) return args.is_object() ? args : Value::object();
-  Value parsed = Value::parse(args.get<std::string>(), nullptr, false);
+  Value parsed = parse_value(args.get<std::string>()).value;
   return parsed.is_object() ? parsed : Value::object();
 }
 

@@ -4,6 +4,8 @@
 // in OpenAI's shape, usage from usageMetadata.
 #include "chat_models.h"
 
+#include <agentd/value_limits.h>
+
 #include <map>
 #include <optional>
 
@@ -28,7 +30,7 @@ Value gemini_tools(const Value& tools) {
 
 Value parse_arguments(const Value& args) {
   if (!args.is_string()) return args.is_object() ? args : Value::object();
-  Value parsed = Value::parse(args.get<std::string>(), nullptr, false);
+  Value parsed = parse_value(args.get<std::string>()).value;
   return parsed.is_object() ? parsed : Value::object();
 }
 

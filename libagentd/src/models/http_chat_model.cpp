@@ -1,6 +1,7 @@
 #include "chat_models.h"
 
 #include <agentd/error.h>
+#include <agentd/value_limits.h>
 
 #include <algorithm>
 #include <cctype>
@@ -30,13 +31,14 @@ void HttpModel::fail(std::string message, bool retryable) const {
 }
 
 Value HttpModel::parse_json(std::string_view text, std::string_view what) const {
-  Value v = Value::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) {
-    std::string start(text.substr(0, 200));
-    fail("invalid JSON in " + std::string(what) + " from " + config_.base_url + ": \"" + start +
-         (text.size() > 200 ? "...\"" : "\""));
+  // Bounded: an answer nested deeper than a value may be is refused before it is built.
+  ParsedValue parsed = parse_value(text);
+  if (!parsed) {
+    std::string start = utf8_replaced(text.substr(0, 200));
+    fail("invalid JSON in " + std::string(what) + " from " + config_.base_url + " (" + parsed.error + "): \"" +
+         start + (text.size() > 200 ? "...\"" : "\""));
   }
-  return v;
+  return std::move(parsed.value);
 }
 
 HttpRequest HttpModel::make_http_request(std::string url, const Value& body, std::vector<std::string> extra_headers,

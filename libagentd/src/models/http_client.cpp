@@ -3,7 +3,7 @@
 #include "curl_transfer.h"
 
 #include <agentd/error.h>
-#include <agentd/value.h>
+#include <agentd/value_limits.h>
 
 #include <curl/curl.h>
 
@@ -239,7 +239,7 @@ void throw_model_error(const CallSite& site, std::string message, bool retryable
 }
 
 std::string endpoint_error_message(std::string_view body) {
-  Value v = Value::parse(body, nullptr, /*allow_exceptions=*/false);
+  Value v = parse_value(body).value;  // bounded; discarded when not JSON
   auto text_of = [](const Value& x) -> std::string { return x.is_string() ? x.get<std::string>() : x.dump(); };
   if (v.is_object()) {
     if (auto e = v.find("error"); e != v.end()) {

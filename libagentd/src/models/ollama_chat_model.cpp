@@ -1,6 +1,8 @@
 // ollama_chat: Ollama's native API, POST {host}/api/chat; streams newline-delimited JSON.
 #include "chat_models.h"
 
+#include <agentd/value_limits.h>
+
 namespace agentd::detail {
 namespace {
 
@@ -31,7 +33,7 @@ Value tool_calls_to_ollama(const Value& calls) {
     Value fn = call.value("function", Value::object());
     Value args = fn.value("arguments", Value::object());
     if (args.is_string()) {
-      Value parsed = Value::parse(args.get<std::string>(), nullptr, false);
+      Value parsed = parse_value(args.get<std::string>()).value;
       args = parsed.is_discarded() ? Value::object() : parsed;
     }
     out.push_back({{"function", {{"name", fn.value("name", "")}, {"arguments", args}}}});

@@ -2,6 +2,7 @@
 
 #include "peer_pool.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <fmt/format.h>
 
@@ -20,7 +21,7 @@ void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::share
       ctx.host.enqueue(agent_id, kj::mv(call));
       return;
     case wire::Input::MSG:
-      call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
+      if (!call->input) call->input = std::make_shared<const Outcome>(read_msg(input.getMsg()));
       ctx.host.enqueue(agent_id, kj::mv(call));
       return;
     case wire::Input::PLACEHOLDER:
@@ -51,6 +52,18 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   call->kind = req.kind;
   call->method = std::move(req.method);
   call->args = std::move(req.args);
+  // The input message is read (and refused, when it cannot be) before anything is recorded.
+  KJ_IF_MAYBE(in, req.input) {
+    if (in->isMsg() && (req.kind == Call::Kind::reply || req.kind == Call::Kind::observe)) {
+      try {
+        call->input = std::make_shared<const Outcome>(read_msg(in->getMsg()));
+      } catch (const Error& e) {
+        return Error(e.code(), e.message(), req.agent_id);
+      } catch (const kj::Exception& e) {
+        return unreadable(e, "the input message");
+      }
+    }
+  }
   switch (req.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async: {

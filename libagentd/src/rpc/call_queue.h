@@ -40,7 +40,8 @@ struct CallReport {
 // Queues req on its agent (an unknown agent fails reply / method / memory through their
 // report, as any failure of the call does). Returns the error instead, reporting nothing, when
 // the call cannot be queued at all: no call id, a call id already used, observe of an unknown
-// agent, or a queue limit reached (overloaded: nothing of the call is recorded, so the same call
+// agent, an input message that cannot be read (bad_request: nested deeper than kMaxValueDepth,
+// text that is not UTF-8), or a queue limit reached (overloaded: nothing of the call is recorded, so the same call
 // may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
 

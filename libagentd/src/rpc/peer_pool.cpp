@@ -3,7 +3,9 @@
 #include "child_process.h"  // split_host_port
 #include "counting_stream.h"
 #include "task_errors.h"
+#include "rpc_connection.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/common.h>
@@ -58,7 +60,7 @@ struct PeerPool::Peer : public kj::Refcounted {
   Stage stage = Stage::connect;  // how far the dial got (to tell what a failure means)
   kj::ForkedPromise<void> ready = nullptr;  // connected and logged in, or refused set
   kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> client;
+  kj::Own<RpcConnection> client;
   wire::AgentServer::Client server = nullptr;
   std::string server_id;  // what the server at this address says it is (set once ready)
   // Set (and ready resolved) when the origin cannot be used as configured: the login refused,
@@ -151,7 +153,7 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
             ref.stage = Peer::Stage::login;
             ref.stream = bytes_ ? kj::heap<CountingStream>(kj::mv(stream), *bytes_)
                                    : kj::mv(stream);
-            ref.client = kj::heap<capnp::TwoPartyClient>(*ref.stream);
+            ref.client = kj::heap<RpcConnection>(*ref.stream);
             auto login = ref.client->bootstrap().castAs<wire::Gate>().loginRequest();
             login.setToken(to_kj(options_.token));
             auto logged_in = login.send();
@@ -387,8 +389,14 @@ kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
     return req.send()
         .then([](capnp::Response<wire::AgentServer::FetchResults> r) {
           auto o = r.getOutcome();
-          if (o.isMsg()) return std::make_shared<const Outcome>(read_msg(o.getMsg()));
-          return outcome(read_error(o.getError()));
+          if (!o.isMsg()) return std::make_shared<const Outcome>(read_error(o.getError()));
+          try {
+            return std::make_shared<const Outcome>(read_msg(o.getMsg()));
+          } catch (const Error& e) {  // what the origin sent cannot be read: this input fails alone
+            return std::make_shared<const Outcome>(e);
+          } catch (const kj::Exception& e) {
+            return std::make_shared<const Outcome>(unreadable(e, "the result fetched from a peer"));
+          }
         })
         .exclusiveJoin(ref.dead.addBranch().then([]() -> OutcomePtr { KJ_UNREACHABLE; }))
         .attach(kj::defer([&ref]() { --ref.waiting; }));

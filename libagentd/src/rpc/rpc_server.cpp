@@ -7,6 +7,7 @@
 #include "plugin_loader.h"
 #include "session_impl.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 #include "worker_pool.h"
 
 #include <agentd/version.h>
@@ -91,8 +92,8 @@ class AgentImpl final : public wire::Agent::Server {
   kj::Promise<void> callAsync(CallAsyncContext context) override {
     auto params = context.getParams();
     auto req = request(Call::Kind::method_async, params.getCallId(), nullptr);
-    req.method = to_std(params.getMethod());
-    req.args = read_value(params.getArgs());
+    req.method = read_text(params.getMethod(), "the method name");
+    req.args = read_value(params.getArgs(), "the method's args");
     return start(context, kj::mv(req), params.getInlineLimit());
   }
 
@@ -106,8 +107,8 @@ class AgentImpl final : public wire::Agent::Server {
   kj::Promise<void> call(CallContext context) override {
     auto params = context.getParams();
     auto req = request(Call::Kind::method, {}, nullptr);
-    req.method = to_std(params.getMethod());
-    req.args = read_value(params.getArgs());
+    req.method = read_text(params.getMethod(), "the method name");
+    req.args = read_value(params.getArgs(), "the method's args");
     return finish(kj::mv(req), [context](Call& c) mutable {
       auto out = context.getResults().initOutcome();
       if (c.out_error)
@@ -143,7 +144,7 @@ class AgentImpl final : public wire::Agent::Server {
     CallRequest req;
     req.kind = kind;
     req.agent_id = id_;
-    req.call_id = to_std(call_id);
+    req.call_id = read_text(call_id, "the call id");
     req.input = input;
     return req;
   }
@@ -222,9 +223,16 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   kj::Promise<void> createAgent(CreateAgentContext context) override {
     auto params = context.getParams();
     auto paf = kj::newPromiseAndFulfiller<void>();
-    auto result = ctx_.host.create(to_std(params.getClassName()), to_std(params.getName()),
-                                   read_value(params.getArgs()), to_std(params.getAgentId()),
-                                   answer_created(context, kj::mv(paf.fulfiller)));
+    std::variant<std::string, Error> result = Error(ErrorCode::internal, "");
+    try {
+      result = ctx_.host.create(read_text(params.getClassName(), "the class name"),
+                                read_text(params.getName(), "the agent's name"),
+                                read_value(params.getArgs(), "the agent's args"),
+                                read_text(params.getAgentId(), "the agent id"),
+                                answer_created(context, kj::mv(paf.fulfiller)));
+    } catch (const Error& e) {
+      result = e;
+    }
     if (auto* err = std::get_if<Error>(&result)) {
       write_error(*err, context.getResults().initError());
       return kj::READY_NOW;
@@ -235,9 +243,15 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   kj::Promise<void> cloneAgent(CloneAgentContext context) override {
     auto params = context.getParams();
     auto paf = kj::newPromiseAndFulfiller<void>();
-    auto err = ctx_.host.clone(to_std(params.getSourceId()), to_std(params.getName()),
-                               to_std(params.getAgentId()),
-                               answer_created(context, kj::mv(paf.fulfiller)));
+    std::optional<Error> err;
+    try {
+      err = ctx_.host.clone(read_text(params.getSourceId(), "the source agent id"),
+                            read_text(params.getName(), "the agent's name"),
+                            read_text(params.getAgentId(), "the agent id"),
+                            answer_created(context, kj::mv(paf.fulfiller)));
+    } catch (const Error& e) {
+      err = e;
+    }
     if (err) {
       write_error(*err, context.getResults().initError());
       return kj::READY_NOW;

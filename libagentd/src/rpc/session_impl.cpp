@@ -3,6 +3,7 @@
 #include "call_queue.h"
 #include "task_errors.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -265,9 +266,7 @@ class SessionImpl final : public wire::Session::Server {
       } catch (const kj::Exception& e) {
         // A call the message's limits refuse (a value nested too deep, a broken pointer): this
         // call fails alone, the calls around it go on.
-        out_->add_error(spec.getTicket(),
-                        Error(ErrorCode::bad_request,
-                              fmt::format("the call could not be read: {}", e.getDescription().cStr())));
+        out_->add_error(spec.getTicket(), unreadable(e, "the call"));
       }
     }
     if (!overloaded.empty()) {
@@ -310,11 +309,11 @@ class SessionImpl final : public wire::Session::Server {
     const std::uint64_t ticket = spec.getTicket();
     CallRequest req;
     req.kind = call_kind(spec.getKind());
-    req.agent_id = to_std(spec.getAgentId());
-    req.call_id = to_std(spec.getCallId());
+    req.agent_id = read_text(spec.getAgentId(), "the agent id");
+    req.call_id = read_text(spec.getCallId(), "the call id");
     req.input = spec.getInput();
-    req.method = to_std(spec.getMethod());
-    if (spec.hasArgs()) req.args = read_value(spec.getArgs());
+    req.method = read_text(spec.getMethod(), "the method name");
+    if (spec.hasArgs()) req.args = read_value(spec.getArgs(), "the method's args");
     std::weak_ptr<Outbox> weak = out_;
     if (spec.getStream() && spec.getReport() &&
         (req.kind == Call::Kind::reply || req.kind == Call::Kind::method_async)) {
@@ -389,8 +388,9 @@ class SessionImpl final : public wire::Session::Server {
     const std::uint64_t ticket = spec.getTicket();
     std::weak_ptr<Outbox> weak = out_;
     auto made = ctx_.host.create(
-        to_std(spec.getClassName()), to_std(spec.getName()), read_value(spec.getArgs()),
-        to_std(spec.getAgentId()), [weak, ticket](std::variant<AgentInfoRow, Error> r) {
+        read_text(spec.getClassName(), "the class name"), read_text(spec.getName(), "the agent's name"),
+        read_value(spec.getArgs(), "the agent's args"), read_text(spec.getAgentId(), "the agent id"),
+        [weak, ticket](std::variant<AgentInfoRow, Error> r) {
           auto out = weak.lock();
           if (!out) return;
           if (auto* err = std::get_if<Error>(&r)) {

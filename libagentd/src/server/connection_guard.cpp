@@ -1,5 +1,8 @@
 #include "connection_guard.h"
 
+#include "value_codec.h"
+#include "wire_limits.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,12 +13,7 @@
 
 namespace agentd::detail {
 
-capnp::ReaderOptions ConnectionGuard::reader_options() {
-  capnp::ReaderOptions o;
-  o.traversalLimitInWords = 8 * 1024 * 1024;  // 64 MiB
-  o.nestingLimit = 64;
-  return o;
-}
+capnp::ReaderOptions ConnectionGuard::reader_options() { return wire_reader_options(); }
 
 ConnectionGuard::ConnectionGuard(kj::AsyncIoStream& stream, std::string peer)
     : inner_(stream), peer_(std::move(peer)) {}

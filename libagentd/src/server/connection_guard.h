@@ -18,9 +18,9 @@ namespace agentd::detail {
 
 class ConnectionGuard final : public capnp::MessageStream {
  public:
-  // What every frame from a client is read with. The traversal limit is Cap'n Proto's
-  // 64 MiB (what clients and peers never exceed: they cut their messages at 8 MiB); 64 levels
-  // of nesting hold any value agentd itself writes (values deeper than that are refused).
+  // What every frame from a client is read with (wire_reader_options()). The traversal limit is
+  // Cap'n Proto's 64 MiB (what clients and peers never exceed: they cut their messages at 8 MiB);
+  // the nesting limit holds any value within kMaxValueDepth (deeper values are refused).
   static capnp::ReaderOptions reader_options();
 
   // stream is borrowed and outlives this; peer names the other end in the log ("1.2.3.4:5678").

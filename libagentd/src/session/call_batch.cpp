@@ -3,6 +3,8 @@
 #include "loop_state.h"
 #include "value_codec.h"
 
+#include <agentd/value_limits.h>
+
 #include <fmt/format.h>
 
 #include <random>
@@ -118,8 +120,38 @@ std::size_t spec_size(const OutSpec& s) {
          (s.ref ? s.ref->call_id.size() + s.ref->origin.size() + s.ref->server_id.size() : 0);
 }
 
+namespace {
+
+// What keeps spec from being sent (as_server would refuse it), or empty.
+std::string spec_problem(const OutSpec& spec) {
+  auto text = [](std::string_view field, const std::string& s) -> std::string {
+    auto why = utf8_problem(s);
+    return why.empty() ? why : fmt::format("{} is not UTF-8: {}", field, why);
+  };
+  auto value = [](std::string_view what, const Value& v) -> std::string {
+    auto why = value_problem(v);
+    return why.empty() ? why : fmt::format("{}: {}", what, why);
+  };
+  for (auto why : {text("the agent id", spec.agent_id), text("the call id", spec.call_id),
+                   text("the method name", spec.method), text("the class name", spec.class_name),
+                   text("the agent's name", spec.name)})
+    if (!why.empty()) return why;
+  if (spec.args)
+    if (auto why = value(spec.kind == wire::CallKind::CREATE ? "the agent's args" : "the method's args",
+                         *spec.args);
+        !why.empty())
+      return why;
+  return spec.msg ? msg_problem(*spec.msg) : std::string();
+}
+
+}  // namespace
+
 void send_spec(LoopState& loop, OutSpec spec, Ticket ticket) {
   spec.ticket = ++loop.next_ticket;
+  if (auto why = spec_problem(spec); !why.empty()) {
+    ticket.fail(Error(ErrorCode::bad_request, why + "; it was not sent", spec.agent_id));
+    return;
+  }
   const std::size_t size = spec_size(spec);
   if (size > loop.limits.max_message_bytes) {
     ticket.fail(Error(ErrorCode::too_large,

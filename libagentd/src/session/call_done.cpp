@@ -3,6 +3,7 @@
 #include "call_batch.h"
 #include "loop_state.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -209,17 +210,25 @@ void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
   if (it == loop.tickets.end()) return;  // failed already (e.g. its submit was refused)
   Ticket t = std::move(it->second);
   loop.tickets.erase(it);
-  if (t.slot) {
-    if (done.isOutcome())
-      deliver(loop, done.getOutcome(), t.call_id, t.slot);
-    else if (done.isError())
-      t.slot->fail(read_error(done.getError()));
-    else
-      t.slot->fail(Error(ErrorCode::internal, "the server answered a call with something odd"));
-    t.slot->end_stream();  // after the outcome: a reader that sees the end finds it there
-    return;
+  // What cannot be read of this one answer (a value nested too deep, text that is not UTF-8)
+  // fails this call alone; the others in the same message are delivered.
+  try {
+    if (t.slot) {
+      if (done.isOutcome())
+        deliver(loop, done.getOutcome(), t.call_id, t.slot);
+      else if (done.isError())
+        t.slot->fail(read_error(done.getError()));
+      else
+        t.slot->fail(Error(ErrorCode::internal, "the server answered a call with something odd"));
+      t.slot->end_stream();  // after the outcome: a reader that sees the end finds it there
+      return;
+    }
+    if (t.on_done) t.on_done(done);
+  } catch (const Error& e) {
+    t.fail(Error(e.code(), "the answer from as_server at " + loop.where + " could not be read: " + e.message()));
+  } catch (const kj::Exception& e) {
+    t.fail(unreadable(e, "the answer from as_server at " + loop.where));
   }
-  if (t.on_done) t.on_done(done);
 }
 
 void throw_if_error(wire::CallDone::Reader d) {

@@ -13,7 +13,7 @@
 #include "task_errors.h"
 #include "value_codec.h"
 
-#include <capnp/rpc-twoparty.h>
+#include "rpc_connection.h"
 
 #include <kj/async-io.h>
 
@@ -57,7 +57,7 @@ struct LoopState {
   TaskErrors task_errors{"client connection task"};
   kj::TaskSet tasks{task_errors};
   kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> rpc;
+  kj::Own<RpcConnection> rpc;
   wire::AgentServer::Client server = nullptr;
   wire::Session::Client session = nullptr;
   std::string where;  // the server, for error messages

@@ -1,5 +1,12 @@
 #include "value_codec.h"
 
+#include "wire_limits.h"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
 namespace agentd::detail {
 
 void write_value(const Value& v, wire::Value::Builder out) {
@@ -48,7 +55,21 @@ void write_value(const Value& v, wire::Value::Builder out) {
   }
 }
 
-Value read_value(wire::Value::Reader in) {
+namespace {
+
+// A part that cannot be read: why, and the path to it (innermost first).
+struct BadPart {
+  std::string why;
+  std::vector<std::string> path;
+};
+
+std::string text_of(capnp::Text::Reader t) {
+  std::string s(t.cStr(), t.size());
+  if (auto why = utf8_problem(s); !why.empty()) throw BadPart{"a string that is not UTF-8 (" + why + ")", {}};
+  return s;
+}
+
+Value read(wire::Value::Reader in, int depth) {
   switch (in.which()) {
     case wire::Value::NULL_:
       return nullptr;
@@ -60,26 +81,94 @@ Value read_value(wire::Value::Reader in) {
       return in.getUint();
     case wire::Value::FLOAT:
       return in.getFloat();
-    case wire::Value::TEXT: {
-      auto t = in.getText();
-      return std::string(t.cStr(), t.size());
-    }
+    case wire::Value::TEXT:
+      return text_of(in.getText());
     case wire::Value::DATA: {
       auto d = in.getData();
       return Value::binary(std::vector<std::uint8_t>(d.begin(), d.end()));
     }
-    case wire::Value::LIST: {
-      Value out = Value::array();
-      for (auto e : in.getList()) out.push_back(read_value(e));
-      return out;
+    case wire::Value::LIST:
+    case wire::Value::OBJECT:
+      break;
+  }
+  if (in.which() != wire::Value::LIST && in.which() != wire::Value::OBJECT)
+    return nullptr;  // a union tag from a newer peer: treat as null
+  if (depth >= kMaxValueDepth)
+    throw BadPart{fmt::format("a value nested deeper than {} levels of lists and objects, more "
+                              "than a value may have",
+                              kMaxValueDepth),
+                  {}};
+  if (in.which() == wire::Value::LIST) {
+    Value out = Value::array();
+    std::size_t i = 0;
+    for (auto e : in.getList()) {
+      try {
+        out.push_back(read(e, depth + 1));
+      } catch (BadPart& bad) {
+        bad.path.push_back(std::to_string(i));
+        throw;
+      }
+      ++i;
     }
-    case wire::Value::OBJECT: {
-      Value out = Value::object();
-      for (auto f : in.getObject()) out[to_std(f.getKey())] = read_value(f.getValue());
-      return out;
+    return out;
+  }
+  Value out = Value::object();
+  for (auto f : in.getObject()) {
+    std::string key;
+    try {
+      key = text_of(f.getKey());
+    } catch (BadPart& bad) {
+      bad.why = "a key that is not UTF-8" + bad.why.substr(bad.why.find(" ("));
+      throw;
+    }
+    try {
+      out[key] = read(f.getValue(), depth + 1);
+    } catch (BadPart& bad) {
+      bad.path.push_back(key.size() <= 40 ? key : key.substr(0, 37) + "...");
+      throw;
     }
   }
-  return nullptr;  // a union tag from a newer peer: treat as null
+  return out;
+}
+
+}  // namespace
+
+Value read_value(wire::Value::Reader in, std::string_view what) {
+  try {
+    return read(in, 0);
+  } catch (const BadPart& bad) {
+    std::string at;
+    for (auto it = bad.path.rbegin(); it != bad.path.rend(); ++it) at += "/" + *it;
+    throw Error(ErrorCode::bad_request, fmt::format("{}{} holds {}; refused", what,
+                                                    at.empty() ? "" : " at " + at, bad.why));
+  }
+}
+
+Value read_value(wire::Value::Reader in) { return read_value(in, "a value"); }
+
+std::string read_text(capnp::Text::Reader t, std::string_view field) {
+  std::string s(t.cStr(), t.size());
+  if (auto why = utf8_problem(s); !why.empty())
+    throw Error(ErrorCode::bad_request,
+                fmt::format("{} is not UTF-8: {}; text must be UTF-8 (send bytes as binary)", field, why));
+  return s;
+}
+
+capnp::ReaderOptions wire_reader_options() {
+  capnp::ReaderOptions o;
+  o.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);
+  o.nestingLimit = kWireNestingLimit;
+  return o;
+}
+
+Error unreadable(const kj::Exception& e, std::string_view what) {
+  std::string desc = e.getDescription().cStr();
+  if (desc.find("nestingLimit") != std::string::npos || desc.find("too deeply-nested") != std::string::npos)
+    return Error(ErrorCode::bad_request,
+                 fmt::format("{} could not be read: a value in it is nested deeper than {} levels "
+                             "of lists and objects, more than a value may have",
+                             what, kMaxValueDepth));
+  return Error(ErrorCode::bad_request, fmt::format("{} could not be read: {}", what, desc));
 }
 
 namespace {
@@ -128,13 +217,13 @@ void write_msg(const Msg& m, wire::Msg::Builder out) {
 
 Msg read_msg(wire::Msg::Reader in) {
   Msg m;
-  m.id = to_std(in.getId());
-  m.name = to_std(in.getName());
-  m.role = to_std(in.getRole());
-  m.content = read_value(in.getContent());
-  m.metadata = read_value(in.getMetadata());
-  for (auto u : in.getUrl()) m.url.push_back(to_std(u));
-  m.timestamp = to_std(in.getTimestamp());
+  m.id = read_text(in.getId(), "the message's id");
+  m.name = read_text(in.getName(), "the message's name");
+  m.role = read_text(in.getRole(), "the message's role");
+  m.content = read_value(in.getContent(), "the message's content");
+  m.metadata = read_value(in.getMetadata(), "the message's metadata");
+  for (auto u : in.getUrl()) m.url.push_back(read_text(u, "a url of the message"));
+  m.timestamp = read_text(in.getTimestamp(), "the message's timestamp");
   return m;
 }
 
@@ -196,15 +285,18 @@ ErrorCode from_wire(wire::ErrorCode code) {
 
 void write_error(const Error& e, wire::Error::Builder out) {
   out.setCode(to_wire(e.code()));
-  out.setMessage(to_kj(e.message()));
-  out.setAgentId(to_kj(e.agent_id()));
-  out.setAgentClass(to_kj(e.agent_class()));
+  // Errors are for people and quote what they were given: bytes that are not UTF-8 become
+  // U+FFFD rather than make the error unreadable at the other end.
+  out.setMessage(to_kj(utf8_replaced(e.message())));
+  out.setAgentId(to_kj(utf8_replaced(e.agent_id())));
+  out.setAgentClass(to_kj(utf8_replaced(e.agent_class())));
   out.setRetryable(e.retryable());
 }
 
 Error read_error(wire::Error::Reader in) {
-  return Error(from_wire(in.getCode()), to_std(in.getMessage()), to_std(in.getAgentId()),
-               to_std(in.getAgentClass()), in.getRetryable());
+  return Error(from_wire(in.getCode()), utf8_replaced(to_std(in.getMessage())),
+               utf8_replaced(to_std(in.getAgentId())), utf8_replaced(to_std(in.getAgentClass())),
+               in.getRetryable());
 }
 
 Error error_from_exception(const kj::Exception& e, std::string context) {

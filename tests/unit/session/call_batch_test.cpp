@@ -139,7 +139,7 @@ struct Connected {
     g_gate.set(true);
     loop = std::make_unique<LoopState>(io);
     loop->stream = kj::mv(pipe.ends[1]);
-    loop->rpc = kj::heap<capnp::TwoPartyClient>(*loop->stream);
+    loop->rpc = kj::heap<detail::RpcConnection>(*loop->stream);
     loop->server = loop->rpc->bootstrap().castAs<wire::AgentServer>();
     loop->where = "the test pipe";
     open_session(*loop);

@@ -111,3 +111,26 @@ TEST_CASE("Cap'n Proto faults map to typed errors", "[value_codec]") {
   CHECK(detail::error_from_exception(failed).code() == ErrorCode::internal);
   CHECK_FALSE(detail::error_from_exception(failed).retryable());
 }
+
+TEST_CASE("values too deep or not UTF-8 are refused when read, naming where", "[value_codec]") {
+  Value at_limit = "x";
+  for (int i = 0; i < 64; ++i) at_limit = Value{{"d", std::move(at_limit)}};
+  CHECK(round_trip(at_limit) == at_limit);
+  Value deeper = Value::array({at_limit});
+  try {
+    round_trip(deeper);
+    FAIL("read a value nested 65 levels deep");
+  } catch (const agentd::Error& e) {
+    CHECK(e.code() == agentd::ErrorCode::bad_request);
+    CHECK(e.message().find("nested deeper than 64 levels") != std::string::npos);
+    CHECK(e.message().find("at /0/d/d") != std::string::npos);
+  }
+  try {
+    round_trip(Value{{"k", {"fine", std::string("bad \xff")}}});
+    FAIL("read text that is not UTF-8");
+  } catch (const agentd::Error& e) {
+    CHECK(e.code() == agentd::ErrorCode::bad_request);
+    CHECK(e.message().find("at /k/1") != std::string::npos);
+    CHECK(e.message().find("byte 4 is 0xff") != std::string::npos);
+  }
+}
