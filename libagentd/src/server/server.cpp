@@ -103,7 +103,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            .max_message_bytes = options_.max_message_bytes,
            .close_connection = {}},  // set per connection (serve())
       bootstrap_(make_agent_server(rpc_)),
-      gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
+      gate_{.tokens = creds_.tokens, .throttle = {}},
+      pre_login_(io.provider->getTimer(), options_.max_unauthenticated_connections,
+                 static_cast<std::int64_t>(options_.login_timeout * 1000) * kj::MILLISECONDS),
       stop_promise_(nullptr),
       tasks_(task_errors_) {
   host_.set_limits(AgentHost::Limits{
@@ -364,121 +366,6 @@ void Server::listen_unix() {
                options_.unix_socket_group.empty() ? "" : ", group " + options_.unix_socket_group);
 }
 
-kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool local) {
-  // run() cancels this loop before it drops the listener, so the listener outlives it.
-  return listener.accept().then(
-      [this, &listener, local](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-        if (accept_failing_) spdlog::info("accepting connections again");
-        accept_failing_ = false;
-        tasks_.add(serve(kj::mv(stream), local));
-        return accept_loop(listener, local);
-      },
-      [this, &listener, local](kj::Exception&& e) -> kj::Promise<void> {
-        // Out of file descriptors (EMFILE: too many open connections) or another passing
-        // failure: keep serving the connections there are and try again shortly, rather than
-        // never accepting again. Logged once until an accept succeeds.
-        if (!accept_failing_)
-          spdlog::error("cannot accept connections (retrying every 100 ms): {}",
-                        e.getDescription().cStr());
-        accept_failing_ = true;
-        return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this, &listener, local]() {
-          return accept_loop(listener, local);
-        });
-      });
-}
-
-// Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
-// can move the connection's byte counts from "client" to "peer", and its own copy of the RPC
-// context, whose close_connection ends this connection.
-struct Server::Connection {
-  explicit Connection(const RpcContext& shared) : ctx(shared) {}
-  RpcContext ctx;  // destroyed last: the RPC objects below borrow it
-  kj::Own<kj::PromiseFulfiller<void>> close;  // fulfilled: drop the connection
-  kj::Own<CountingStream> stream;
-  kj::Own<ConnectionGuard> guard;
-  kj::Own<capnp::TwoPartyVatNetwork> network;
-  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
-};
-
-kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
-  std::string peer = local ? "unix:" + options_.unix_socket : peer_name(*raw);
-  // The first byte tells a TLS handshake from a Cap'n Proto message. A client that sends nothing
-  // for 10 s is dropped.
-  auto& timer = io_.provider->getTimer();
-  return timer.timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(raw)))
-      .then(
-          [this, peer, local](Sniffed s) mutable -> kj::Promise<void> {
-            if (s.empty) return kj::READY_NOW;
-            if (local && !s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
-            if (local) {
-              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
-                           "(closed)",
-                           peer);
-              return kj::READY_NOW;
-            }
-            if (s.tls && !tls_.server) {
-              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
-                           "(closed; connect without TLS, or serve it with --tls-cert and "
-                           "--tls-key)",
-                           peer);
-              return kj::READY_NOW;
-            }
-            if (!s.tls && tls_.server) {
-              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
-                           "is refused saying so)",
-                           peer);
-              return serve_rpc(kj::mv(s.stream), kj::mv(peer), true);
-            }
-            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
-            return io_.provider->getTimer()
-                .timeoutAfter(10 * kj::SECONDS, tls_.server->accept(kj::mv(s.stream)))
-                .then(
-                    [this, peer](kj::Own<kj::AsyncIoStream> stream) mutable {
-                      return serve_rpc(kj::mv(stream), kj::mv(peer), false);
-                    },
-                    [peer](kj::Exception&& e) {
-                      spdlog::warn("TLS handshake with {} failed: {}", peer,
-                                   e.getDescription().cStr());
-                    });
-          },
-          [peer](kj::Exception&& e) {
-            spdlog::debug("connection from {} closed before it said anything: {}", peer,
-                          e.getDescription().cStr());
-          });
-}
-
-kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer,
-                                    bool tls_expected) {
-  auto conn = kj::heap<Connection>(rpc_);
-  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
-  conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer);
-  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(
-      *conn->guard, capnp::rpc::twoparty::Side::SERVER, ConnectionGuard::reader_options());
-  auto closed = kj::newPromiseAndFulfiller<void>();
-  conn->close = kj::mv(closed.fulfiller);
-  Connection* c = conn.get();
-  conn->ctx.close_connection = [c](const std::string& why) {
-    c->guard->note_closing(why);
-    if (c->close->isWaiting()) c->close->fulfill();
-  };
-  CountingStream* stream = conn->stream.get();
-  auto gate = tls_expected
-                  ? make_refusing_gate(
-                        "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
-                        "or --tls-ca FILE for agentctl and agentd-bench)")
-                  : make_gate(gate_, kj::mv(peer), [this, c, stream]() {
-                      // The connection's own context: its close_connection closes this one.
-                      return make_agent_server(c->ctx,
-                                               [this, stream]() { stream->retarget(bytes_.peer); });
-                    });
-  conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(gate)));
-  // Requests a client has sent and the server not yet answered: past 8 MiB of them, the server
-  // stops reading from it until some are answered.
-  conn->rpc->setFlowLimit(8 * 1024 * 1024);
-  auto done = conn->network->onDisconnect().exclusiveJoin(kj::mv(closed.promise));
-  return done.attach(kj::mv(conn));
-}
-
 kj::Promise<void> Server::sweep_loop() {
   return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
     host_.sweep_results();
@@ -533,6 +420,16 @@ kj::Promise<void> Server::signal_loop(int signo) {
         }
       } catch (const Error& e) {
         spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
+      }
+      if (!options_.auth_token_file.empty()) {
+        try {
+          auto closed = reload_tokens();
+          spdlog::info("SIGHUP: reloaded the tokens from {} ({} connection(s) logged in with a "
+                       "token no longer there closed)",
+                       options_.auth_token_file, closed);
+        } catch (const Error& e) {
+          spdlog::error("SIGHUP: kept the previous tokens: {}", e.message());
+        }
       }
     } else {
       spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
