@@ -193,6 +193,27 @@ TEST_CASE("before login a frame bigger than the pre-login budget is refused at i
   CHECK(echo.reply(Msg("user", big)).get().text() == big);
 }
 
+TEST_CASE("calls pipelined on the login are read with the normal limits", "[security][prelogin]") {
+  TempDir dir;
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
+  auto io = kj::setupAsyncIo();
+  RawConnection c(io, s->port());
+  // The login and, pipelined on the server it returns, a 256 KiB call (beyond the pre-login
+  // budget) sent at once, as a client in another language may.
+  auto login = c.rpc.bootstrap().castAs<wire::Gate>().loginRequest();
+  login.setToken(kToken);
+  auto logged_in = login.send();
+  auto create = logged_in.getServer().createAgentRequest();
+  create.setClassName(std::string(256 * 1024, 'x'));
+  create.initArgs().initObject(0);
+  auto created = create.send();
+  CHECK_FALSE(logged_in.wait(io.waitScope).hasError());
+  auto answer = created.wait(io.waitScope);  // answered (no such class), not disconnected
+  REQUIRE(answer.hasError());
+  CHECK(answer.getError().getCode() != wire::ErrorCode::UNAUTHENTICATED);
+  CHECK(s->stderr_text().find("closing connection from") == std::string::npos);
+}
+
 TEST_CASE("a connection that has not logged in within --login-timeout is closed; logged-in ones stay",
           "[security][prelogin]") {
   TempDir dir;

@@ -110,25 +110,35 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> ConnectionGuard::read_before_
             -> kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> {
         if (n == 0) return kj::Maybe<capnp::MessageReaderAndFds>(nullptr);  // a clean end
         if (n < first.size()) KJ_FAIL_REQUIRE("Premature EOF.");
-        auto options = reader_options();
-        const bool budgeted = !logged_in_;
-        if (budgeted)
-          options.traversalLimitInWords = (kPreLoginBytes - pre_login_bytes_) / sizeof(capnp::word);
-        auto input = kj::heap<PrefixedInput>(stream_, kj::mv(first));
-        PrefixedInput& in = *input;
-        budgeted_read_ = budgeted;
-        return capnp::tryReadMessage(in, options, scratchSpace)
-            .then([this, input = kj::mv(input), budgeted](kj::Maybe<kj::Own<capnp::MessageReader>> m)
-                      -> kj::Maybe<capnp::MessageReaderAndFds> {
-              if (budgeted) pre_login_bytes_ += input->bytes_read();
-              KJ_IF_MAYBE(reader, m) {
-                return capnp::MessageReaderAndFds{kj::mv(*reader), nullptr};
-              }
-              KJ_FAIL_REQUIRE("Premature EOF.");  // the first word had come
-            });
+        if (logged_in_) return read_rest(kj::mv(first), scratchSpace);
+        // Cap'n Proto dispatches a call one turn after reading it (evalLater): a login read just
+        // before this frame runs first, so calls pipelined on the login are read as logged in.
+        return kj::evalLater([this, first = kj::mv(first), scratchSpace]() mutable {
+          return read_rest(kj::mv(first), scratchSpace);
+        });
       })
       .catch_([this](kj::Exception&& e) -> kj::Maybe<capnp::MessageReaderAndFds> {
         failed_read(kj::mv(e), budgeted_read_);
+      });
+}
+
+kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> ConnectionGuard::read_rest(
+    kj::Array<kj::byte> first, kj::ArrayPtr<capnp::word> scratchSpace) {
+  auto options = reader_options();
+  const bool budgeted = !logged_in_;
+  if (budgeted)
+    options.traversalLimitInWords = (kPreLoginBytes - pre_login_bytes_) / sizeof(capnp::word);
+  auto input = kj::heap<PrefixedInput>(stream_, kj::mv(first));
+  PrefixedInput& in = *input;
+  budgeted_read_ = budgeted;
+  return capnp::tryReadMessage(in, options, scratchSpace)
+      .then([this, input = kj::mv(input), budgeted](kj::Maybe<kj::Own<capnp::MessageReader>> m)
+                -> kj::Maybe<capnp::MessageReaderAndFds> {
+        if (budgeted) pre_login_bytes_ += input->bytes_read();
+        KJ_IF_MAYBE(reader, m) {
+          return capnp::MessageReaderAndFds{kj::mv(*reader), nullptr};
+        }
+        KJ_FAIL_REQUIRE("Premature EOF.");  // the first word had come
       });
 }
 
