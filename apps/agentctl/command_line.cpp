@@ -119,7 +119,8 @@ std::vector<CommandSpec> command_table() {
        {{"--all", "", "delete every agent on the server"}}, 0, 1000, cmd_delete},
       {"reload", {}, "--file FILE", "replace the server's model configs with FILE (YAML or JSON)",
        "To make a server re-read its own --model-config-path, send it SIGHUP instead\n"
-       "(`systemctl reload as_server`, or `kill -HUP PID`).",
+       "(`systemctl reload as_server`, or `kill -HUP PID`); SIGHUP also re-reads its\n"
+       "--auth-token-file and closes connections logged in with a token no longer there.",
        {{"--file", "FILE", "the model config file to send"}}, 0, 0, cmd_reload},
       {"stop", {}, "", "ask the server to stop (running calls finish first)", "",
        {{"--wait", "", "wait until it has stopped (at most --timeout)"}}, 0, 0, cmd_stop},

@@ -361,7 +361,8 @@ int cmd_reload(const Invocation& inv) {
   if (!file)
     throw inv.usage(
         "give the model config file to send: `agentctl reload --file models.yaml`.\n"
-        "To make a server re-read its own --model-config-path instead, send it SIGHUP:\n"
+        "To make a server re-read its own --model-config-path (and --auth-token-file) instead,\n"
+        "send it SIGHUP:\n"
         "  systemctl reload as_server        (or as_server@INSTANCE)\n"
         "  kill -HUP PID                     (PID: `agentctl status`)");
   std::ifstream in(*file, std::ios::binary);

@@ -602,7 +602,10 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
          Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
     return;
   }
-  if (StateStore* store = store_.load()) {
+  // A store that cannot write refuses what would change an agent; reads (memory, a clone's
+  // snapshot) still run.
+  const bool read_only = call->kind == Call::Kind::memory || call->kind == Call::Kind::snapshot;
+  if (StateStore* store = store_.load(); store != nullptr && !read_only) {
     if (auto failure = store->failure()) {
       fail(std::move(call), store_error(*failure, id, it->second->class_name));
       return;

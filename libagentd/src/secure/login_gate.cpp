@@ -25,42 +25,54 @@ std::string address_of(const std::string& peer) {
 
 class GateImpl final : public wire::Gate::Server {
  public:
-  GateImpl(GateContext& ctx, std::string peer, kj::Function<wire::AgentServer::Client()> make_server)
+  GateImpl(GateContext& ctx, std::string peer, MakeServer make_server)
       : ctx_(ctx), peer_(std::move(peer)), address_(address_of(peer_)),
         make_server_(kj::mv(make_server)) {}
 
   kj::Promise<void> login(LoginContext context) override {
-    auto wait = ctx_.throttle.delay(address_, LoginThrottle::Clock::now());
-    if (wait.count() == 0) {
-      check(context);
+    // An address over its budget of failed logins (or any address with recent failures while
+    // the server is over its own) is refused at once, its token unchecked; nothing waits.
+    if (auto r = ctx_.throttle.refused(address_, LoginThrottle::Clock::now())) {
+      const auto seconds = (r->retry_after.count() + 999) / 1000;
+      spdlog::debug("login refused from {} unchecked: too many failed logins {}", peer_,
+                    r->overall ? "on this server" : "from this address");
+      write_error(Error(ErrorCode::unauthenticated,
+                        r->overall
+                            ? fmt::format("too many failed logins on this server lately (yours "
+                                          "from {} among them); try again in {} s",
+                                          address_, seconds)
+                            : fmt::format("too many failed logins from {}; try again in {} s",
+                                          address_, seconds)),
+                  context.getResults().initError());
       return kj::READY_NOW;
     }
-    // Held, then checked: a burst of guesses from one address all wait.
-    return ctx_.timer.afterDelay(wait.count() * kj::MILLISECONDS).then([this, context]() mutable {
-      check(context);
-    });
+    check(context);
+    return kj::READY_NOW;
   }
 
  private:
   void check(LoginContext& context) {
     auto token = context.getParams().getToken();
     auto results = context.getResults();
-    if (ctx_.tokens.accepts(std::string_view(token.cStr(), token.size()))) {
-      ctx_.throttle.succeeded(address_);
+    if (auto digest = ctx_.tokens.match(std::string_view(token.cStr(), token.size()))) {
       KJ_IF_MAYBE(s, server_) {
         results.setServer(*s);
       } else {
-        auto made = make_server_();
+        auto made = make_server_(*digest);
         results.setServer(made);
         server_ = kj::mv(made);
       }
       return;
     }
-    auto failures = ctx_.throttle.failed(address_, LoginThrottle::Clock::now());
-    auto next = ctx_.throttle.delay(address_, LoginThrottle::Clock::now());
-    spdlog::warn("login refused from {}: {} token ({} recent failure(s) from this address{})",
-                 peer_, token.size() == 0 ? "no" : "wrong", failures,
-                 next.count() > 0 ? fmt::format("; its logins now wait {} ms", next.count()) : "");
+    const auto now = LoginThrottle::Clock::now();
+    ctx_.throttle.failed(address_, now);
+    std::string next;
+    if (auto r = ctx_.throttle.refused(address_, now))
+      next = fmt::format("; further logins from {} are refused unchecked for {} s{}", address_,
+                         (r->retry_after.count() + 999) / 1000,
+                         r->overall ? " (too many failures on this server)" : "");
+    spdlog::warn("login refused from {}: {} token{}", peer_, token.size() == 0 ? "no" : "wrong",
+                 next);
     write_error(Error(ErrorCode::unauthenticated,
                       token.size() == 0
                           ? "this server requires a token: pass one (ClientOptions::token, "
@@ -73,7 +85,7 @@ class GateImpl final : public wire::Gate::Server {
   GateContext& ctx_;
   std::string peer_;
   std::string address_;
-  kj::Function<wire::AgentServer::Client()> make_server_;
+  MakeServer make_server_;
   kj::Maybe<wire::AgentServer::Client> server_;
 };
 
@@ -95,8 +107,7 @@ wire::Gate::Client make_refusing_gate(std::string why) {
   return kj::heap<RefusingGate>(std::move(why));
 }
 
-wire::Gate::Client make_gate(GateContext& ctx, std::string peer,
-                             kj::Function<wire::AgentServer::Client()> make_server) {
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer, MakeServer make_server) {
   return kj::heap<GateImpl>(ctx, std::move(peer), kj::mv(make_server));
 }
 

@@ -20,14 +20,14 @@ namespace agentd::detail {
 struct GateContext {
   TokenSet tokens;          // empty: authentication off, every token accepted
   LoginThrottle throttle;
-  kj::Timer& timer;
 };
 
 // The gate of one connection from peer ("address:port", for logs and the throttle, which keys by
 // the address part). make_server makes the AgentServer for this connection on the first good
-// login; later logins on the connection get the same one.
-wire::Gate::Client make_gate(GateContext& ctx, std::string peer,
-                             kj::Function<wire::AgentServer::Client()> make_server);
+// login, told the digest of the token that logged in; later logins on the connection get the
+// same one.
+using MakeServer = kj::Function<wire::AgentServer::Client(const TokenSet::Digest& token)>;
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer, MakeServer make_server);
 
 // A gate that refuses every login with unauthenticated and why (a plaintext client on a TLS
 // server is told so over the only protocol it speaks).

@@ -90,12 +90,21 @@ TokenSet::TokenSet(const std::vector<std::string>& tokens) {
   for (const auto& t : tokens) digests_.push_back(digest(t));
 }
 
-bool TokenSet::accepts(std::string_view token) const {
-  if (digests_.empty()) return true;
+std::optional<TokenSet::Digest> TokenSet::match(std::string_view token) const {
   const auto presented = digest(token);
+  if (digests_.empty()) return presented;
   int matched = 0;
   for (const auto& d : digests_)
     matched |= ::CRYPTO_memcmp(d.data(), presented.data(), d.size()) == 0 ? 1 : 0;
+  if (matched == 0) return std::nullopt;
+  return presented;
+}
+
+bool TokenSet::contains(const Digest& d) const {
+  if (digests_.empty()) return true;
+  int matched = 0;
+  for (const auto& mine : digests_)
+    matched |= ::CRYPTO_memcmp(mine.data(), d.data(), d.size()) == 0 ? 1 : 0;
   return matched != 0;
 }
 

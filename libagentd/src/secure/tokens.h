@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,9 @@ std::string client_token(const std::string& given);
 // The tokens a server accepts. Empty: authentication is off and every token is accepted.
 class TokenSet {
  public:
+  // What a token is known by once read: its SHA-256 digest.
+  using Digest = std::array<unsigned char, 32>;
+
   TokenSet() = default;
   explicit TokenSet(const std::vector<std::string>& tokens);
 
@@ -32,10 +36,15 @@ class TokenSet {
   std::size_t size() const { return digests_.size(); }
   // Compares the SHA-256 digests of token and of every accepted token with CRYPTO_memcmp, all of
   // them every time: the answer's timing says nothing about how much of a token was right.
-  bool accepts(std::string_view token) const;
+  bool accepts(std::string_view token) const { return match(token).has_value(); }
+  // The same check, answering with the digest of the token when it is accepted (with
+  // authentication off: the digest of whatever was presented).
+  std::optional<Digest> match(std::string_view token) const;
+  // Whether a token known by digest is among the accepted ones (always, with authentication off).
+  bool contains(const Digest& digest) const;
 
  private:
-  std::vector<std::array<unsigned char, 32>> digests_;
+  std::vector<Digest> digests_;
 };
 
 }  // namespace agentd::detail

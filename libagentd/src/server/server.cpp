@@ -111,7 +111,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            .max_message_bytes = options_.max_message_bytes,
            .close_connection = {}},  // set per connection (serve())
       bootstrap_(make_agent_server(rpc_)),
-      gate_{.tokens = creds_.tokens, .throttle = {}, .timer = io.provider->getTimer()},
+      gate_{.tokens = creds_.tokens, .throttle = {}},
+      pre_login_(io.provider->getTimer(), options_.max_unauthenticated_connections,
+                 static_cast<std::int64_t>(options_.login_timeout * 1000) * kj::MILLISECONDS),
       stop_promise_(nullptr),
       tasks_(task_errors_) {
   host_.set_limits(AgentHost::Limits{
@@ -427,6 +429,16 @@ kj::Promise<void> Server::signal_loop(int signo) {
         }
       } catch (const Error& e) {
         spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
+      }
+      if (!options_.auth_token_file.empty()) {
+        try {
+          auto closed = reload_tokens();
+          spdlog::info("SIGHUP: reloaded the tokens from {} ({} connection(s) logged in with a "
+                       "token no longer there closed)",
+                       options_.auth_token_file, closed);
+        } catch (const Error& e) {
+          spdlog::error("SIGHUP: kept the previous tokens: {}", e.message());
+        }
       }
     } else {
       spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");

@@ -15,6 +15,7 @@
 #include "model_registry.h"
 #include "peer_pool.h"
 #include "plugin_loader.h"
+#include "pre_login.h"
 #include "result_pool.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
@@ -29,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,7 +61,8 @@ class Server {
   // accepting, fails queued calls, and lets running calls finish within the grace period.
   kj::Promise<void> run();
 
-  // Handles SIGINT/SIGTERM (stop) and SIGHUP (reload model configs). The signals must have been
+  // Handles SIGINT/SIGTERM (stop) and SIGHUP (reload model configs and --auth-token-file, each
+  // kept as it was when its file is bad, logged as an error). The signals must have been
   // captured with kj::UnixEventPort::captureSignal() before any thread was started.
   void handle_signals();
 
@@ -96,6 +99,12 @@ class Server {
 
   // Re-reads --model-config-path (SIGHUP). Returns the new version; throws Error(config_error).
   std::uint64_t reload_models();
+  // Re-reads --auth-token-file (SIGHUP; nothing without one): from now on its tokens are the
+  // ones that log in, and the connections logged in with a token no longer there are closed
+  // (returns how many). Throws Error(config_error), keeping the tokens there were, when the file
+  // cannot be read, may be read by others, or holds no token. The peer token stays as read at
+  // start. Loop thread.
+  std::size_t reload_tokens();
 
   // Keeps the service manager informed through notifier (borrowed; must outlive this server):
   // WATCHDOG=1 (at half its watchdog timeout) and STATUS= with agents and calls from this loop,
@@ -162,16 +171,26 @@ class Server {
   RpcContext rpc_;
   wire::AgentServer::Client bootstrap_;
   GateContext gate_;  // shared by every connection's gate (the bootstrap capability)
+  // The connections not logged in yet (--max-unauthenticated-connections, --login-timeout).
+  PreLoginQueue pre_login_;
   struct Connection;  // one accepted connection with its own RPC system
-  // local: from the Unix socket, plaintext even when TCP clients must use TLS.
+  std::set<Connection*> connections_;  // the live ones (each removes itself when destroyed)
+  // local: from the Unix socket, plaintext even when TCP clients must use TLS. Until the login,
+  // the connection holds a place in pre_login_. (server_connections.cpp)
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, bool local = false);
-  // After a TLS handshake: serve_rpc once the client sends something; a client that hangs up
+  // The first byte tells TLS from plaintext; then any TLS handshake, then serve_rpc(). slot is
+  // the connection's place in pre_login_, owned by serve()'s promise (outlives this one's).
+  kj::Promise<void> handshake(kj::Own<kj::AsyncIoStream> stream, std::string peer, bool local,
+                              PreLoginSlot& slot);
+  // After a TLS handshake: serve_rpc() once the client sends something; a client that hangs up
   // first is logged (it may not trust this server's certificate).
-  kj::Promise<void> serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer);
-  // After the first byte told TLS from plaintext (and any handshake): the RPC connection.
-  // tls_expected: a plaintext client on a TLS server, whose login is refused saying so.
-  kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer,
-                              bool tls_expected);
+  kj::Promise<void> serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer,
+                              PreLoginSlot& slot);
+  // The RPC connection, its bootstrap the Gate; a login there frees slot (see handshake()).
+  // tls: stream is a TLS session; tls_expected: a plaintext client on a TLS server, whose login
+  // is refused saying so.
+  kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer, bool tls,
+                              bool tls_expected, PreLoginSlot& slot);
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
   kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket

@@ -75,6 +75,11 @@ po::options_description make_description(ServerOptions& o) {
      "their agents (default: the first token of --auth-token-file)")
     ("allow-unauthenticated", po::bool_switch(&o.allow_unauthenticated),
      "serve without a token on an address other machines can reach (only on a trusted network)")
+    ("login-timeout", po::value<double>(&o.login_timeout)->default_value(o.login_timeout)->value_name("SECONDS"),
+     "close a connection that has not logged in this long after connecting (TLS handshake "
+     "included); before its login a connection may send at most 64 KiB")
+    ("max-unauthenticated-connections", po::value<std::size_t>(&o.max_unauthenticated_connections)->default_value(o.max_unauthenticated_connections)->value_name("N"),
+     "most connections waiting to log in at once; one more closes the one waiting longest")
     ("tls-cert", po::value<std::string>(&o.tls_cert)->value_name("FILE"),
      "serve TLS only, with this PEM certificate (chain); needs --tls-key. Clients reach the "
      "server by a name the certificate lists")
@@ -212,6 +217,14 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
   if (o.peer_connect_timeout <= 0 || o.peer_fetch_timeout <= 0)
     throw Error(ErrorCode::config_error, "--peer-connect-timeout and --peer-fetch-timeout must be positive");
+  if (!(o.login_timeout > 0) || o.login_timeout > 3600)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--login-timeout {}: must be more than 0 and at most 3600 seconds",
+                            o.login_timeout));
+  if (o.max_unauthenticated_connections < 1)
+    throw Error(ErrorCode::config_error,
+                "--max-unauthenticated-connections must be at least 1 (connections log in "
+                "before anything else)");
   if (o.max_expire_time <= 0)
     throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
   if (o.tls_cert.empty() != o.tls_key.empty())

@@ -49,6 +49,11 @@ struct ServerOptions {
   std::string auth_token_file;
   std::string peer_token_file;
   bool allow_unauthenticated = false;
+  // Before login (README "Security"): a connection must have logged in this many seconds after
+  // it was accepted (TLS handshake included), and at most this many connections may be waiting
+  // to (admitting one more closes the one waiting longest).
+  double login_timeout = 10;
+  std::size_t max_unauthenticated_connections = 1024;
   // TLS (PEM files): serve TLS only with tls_cert + tls_key; require client certificates signed
   // by tls_client_ca (mutual TLS). Peer connections use TLS when this server serves it, trusting
   // peer_tls_ca (default: tls_client_ca, else the system's CAs) and presenting tls_cert.

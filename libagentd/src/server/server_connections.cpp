@@ -1,11 +1,14 @@
-// Server's accepted connections: the accept loop, telling TLS from plaintext by the first byte,
-// the TLS handshake, and the RPC system of each connection (split from server.cpp).
+// Server: accepting connections and serving each one: telling TLS from plaintext, the TLS
+// handshake, the login at the Gate (within --login-timeout, as one of at most
+// --max-unauthenticated-connections), then the RPC connection.
 #include "server.h"
 
 #include "connection_guard.h"
 #include "counting_stream.h"
 
-#include <capnp/rpc-twoparty.h>
+#include <fmt/format.h>
+#include <optional>
+#include <set>
 #include <spdlog/spdlog.h>
 
 namespace agentd::detail {
@@ -36,9 +39,15 @@ kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool loc
 // Each connection gets its own bootstrap object, so a fetch (which only peer servers send)
 // can move the connection's byte counts from "client" to "peer", and its own copy of the RPC
 // context, whose close_connection ends this connection.
+// Registered in the server's live connections while it exists (for reload_tokens()).
 struct Server::Connection {
-  explicit Connection(const RpcContext& shared) : ctx(shared) {}
+  Connection(const RpcContext& shared, std::set<Connection*>& live) : ctx(shared), live(live) {
+    live.insert(this);
+  }
+  ~Connection() { live.erase(this); }
   RpcContext ctx;  // destroyed last: the RPC objects below borrow it
+  std::set<Connection*>& live;
+  std::optional<TokenSet::Digest> token;  // the token it logged in with, once it has
   kj::Own<kj::PromiseFulfiller<void>> close;  // fulfilled: drop the connection
   kj::Own<CountingStream> stream;
   kj::Own<ConnectionGuard> guard;
@@ -48,14 +57,25 @@ struct Server::Connection {
 
 kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
   std::string peer = local ? "unix:" + options_.unix_socket : peer_name(*raw);
-  // The first byte tells a TLS handshake from a Cap'n Proto message. A client that sends nothing
-  // for 10 s is dropped.
-  auto& timer = io_.provider->getTimer();
-  return timer.timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(raw)))
+  // Until it logs in, the connection is one of a bounded number and has until the login
+  // deadline; either closes it by cancelling what serves it.
+  auto slot = pre_login_.admit(peer);
+  auto closing = slot->closing();
+  return handshake(kj::mv(raw), peer, local, *slot)
+      .exclusiveJoin(kj::mv(closing))
+      .attach(kj::mv(slot))
+      .then([peer]() { spdlog::debug("connection from {} ended", peer); });
+}
+
+kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool local,
+                                    PreLoginSlot& slot) {
+  // The first byte tells a TLS handshake from a Cap'n Proto message.
+  return sniff_first_byte(kj::mv(raw))
       .then(
-          [this, peer, local](Sniffed s) mutable -> kj::Promise<void> {
+          [this, peer, local, &slot](Sniffed s) mutable -> kj::Promise<void> {
             if (s.empty) return kj::READY_NOW;
-            if (local && !s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+            if (local && !s.tls)
+              return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, false, slot);
             if (local) {
               spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
                            "(closed)",
@@ -73,14 +93,13 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
               spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
                            "is refused saying so)",
                            peer);
-              return serve_rpc(kj::mv(s.stream), kj::mv(peer), true);
+              return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, true, slot);
             }
-            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
-            return io_.provider->getTimer()
-                .timeoutAfter(10 * kj::SECONDS, tls_.server->accept(kj::mv(s.stream)))
+            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, false, slot);
+            return tls_.server->accept(kj::mv(s.stream))
                 .then(
-                    [this, peer](kj::Own<kj::AsyncIoStream> stream) mutable {
-                      return serve_tls(kj::mv(stream), kj::mv(peer));
+                    [this, peer, &slot](kj::Own<kj::AsyncIoStream> stream) mutable {
+                      return serve_tls(kj::mv(stream), kj::mv(peer), slot);
                     },
                     [peer](kj::Exception&& e) {
                       spdlog::warn("TLS handshake with {} failed: {}", peer,
@@ -104,32 +123,27 @@ void log_hung_up_after_handshake(const std::string& peer, const std::string& how
 
 }  // namespace
 
-kj::Promise<void> Server::serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer) {
+kj::Promise<void> Server::serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer,
+                                    PreLoginSlot& slot) {
   // A TLS client that does not trust this server's certificate (or finds another name in it)
   // finishes the handshake, checks the certificate, and hangs up before sending anything: say
-  // so here too, since a peer server is where that mistake is usually made.
-  return io_.provider->getTimer()
-      .timeoutAfter(10 * kj::SECONDS, sniff_first_byte(kj::mv(stream)))
+  // so here too, since a peer server is where that mistake is usually made. (The login
+  // deadline bounds the wait.)
+  return sniff_first_byte(kj::mv(stream))
       .then(
-          [this, peer](Sniffed s) mutable -> kj::Promise<void> {
-            if (!s.empty) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false);
+          [this, peer, &slot](Sniffed s) mutable -> kj::Promise<void> {
+            if (!s.empty) return serve_rpc(kj::mv(s.stream), kj::mv(peer), true, false, slot);
             log_hung_up_after_handshake(peer, "closed the connection");
             return kj::READY_NOW;
           },
-          [peer](kj::Exception&& e) {
-            if (e.getType() == kj::Exception::Type::OVERLOADED) {
-              spdlog::debug("TLS connection from {} sent nothing within 10 s (closed)", peer);
-              return;
-            }
-            log_hung_up_after_handshake(peer, e.getDescription().cStr());
-          });
+          [peer](kj::Exception&& e) { log_hung_up_after_handshake(peer, e.getDescription().cStr()); });
 }
 
-kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer,
-                                    bool tls_expected) {
-  auto conn = kj::heap<Connection>(rpc_);
+kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool tls,
+                                    bool tls_expected, PreLoginSlot& slot) {
+  auto conn = kj::heap<Connection>(rpc_, connections_);
   conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
-  conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer);
+  conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer, tls);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(
       *conn->guard, capnp::rpc::twoparty::Side::SERVER, ConnectionGuard::reader_options());
   auto closed = kj::newPromiseAndFulfiller<void>();
@@ -144,7 +158,11 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
                   ? make_refusing_gate(
                         "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
                         "or --tls-ca FILE for agentctl and agentd-bench)")
-                  : make_gate(gate_, kj::mv(peer), [this, c, stream]() {
+                  : make_gate(gate_, kj::mv(peer), [this, c, stream, &slot](const TokenSet::Digest& token) {
+                      // Logged in: the normal limits from now on, and no login deadline.
+                      slot.logged_in();
+                      c->token = token;
+                      c->guard->set_logged_in();
                       // The connection's own context: its close_connection closes this one.
                       return make_agent_server(c->ctx,
                                                [this, stream]() { stream->retarget(bytes_.peer); });
@@ -155,6 +173,29 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
   conn->rpc->setFlowLimit(8 * 1024 * 1024);
   auto done = conn->network->onDisconnect().exclusiveJoin(kj::mv(closed.promise));
   return done.attach(kj::mv(conn));
+}
+
+std::size_t Server::reload_tokens() {
+  if (options_.auth_token_file.empty()) return 0;
+  // Throws (keeping the tokens there are) when the file cannot be read, is too open or is empty.
+  auto tokens = read_token_file(options_.auth_token_file, "--auth-token-file");
+  for (const auto& t : tokens)
+    if (t.size() < 16)
+      spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
+                   "random ones (`openssl rand -hex 32`)",
+                   options_.auth_token_file, t.size());
+  creds_.tokens = TokenSet(tokens);
+  gate_.tokens = creds_.tokens;
+  // Closing only fulfills each connection's close promise: none is destroyed in this loop.
+  std::size_t closed = 0;
+  for (Connection* c : connections_) {
+    if (!c->token || gate_.tokens.contains(*c->token)) continue;
+    c->ctx.close_connection(fmt::format("the token it logged in with is no longer in "
+                                        "--auth-token-file {} (reloaded)",
+                                        options_.auth_token_file));
+    ++closed;
+  }
+  return closed;
 }
 
 }  // namespace agentd::detail

@@ -6,35 +6,51 @@ using namespace agentd::detail;
 using namespace std::chrono_literals;
 using Clock = LoginThrottle::Clock;
 
-TEST_CASE("logins from an address that keeps failing wait longer and longer, up to the cap",
+TEST_CASE("an address gets its burst of failures, then one per refill period, refused unchecked "
+          "in between",
           "[secure][throttle]") {
   LoginThrottle t;
   const auto t0 = Clock::time_point{} + 1h;
-  CHECK(t.delay("10.0.0.1", t0) == 0ms);
-  CHECK(t.failed("10.0.0.1", t0) == 1);
-  CHECK(t.delay("10.0.0.1", t0) == 0ms);  // one slip costs nothing
-  t.failed("10.0.0.1", t0);
-  CHECK(t.delay("10.0.0.1", t0) == 100ms);
-  t.failed("10.0.0.1", t0);
-  CHECK(t.delay("10.0.0.1", t0) == 200ms);
-  t.failed("10.0.0.1", t0);
-  CHECK(t.delay("10.0.0.1", t0) == 400ms);
-  for (int i = 0; i < 40; ++i) t.failed("10.0.0.1", t0);
-  CHECK(t.delay("10.0.0.1", t0) == 5000ms);
+  for (int i = 0; i < 10; ++i) {
+    CHECK_FALSE(t.refused("10.0.0.1", t0));
+    t.failed("10.0.0.1", t0);
+  }
+  auto r = t.refused("10.0.0.1", t0);
+  REQUIRE(r);
+  CHECK_FALSE(r->overall);
+  CHECK(r->retry_after == 6000ms);
   // Other addresses are not affected.
-  CHECK(t.delay("10.0.0.2", t0) == 0ms);
+  CHECK_FALSE(t.refused("10.0.0.2", t0));
+  // One more failure is allowed once a token has grown back.
+  CHECK(t.refused("10.0.0.1", t0 + 5s));
+  CHECK(t.refused("10.0.0.1", t0 + 5s)->retry_after == 1000ms);
+  CHECK_FALSE(t.refused("10.0.0.1", t0 + 6s));
+  t.failed("10.0.0.1", t0 + 6s);
+  CHECK(t.refused("10.0.0.1", t0 + 6s));
+  // A full bucket is forgotten.
+  CHECK_FALSE(t.refused("10.0.0.1", t0 + 2min));
+  CHECK(t.addresses() == 0);
 }
 
-TEST_CASE("failures are forgotten after a success or a quiet window", "[secure][throttle]") {
-  LoginThrottle t;
+TEST_CASE("the server's bucket limits failures from many addresses, but never addresses without "
+          "failures",
+          "[secure][throttle]") {
+  LoginThrottle::Limits limits;
+  limits.overall_burst = 20;
+  LoginThrottle t(limits);
   const auto t0 = Clock::time_point{} + 1h;
-  for (int i = 0; i < 5; ++i) t.failed("a", t0);
-  CHECK(t.delay("a", t0) > 0ms);
-  t.succeeded("a");
-  CHECK(t.delay("a", t0) == 0ms);
-  for (int i = 0; i < 5; ++i) t.failed("a", t0);
-  CHECK(t.delay("a", t0 + 11min) == 0ms);
-  CHECK(t.failed("a", t0 + 11min) == 1);  // counting starts over
+  // 10 addresses fail twice each: the server's 20 are spent.
+  for (int i = 0; i < 10; ++i)
+    for (int k = 0; k < 2; ++k) {
+      CHECK_FALSE(t.refused("a" + std::to_string(i), t0));
+      t.failed("a" + std::to_string(i), t0);
+    }
+  auto r = t.refused("a0", t0);
+  REQUIRE(r);
+  CHECK(r->overall);
+  CHECK(r->retry_after == 200ms);
+  CHECK_FALSE(t.refused("never-failed", t0));
+  CHECK_FALSE(t.refused("a0", t0 + 200ms));
 }
 
 TEST_CASE("the throttle remembers a bounded number of addresses", "[secure][throttle]") {
@@ -42,12 +58,8 @@ TEST_CASE("the throttle remembers a bounded number of addresses", "[secure][thro
   limits.max_addresses = 3;
   LoginThrottle t(limits);
   const auto t0 = Clock::time_point{} + 1h;
-  for (int i = 0; i < 10; ++i) {
-    t.failed("x" + std::to_string(i), t0 + std::chrono::seconds(i));
-    t.failed("x" + std::to_string(i), t0 + std::chrono::seconds(i));
-  }
+  for (int i = 0; i < 10; ++i)
+    for (int k = 0; k < 10; ++k) t.failed("x" + std::to_string(i), t0);
   CHECK(t.addresses() == 3);
-  // The newest are kept.
-  CHECK(t.delay("x9", t0 + 10s) == 100ms);
-  CHECK(t.delay("x0", t0 + 10s) == 0ms);
+  CHECK(t.refused("x9", t0));
 }

@@ -82,3 +82,19 @@ TEST_CASE("a client's token: the given one, else $AGENTD_TOKEN", "[secure][token
   ScopedEnv env{{"AGENTD_TOKEN", ""}};
   CHECK(client_token("").empty());
 }
+
+TEST_CASE("a TokenSet names the token that matched by its digest, for checking it again later",
+          "[secure][tokens]") {
+  TokenSet set({"first-token", "second-token"});
+  auto first = set.match("first-token");
+  REQUIRE(first);
+  CHECK_FALSE(set.match("third-token"));
+  CHECK(set.contains(*first));
+  TokenSet rotated({"second-token", "third-token"});
+  CHECK_FALSE(rotated.contains(*first));
+  CHECK(rotated.contains(*set.match("second-token")));
+  // With authentication off every token is accepted, and stays so.
+  TokenSet open;
+  REQUIRE(open.match("anything"));
+  CHECK(open.contains(*open.match("anything")));
+}

@@ -212,3 +212,16 @@ TEST_CASE("a bad --config names the file and the position", "[server_config]") {
     CHECK_THAT(parse_error({"--config", path}).message(), Contains(path + ":2:") && Contains("host"));
   }
 }
+
+TEST_CASE("the pre-login options have defaults and refuse values that would lock clients out",
+          "[server][config]") {
+  auto defaults = parse({});
+  CHECK(defaults.options.login_timeout == 10);
+  CHECK(defaults.options.max_unauthenticated_connections == 1024);
+  auto set = parse({"--login-timeout", "2.5", "--max-unauthenticated-connections", "64"});
+  CHECK(set.options.login_timeout == 2.5);
+  CHECK(set.options.max_unauthenticated_connections == 64);
+  CHECK_THAT(parse_error({"--login-timeout", "0"}).message(), Contains("--login-timeout 0"));
+  CHECK_THAT(parse_error({"--max-unauthenticated-connections", "0"}).message(),
+             Contains("--max-unauthenticated-connections"));
+}
