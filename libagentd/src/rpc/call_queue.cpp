@@ -51,6 +51,10 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   call->kind = req.kind;
   call->method = std::move(req.method);
   call->args = std::move(req.args);
+  if (req.timeout.count() > 0) {
+    call->timeout = req.timeout;
+    call->timeout_by = "the caller's AgentRef::with_timeout";
+  }
   switch (req.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async: {
