@@ -169,6 +169,10 @@ void AgentHost::watch_finish(AgentSlot& slot, Call& call) {
     // Its timeout went out at the deadline; what it produced since is discarded.
     call.out_msg.reset();
     call.out_error = timeout_error(slot, call, Stalled::running);
+    // With a state store, the result kept for its call id is the one its callers got (the
+    // change was made on the worker, before; its effects on the agent are kept as they are).
+    if (call.change && !call.change->call_id.empty())
+      call.change->outcome = encode_outcome(Outcome(*call.out_error));
   }
 }
 
