@@ -182,6 +182,11 @@ struct ServerInfo {
   stateBytes @27 :UInt64;             # the state database on disk (with its WAL)
   stateLastCommitUnixMs @28 :Int64;   # the last commit since start; 0: none yet
   stateError @29 :Text;               # why the store stopped saving (then calls fail not_applied)
+  workersBusy @30 :UInt32;            # worker threads in an agent call (running or blocked)
+  workersMax @31 :UInt32;             # --max-workers: at workersBusy == workersMax, calls wait
+  callsSlow @32 :UInt64;              # calls in progress past --slow-call-warn now
+  callsSlowTotal @33 :UInt64;         # calls ever reported (logged) as slow
+  callsTimedOut @34 :UInt64;          # calls failed with timeout at their deadline
 }
 
 struct Span {
@@ -232,6 +237,9 @@ struct CallSpec {
   # reply / methodAsync (with report): the client reads the reply's chunks as the agent emits
   # them (CallSink.chunks, each call's before its CallDone). Only this batched path streams; the
   # per-capability Agent.reply does not.
+  timeoutMs @12 :UInt64;
+  # reply / observe / method / methodAsync / memory: the call's deadline, in ms after the server
+  # queued it, over the server's --call-timeout / --class-call-timeout; 0: the server's.
 }
 
 struct Chunk {

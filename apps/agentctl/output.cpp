@@ -104,8 +104,11 @@ Value server_json(const agentd::ServerInfo& i) {
           {"rss_bytes", i.rss_bytes},
           {"agents", i.agent_count},
           {"workers", i.workers},
+          {"workers_busy", i.workers_busy},
+          {"workers_max", i.workers_max},
           {"calls", {{"completed", i.calls_completed}, {"failed", i.calls_failed},
-                     {"queued", i.calls_queued}}},
+                     {"queued", i.calls_queued}, {"slow", i.calls_slow},
+                     {"slow_total", i.calls_slow_total}, {"timed_out", i.calls_timed_out}}},
           {"pool", {{"size", i.pool_size}, {"max_size", i.max_pool_size},
                     {"max_expire_seconds", i.max_expire_seconds}}},
           {"classes", i.classes},
@@ -174,7 +177,13 @@ void print_server_info(const agentd::ServerInfo& i) {
       {"agents", std::to_string(i.agent_count)},
       {"calls", fmt::format("{} completed, {} failed, {} queued", i.calls_completed,
                             i.calls_failed, i.calls_queued)},
-      {"workers", std::to_string(i.workers)},
+      {"workers", fmt::format("{} threads, {} / {} busy{}", i.workers, i.workers_busy,
+                              i.workers_max,
+                              i.workers_max != 0 && i.workers_busy >= i.workers_max
+                                  ? " (all busy: further blocking calls wait)"
+                                  : "")},
+      {"slow", fmt::format("{} call(s) now, {} ever (over --slow-call-warn); {} timed out",
+                           i.calls_slow, i.calls_slow_total, i.calls_timed_out)},
       {"pool", fmt::format("{} / {} results, kept {} s", i.pool_size, i.max_pool_size,
                            i.max_expire_seconds)},
       {"classes", i.classes.empty() ? "(none: start as_server with --plugin or --plugin-dir)"

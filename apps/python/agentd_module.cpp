@@ -588,6 +588,11 @@ class Error(RuntimeError):
       .def_readonly("state_bytes", &ServerInfo::state_bytes)
       .def_readonly("state_last_commit_unix_ms", &ServerInfo::state_last_commit_unix_ms)
       .def_readonly("state_error", &ServerInfo::state_error)
+      .def_readonly("workers_busy", &ServerInfo::workers_busy)
+      .def_readonly("workers_max", &ServerInfo::workers_max)
+      .def_readonly("calls_slow", &ServerInfo::calls_slow)
+      .def_readonly("calls_slow_total", &ServerInfo::calls_slow_total)
+      .def_readonly("calls_timed_out", &ServerInfo::calls_timed_out)
       .def("__repr__", [](const ServerInfo& i) {
         return "ServerInfo(server_id='" + i.server_id + "', version='" + i.version +
                "', agent_count=" + std::to_string(i.agent_count) + ")";

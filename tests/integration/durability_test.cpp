@@ -430,3 +430,31 @@ TEST_CASE("a consumer on another server gets a placeholder whose origin restarte
   // And the chain goes on from the restored agent.
   CHECK(consumer(producer.reply(text("y"))).get().text() == "p:y>consumer");
 }
+
+TEST_CASE("a call that ran past its --call-timeout is stored with the timeout its callers got, "
+          "and with its effects on the agent",
+          "[durability][stuck]") {
+  TempDir dir;
+  const std::string release = dir.path() + "/release";
+  const auto port = unused_port();
+  auto server = ServerProcess::start(
+      standard_args_on_port(port, {"--state-dir", dir.path() + "/state", "--call-timeout", "0.5"}));
+  std::string call_id, a_id;
+  {
+    Client c = server->connect();
+    AgentRef a = c.create_agent("BlockAgent", "b", Value{{"release_file", release}});
+    a_id = a.id();
+    auto p = a.reply(text("first"));
+    call_id = p.call_id();
+    CHECK(error_of([&] { p.get(); }).code() == ErrorCode::timeout);
+    dir.write("release", "");
+    // Runs after the stuck call returned, and is committed after it.
+    CHECK(a.reply(text("second")).get().text() == "second");
+  }
+  server->kill_now();
+  server = restart(dir, port);
+  // Not the agent's late answer ("first"): the timeout.
+  CHECK(fetch_content(port, call_id) == Value("(not a message)"));
+  CHECK(texts(server->connect().agent(a_id).memory()) ==
+        std::vector<std::string>{"first", "second"});
+}

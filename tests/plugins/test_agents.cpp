@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 // Replies with a text of args {"bytes": N} (default 1 MiB) copies of 'b', whatever the input.
 // Cross-server tests use it to make a big message on one server.
 class BigTextAgent : public agentd::Agent {
@@ -97,3 +99,23 @@ class DeepAgent : public agentd::Agent {
   }
 };
 AGENTD_REGISTER_AGENT(DeepAgent);
+
+// Stands for agent code stuck in a blocking call (an LLM request that hangs): reply remembers
+// its input, then blocks until the file args {"release_file": PATH} exists (checked every
+// 5 ms; at most args "max_ms", default 30,000, so a failed test never leaves it stuck).
+// Another process (the test) releases it by creating the file.
+class BlockAgent : public agentd::Agent {
+ public:
+  using Agent::Agent;
+  agentd::Msg reply(const agentd::Msg& x) override {
+    memory().add(x);
+    const std::string path = args().value("release_file", std::string{});
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(args().value("max_ms", 30000));
+    while (!path.empty() && ::access(path.c_str(), F_OK) != 0 &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return agentd::Msg(name(), x.content);
+  }
+};
+AGENTD_REGISTER_AGENT(BlockAgent);

@@ -66,6 +66,11 @@ struct ClientOptions {
   // retries. overload_retry_initial 0: no retries (overloaded fails the call at once).
   std::chrono::milliseconds overload_retry_initial = std::chrono::milliseconds(20);
   std::chrono::milliseconds overload_retry_max = std::chrono::seconds(2);
+  // A creation refused as overloaded means the server is full (--max-agents), which only a
+  // deletion changes: it is retried for at most this long (and never past `timeout`), then
+  // fails with the server's error. 0: fails at once. The first refusal of a series of retries
+  // is logged once at warn, naming the server's limit.
+  std::chrono::milliseconds agent_limit_retry = std::chrono::seconds(2);
   // Independent mode (TCP, unix: and TLS alike): a client that loses its connection connects
   // again, logging in with the same token, after a backoff that starts at reconnect_initial and
   // doubles up to reconnect_max (with jitter), until reconnect_deadline after the loss. Calls
@@ -147,6 +152,14 @@ struct ServerInfo {
   std::uint64_t state_bytes = 0;
   std::int64_t state_last_commit_unix_ms = 0;
   std::string state_error;
+  // Worker threads in an agent call (running, or blocked in agent code) and their most
+  // (--max-workers): when all are busy, further blocking calls wait. Calls in progress past
+  // --slow-call-warn now and ever, and calls failed at their deadline (--call-timeout).
+  std::uint32_t workers_busy = 0;
+  std::uint32_t workers_max = 0;
+  std::uint64_t calls_slow = 0;
+  std::uint64_t calls_slow_total = 0;
+  std::uint64_t calls_timed_out = 0;
 };
 
 // The trace span of one finished agent call (Client::traces, `agentctl trace`).
@@ -286,6 +299,13 @@ class AgentRef {
 
   // The agent's memory, after every call queued before this one.
   std::vector<Msg> memory() const;
+
+  // This agent, with a deadline on every call made through the returned reference: a call not
+  // finished `timeout` after the server queued it fails with timeout (a running call's agent
+  // code cannot be stopped; see README "Stuck agents"). 0: the server's --call-timeout /
+  // --class-call-timeout. Throws Error(bad_args) for a negative timeout.
+  AgentRef with_timeout(std::chrono::milliseconds timeout) const;
+  std::chrono::milliseconds timeout() const { return timeout_; }
   AgentInfo info() const;
 
   // This reference as a Value ({"agentd_agent_ref": {id, name, class, address, server_id}}), to
@@ -309,6 +329,7 @@ class AgentRef {
   std::string id_;
   std::string name_;
   std::string class_name_;
+  std::chrono::milliseconds timeout_{0};  // with_timeout(); 0: the server's
 };
 
 // What this client has done over its connection (independent and child mode; zeros in local mode

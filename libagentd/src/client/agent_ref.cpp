@@ -62,6 +62,13 @@ kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentI
 
 namespace {
 
+// A call of kind on a, with a's deadline (AgentRef::with_timeout).
+detail::OutSpec spec_of(const AgentRef& a, wire::CallKind kind) {
+  auto spec = detail::spec_for(kind, a.id());
+  spec.timeout_ms = static_cast<std::uint64_t>(a.timeout().count());
+  return spec;
+}
+
 // Queues an observe of spec's input and waits until the server has queued it.
 void observe_sync(detail::ClientCore& core, const std::string& id, detail::OutSpec spec) {
   core.call_sync<bool>("observe " + id, std::move(spec), [](wire::CallDone::Reader d) {
@@ -80,9 +87,20 @@ Placeholder AgentRef::reply_stream(const Placeholder& x) const {
   return send_reply(&x, nullptr, true);
 }
 
+AgentRef AgentRef::with_timeout(std::chrono::milliseconds timeout) const {
+  if (timeout.count() < 0)
+    throw Error(ErrorCode::bad_args,
+                fmt::format("with_timeout({} ms): a call deadline must be >= 0 (0: the server's)",
+                            timeout.count()),
+                id_, class_name_);
+  AgentRef ref = *this;
+  ref.timeout_ = timeout;
+  return ref;
+}
+
 Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool stream) const {
   auto state = detail::new_placeholder(core_, id_);
-  auto spec = detail::spec_for(wire::CallKind::REPLY, id_);
+  auto spec = spec_of(*this, wire::CallKind::REPLY);
   spec.stream = stream;
   if (input) spec.ref = detail::input_ref(*input->s_);
   else if (msg) spec.msg = *msg;
@@ -91,19 +109,19 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool 
 }
 
 void AgentRef::observe(const Msg& x) const {
-  auto spec = detail::spec_for(wire::CallKind::OBSERVE, id_);
+  auto spec = spec_of(*this, wire::CallKind::OBSERVE);
   spec.msg = x;
   observe_sync(*core_, id_, std::move(spec));
 }
 
 void AgentRef::observe(const Placeholder& x) const {
-  auto spec = detail::spec_for(wire::CallKind::OBSERVE, id_);
+  auto spec = spec_of(*this, wire::CallKind::OBSERVE);
   spec.ref = detail::input_ref(*x.s_);
   observe_sync(*core_, id_, std::move(spec));
 }
 
 Value AgentRef::call(const std::string& method, const Value& args) const {
-  auto spec = detail::spec_for(wire::CallKind::METHOD, id_);
+  auto spec = spec_of(*this, wire::CallKind::METHOD);
   spec.method = method;
   spec.args = args;
   return core_->call_sync<Value>(
@@ -118,7 +136,7 @@ Value AgentRef::call(const std::string& method, const Value& args) const {
 
 Placeholder AgentRef::call_async(const std::string& method, const Value& args) const {
   auto state = detail::new_placeholder(core_, id_);
-  auto spec = detail::spec_for(wire::CallKind::METHOD_ASYNC, id_);
+  auto spec = spec_of(*this, wire::CallKind::METHOD_ASYNC);
   spec.method = method;
   spec.args = args;
   detail::send_async(*core_, std::move(spec), *state);
@@ -127,7 +145,7 @@ Placeholder AgentRef::call_async(const std::string& method, const Value& args) c
 
 std::vector<Msg> AgentRef::memory() const {
   return core_->call_sync<std::vector<Msg>>(
-      "memory of " + id_, detail::spec_for(wire::CallKind::MEMORY, id_),
+      "memory of " + id_, spec_of(*this, wire::CallKind::MEMORY),
       [](wire::CallDone::Reader d) {
         detail::throw_if_error(d);
         std::vector<Msg> out;

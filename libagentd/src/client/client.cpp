@@ -183,6 +183,11 @@ ServerInfo Client::info() {
       s.state_bytes = i.getStateBytes();
       s.state_last_commit_unix_ms = i.getStateLastCommitUnixMs();
       s.state_error = detail::to_std(i.getStateError());
+      s.workers_busy = i.getWorkersBusy();
+      s.workers_max = i.getWorkersMax();
+      s.calls_slow = i.getCallsSlow();
+      s.calls_slow_total = i.getCallsSlowTotal();
+      s.calls_timed_out = i.getCallsTimedOut();
       st.set(std::move(s));
     });
   });

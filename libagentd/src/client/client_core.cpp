@@ -41,6 +41,7 @@ SendLimits send_limits(const ClientOptions& o) {
   l.timeout = o.timeout;
   l.retry_initial = o.overload_retry_initial;
   l.retry_max = std::max(o.overload_retry_max, o.overload_retry_initial);
+  l.create_retry = o.agent_limit_retry;
   return l;
 }
 

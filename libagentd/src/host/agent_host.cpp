@@ -3,6 +3,8 @@
 #include "crash_report.h"
 
 #include "agent_access.h"
+#include "agent_slot.h"
+#include "call_watch.h"
 #include "agent_services.h"
 #include "outcome_check.h"
 #include "model_registry.h"
@@ -18,49 +20,7 @@
 
 namespace agentd::detail {
 
-struct AgentSlot {
-  std::string id;
-  std::string name;
-  std::string class_name;
-  std::unique_ptr<Agent> agent;  // touched by the worker running the head call, else loop thread
-  AsyncAgent* async = nullptr;   // agent, when it is an AsyncAgent (its calls run on the loop)
-  // A list, not a deque: an empty std::deque allocates ~600 bytes, and most agents sit idle.
-  std::list<std::shared_ptr<Call>> mailbox;
-  bool busy = true;          // a call (or the constructor) is on a worker
-  bool constructing = true;  // the constructor is (busy, with no call at the head)
-  std::shared_ptr<UsageCounter> usage;  // this agent's model use (AgentServices::usage_counter)
-  bool removed = false;
-  std::uint64_t completed = 0;
-  std::uint64_t failed = 0;
-  // What the state store holds of this agent (touched only by the thread running its call):
-  // the memory's clear count and length at the last save, and a hash of its saved state.
-  std::uint64_t saved_clears = 0;
-  std::size_t saved_memory = 0;
-  std::size_t saved_state_hash = 0;
-};
-
 namespace {
-
-// Takes the calls that have not started; a running call stays at the head until it reports.
-std::list<std::shared_ptr<Call>> take_waiting(AgentSlot& slot) {
-  std::list<std::shared_ptr<Call>> waiting;
-  auto from = slot.mailbox.begin();
-  if (slot.busy && !slot.constructing && from != slot.mailbox.end()) ++from;
-  waiting.splice(waiting.end(), slot.mailbox, from, slot.mailbox.end());
-  return waiting;
-}
-
-const char* kind_name(Call::Kind k) {
-  switch (k) {
-    case Call::Kind::reply: return "reply";
-    case Call::Kind::observe: return "observe";
-    case Call::Kind::method: return "method";
-    case Call::Kind::method_async: return "method_async";
-    case Call::Kind::memory: return "memory";
-    case Call::Kind::snapshot: return "snapshot";
-  }
-  return "?";
-}
 
 AgentInfoRow row_of(const AgentSlot& s) {
   return AgentInfoRow{s.id, s.name, s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
@@ -103,10 +63,12 @@ std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f)
 }  // namespace
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-                     Bridge& bridge, LoopScheduler& scheduler, ResultPool::Limits result_limits)
+                     WorkerPool& lifecycle, Bridge& bridge, LoopScheduler& scheduler,
+                     ResultPool::Limits result_limits)
     : catalog_(catalog),
       services_(services),
       workers_(workers),
+      lifecycle_(lifecycle),
       bridge_(bridge),
       scheduler_(scheduler),
       loop_thread_(std::this_thread::get_id()),
@@ -222,6 +184,7 @@ std::vector<SpanRecord> AgentHost::recent_spans(std::size_t limit) const {
 }
 
 AgentHost::~AgentHost() {
+  watch_.reset();  // its thread's tick takes the lock and touches agents
   // Asynchronous calls still suspended (the grace period passed): destroy their frames, which
   // cancels what they wait on. Each frame removes itself from the set as it goes.
   std::vector<void*> frames(async_frames_.begin(), async_frames_.end());
@@ -268,7 +231,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   AgentInit init{slot->id, slot->name, class_name, std::move(args), &services_};
   AgentFactory factory = cls->factory;
   auto done_ptr = std::make_shared<CreateDone>(std::move(done));
-  workers_.submit([this, slot, factory, init = std::move(init), done_ptr, seed]() mutable {
+  lifecycle_.submit([this, slot, factory, init = std::move(init), done_ptr, seed]() mutable {
     std::unique_ptr<Agent> made;
     auto err = guarded(*slot, "constructor", [&] { made = factory(std::move(init)); });
     if (!err && seed) {
@@ -522,9 +485,11 @@ bool AgentHost::remove_one(const std::string& id, bool save) {
   // The running call (if any) stays at the head until its worker reports back.
   auto queued = take_waiting(*slot);
   queued_ -= queued.size();
-  Error e(ErrorCode::unknown_agent, fmt::format("agent '{}' was deleted before this call ran", id),
-          id, slot->class_name);
-  for (auto& c : queued) fail(c, e);
+  if (!queued.empty()) {
+    Error e(ErrorCode::unknown_agent,
+            fmt::format("agent '{}' was deleted before this call ran", id), id, slot->class_name);
+    for (auto& c : queued) fail(c, e);
+  }
   if (!slot->busy) destroy_agent(*slot);
   return true;
 }
@@ -613,8 +578,9 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
   }
   call->enqueued = std::chrono::steady_clock::now();
   call->enqueued_wall = std::chrono::system_clock::now();
-  it->second->mailbox.push_back(std::move(call));
+  it->second->mailbox.push_back(call);
   ++queued_;
+  watch_enqueue(it->second, call);
   pump(it->second);
 }
 
@@ -650,6 +616,7 @@ void AgentHost::pump(const std::shared_ptr<AgentSlot>& slot) {
     }
     slot->busy = true;
     ++running_;
+    watch_dispatch(slot, call);
     if (slot->async != nullptr)
       start_async(slot, std::move(call));
     else
@@ -735,7 +702,7 @@ void AgentHost::worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call
     call->started = std::chrono::steady_clock::now();
     note_running(*slot, *call);
     if (call->on_chunk) AgentAccess::set_chunk_sink(*slot->agent, chunk_sink(*call));
-    {
+    if (!skip_expired(*slot, *call)) {
       CrashContext crash(call->call_id, slot->id, slot->class_name, call->journal_slot);
       execute(*slot, *call);  // agent code: no lock held
     }
@@ -778,6 +745,7 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
   slot->mailbox.pop_front();
   --queued_;
   slot->busy = false;
+  watch_finish(*slot, *call);
   if (call->out_error) {
     ++slot->failed;
     ++failed_;
@@ -842,6 +810,7 @@ void AgentHost::finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* 
 
 void AgentHost::publish(const std::shared_ptr<Call>& call) {
   Call& c = *call;
+  if (c.expired.load()) return;  // its timeout was published at its deadline
   switch (c.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async:
@@ -867,7 +836,7 @@ void AgentHost::destroy_agent(AgentSlot& slot) {
   if (!slot.agent) return;
   // The destructor is agent code: it runs on a worker.
   auto agent = std::shared_ptr<Agent>(std::move(slot.agent));
-  workers_.submit([agent]() mutable { agent.reset(); });
+  lifecycle_.submit([agent]() mutable { agent.reset(); });
 }
 
 // ---- asynchronous agents ----

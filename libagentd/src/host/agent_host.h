@@ -47,6 +47,7 @@
 namespace agentd::detail {
 
 class Bridge;
+class CallWatch;
 class ClassCatalog;
 class LoopScheduler;
 class WorkerPool;
@@ -79,6 +80,18 @@ struct Call {
   std::chrono::system_clock::time_point enqueued_wall;
   // Call ids of the placeholders this call consumes as input (set before enqueue()).
   std::vector<std::string> consumed;
+
+  // Its deadline (call_watch.h): timeout after enqueue, when timeout > 0; timeout_by names what
+  // set it (an option, or the caller) for the message. A caller may set timeout before enqueue;
+  // else the host's defaults apply (set_watch()).
+  std::chrono::milliseconds timeout{0};
+  const char* timeout_by = "the call's own timeout";
+  std::chrono::steady_clock::time_point deadline{};
+  // Set (host lock) when the deadline passed after the call was dispatched: its timeout was
+  // published then, and what it produces is discarded. Read by its worker without the lock.
+  std::atomic<bool> expired{false};
+  // Set by the worker just before agent code (after which it no longer checks expired).
+  std::atomic<bool> running{false};
 
   // Filled on the worker.
   std::chrono::steady_clock::time_point started;  // when agent code began to run
@@ -146,11 +159,14 @@ struct SpanRecord {
 // unreported.
 class AgentHost {
  public:
-  // catalog, services, workers, bridge and scheduler are borrowed and outlive the host.
+  // catalog, services, workers, lifecycle, bridge and scheduler are borrowed and outlive the
+  // host. Agent calls run on workers; constructors and destructors (creation, deletion) on
+  // lifecycle, so a pool full of blocked calls never holds up making or removing agents.
   // Construct on the loop thread (the thread on_loop() runs things on), and destroy it there:
   // the calls of asynchronous agents still suspended then are destroyed unfinished.
   AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-            Bridge& bridge, LoopScheduler& scheduler, ResultPool::Limits result_limits);
+            WorkerPool& lifecycle, Bridge& bridge, LoopScheduler& scheduler,
+            ResultPool::Limits result_limits);
   ~AgentHost();
 
   // Runs fn on the loop thread: now when called there, else through the bridge. Any thread.
@@ -219,6 +235,11 @@ class AgentHost {
   // agent is destroyed on a worker. False when there is no such agent.
   bool remove(const std::string& id);
   std::size_t remove_all();
+  // The server's exit (host_exit.cpp): removes every agent at once (queued calls fail with
+  // stopping; the state store, if any, must be detached: nothing is recorded), and runs the
+  // destructors of the idle ones on the lifecycle pool in a few large tasks. Agents with a call
+  // still running are destroyed when it returns. Quick for a million agents.
+  void remove_all_at_exit();
 
   std::vector<AgentInfoRow> list() const;
   std::size_t size() const;
@@ -246,6 +267,23 @@ class AgentHost {
   // Announces call_id and fails it with e at once, so the placeholders that consume it fail
   // too (a call refused that no client will retry). Nothing when the id is taken.
   void refuse_result(const std::string& call_id, const std::string& agent_id, Error e);
+
+  // ---- Deadlines and slow calls (call_watch.h; call_watch.cpp). ----
+  struct Watch {
+    std::chrono::milliseconds call_timeout{0};  // a call's deadline after enqueue; 0: none
+    // By agent class, over call_timeout (0: no deadline for that class).
+    std::map<std::string, std::chrono::milliseconds> class_timeouts;
+    // Calls in progress this long are logged once at warn and counted; 0: never.
+    std::chrono::milliseconds slow_call_warn{0};
+  };
+  // Before serving (starts the watch's thread when anything is to be watched).
+  void set_watch(Watch w);
+  struct WatchStats {
+    std::size_t slow_now = 0;     // in progress past slow_call_warn now
+    std::uint64_t slow_total = 0;  // ever reported as slow
+    std::uint64_t timed_out = 0;   // failed by their deadline
+  };
+  WatchStats watch_stats() const;
 
   // Refuse new work; fail queued (not running) calls with `stopping`.
   void begin_stop();
@@ -285,6 +323,18 @@ class AgentHost {
   std::function<void(std::string_view)> chunk_sink(const Call& call);
   void destroy_agent(AgentSlot& slot);
 
+  // call_watch.cpp. Lock held, except watch_tick (the watch's thread) and skip_expired (the
+  // worker, before agent code).
+  void watch_enqueue(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+  void watch_dispatch(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+  void watch_finish(AgentSlot& slot, Call& call);
+  void watch_tick(std::chrono::steady_clock::time_point now);
+  void expire(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+  bool skip_expired(const AgentSlot& slot, Call& call) const;
+  // where: the call's state at its deadline.
+  enum class Stalled { queued, waiting_for_worker, running };
+  Error timeout_error(const AgentSlot& slot, const Call& call, Stalled where) const;
+
   // Asynchronous agents. start_async (lock held, any thread) schedules run_async on the loop
   // thread, which runs the call's coroutine (no lock held) until it finishes or suspends.
   struct AsyncRun;
@@ -313,6 +363,7 @@ class AgentHost {
   AgentServices& services_;
   std::atomic<StateStore*> store_{nullptr};
   WorkerPool& workers_;
+  WorkerPool& lifecycle_;
   Bridge& bridge_;
   LoopScheduler& scheduler_;
   const std::thread::id loop_thread_;
@@ -334,6 +385,10 @@ class AgentHost {
   bool stopping_ = false;
   Limits limits_;
   std::size_t queued_ = 0;  // calls in every mailbox (waiting or running)
+  Watch watch_options_;
+  std::uint64_t timed_out_ = 0;
+  std::uint64_t slow_total_ = 0;
+  std::unique_ptr<CallWatch> watch_;  // null: nothing watched; stopped first in ~AgentHost
 };
 
 }  // namespace agentd::detail

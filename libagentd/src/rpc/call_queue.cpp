@@ -64,6 +64,10 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
       }
     }
   }
+  if (req.timeout.count() > 0) {
+    call->timeout = req.timeout;
+    call->timeout_by = "the caller's AgentRef::with_timeout";
+  }
   switch (req.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async: {

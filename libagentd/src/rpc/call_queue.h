@@ -10,6 +10,7 @@
 
 #include <kj/function.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -27,6 +28,8 @@ struct CallRequest {
   Value args;                            // method / method_async
   // reply / method_async: the caller reads chunks (loop thread; see Call::on_chunk).
   std::function<void(std::string&& chunk)> on_chunk;
+  // The caller's deadline after the call is queued (Call::timeout); 0: the server's defaults.
+  std::chrono::milliseconds timeout{0};
 };
 
 // How the outcome comes back, on the loop thread. What is left unset is not reported.

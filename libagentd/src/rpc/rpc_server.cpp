@@ -317,6 +317,12 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     auto classes = out.initClasses(static_cast<unsigned>(names.size()));
     for (unsigned i = 0; i < names.size(); ++i) classes.set(i, to_kj(names[i]));
     out.setWorkers(static_cast<std::uint32_t>(ctx_.workers.threads()));
+    out.setWorkersBusy(static_cast<std::uint32_t>(ctx_.workers.busy()));
+    out.setWorkersMax(static_cast<std::uint32_t>(ctx_.workers.max_threads()));
+    const auto watch = ctx_.host.watch_stats();
+    out.setCallsSlow(watch.slow_now);
+    out.setCallsSlowTotal(watch.slow_total);
+    out.setCallsTimedOut(watch.timed_out);
     out.setCallsCompleted(ctx_.host.calls_completed());
     out.setCallsFailed(ctx_.host.calls_failed());
     out.setCallsQueued(ctx_.host.queued_calls());

@@ -63,6 +63,18 @@ std::string render_metrics(const MetricsSnapshot& s) {
   sample(o, "agentd_bytes_total", "conn=\"peer\",dir=\"out\"", s.bytes.peer.out);
   metric(o, "agentd_workers", "gauge", "Worker threads running agent code.");
   sample(o, "agentd_workers", "", s.workers);
+  metric(o, "agentd_workers_busy", "gauge",
+         "Worker threads in an agent call (running or blocked); at agentd_workers_max, calls wait.");
+  sample(o, "agentd_workers_busy", "", s.workers_busy);
+  metric(o, "agentd_workers_max", "gauge", "The most worker threads (--max-workers).");
+  sample(o, "agentd_workers_max", "", s.workers_max);
+  metric(o, "agentd_calls_slow", "gauge", "Calls in progress longer than --slow-call-warn now.");
+  sample(o, "agentd_calls_slow", "", s.calls_slow);
+  metric(o, "agentd_calls_slow_total", "counter", "Calls ever reported (logged) as slow.");
+  sample(o, "agentd_calls_slow_total", "", s.calls_slow_total);
+  metric(o, "agentd_calls_timed_out_total", "counter",
+         "Calls failed with timeout at their deadline (--call-timeout, --class-call-timeout).");
+  sample(o, "agentd_calls_timed_out_total", "", s.calls_timed_out);
   metric(o, "agentd_call_duration_seconds", "histogram", "Run time of finished agent calls.");
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {

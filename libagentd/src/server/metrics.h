@@ -35,6 +35,11 @@ struct MetricsSnapshot {
   std::int64_t completion_tokens = 0;
   Traffic bytes;
   std::uint64_t workers = 0;
+  std::uint64_t workers_busy = 0;  // worker threads in a call (running or blocked in agent code)
+  std::uint64_t workers_max = 0;   // --max-workers
+  std::uint64_t calls_slow = 0;    // in progress past --slow-call-warn now
+  std::uint64_t calls_slow_total = 0;
+  std::uint64_t calls_timed_out = 0;
   LatencyHistogram latency;
 };
 

@@ -3,6 +3,7 @@
 #include "connection_guard.h"
 #include "counting_stream.h"
 #include "model_config.h"
+#include "model_reload.h"
 #include "value_codec.h"
 
 #include <agentd/error.h>
@@ -54,6 +55,20 @@ std::string initial_id(const ServerOptions& o, StateStore* store) {
   return saved.empty() ? new_id().substr(0, 12) : saved;
 }
 
+// Constructors and destructors run on a pool of their own (AgentHost), up to a quarter of
+// --max-workers (at least 2): creation goes on while every call worker is blocked.
+std::size_t lifecycle_workers(const ServerOptions& o) {
+  return std::max<std::size_t>(2, o.max_workers / 4);
+}
+
+AgentHost::Watch watch_options(const ServerOptions& o) {
+  AgentHost::Watch w;
+  w.call_timeout = seconds_to_ms(o.call_timeout);
+  for (const auto& [cls, seconds] : o.class_call_timeouts) w.class_timeouts[cls] = seconds_to_ms(seconds);
+  w.slow_call_warn = seconds_to_ms(o.slow_call_warn);
+  return w;
+}
+
 std::size_t min_workers(const ServerOptions& o) {
   std::size_t n = std::max(2u, std::thread::hardware_concurrency());
   return std::min(n, o.max_workers);
@@ -80,9 +95,11 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       services_(models_),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
+      lifecycle_(1, lifecycle_workers(options_)),
       scheduler_(io.provider->getTimer(), bridge_, workers_),
       model_http_(io, &workers_, &bridge_),
-      host_(catalog_, services_, workers_, bridge_, scheduler_, pool_limits(options_)),
+      host_(catalog_, services_, workers_, lifecycle_, bridge_, scheduler_,
+            pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
                                .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout),
@@ -102,7 +119,8 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            .request_stop = [this] { request_stop(); },
            .set_model_configs =
                [this](const std::string& yaml) {
-                 auto version = models_.replace(parse_model_configs(yaml, "setModelConfigs"));
+                 auto version = models_.replace(
+                     configs_for_reload(yaml, "setModelConfigs", loaded_model_names()));
                  spdlog::info("model configs replaced over RPC (version {})", version);
                  return version;
                },
@@ -120,6 +138,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       .max_agents = options_.max_agents,
       .max_queued_calls = options_.max_queued_calls,
       .max_queued_calls_per_agent = options_.max_queued_calls_per_agent});
+  host_.set_watch(watch_options(options_));
   if (!options_.trace_file.empty()) {
     trace_file_ = std::make_unique<TraceFile>(options_.trace_file, id_);
     host_.set_span_sink([file = trace_file_.get()](const SpanRecord& s) { file->write(s); });
@@ -249,8 +268,13 @@ Server::~Server() {
   }
   if (unix_listener_) ::unlink(options_.unix_socket.c_str());
   bridge_.close();
-  host_.remove_all();
+  host_.remove_all_at_exit();
+  lifecycle_.submit(
+      [usage = std::make_shared<ServerServices::UsageMap>(services_.take_usage())]() mutable {
+        usage.reset();
+      });
   workers_.stop();
+  lifecycle_.stop();
   services_.close();
 }
 
@@ -449,7 +473,15 @@ kj::Promise<void> Server::signal_loop(int signo) {
 }
 
 std::uint64_t Server::reload_models() {
-  return models_.replace(load_model_configs(options_.model_config_path));
+  return models_.replace(
+      read_configs_for_reload(options_.model_config_path, loaded_model_names()));
+}
+
+std::vector<std::string> Server::loaded_model_names() const {
+  std::vector<std::string> names;
+  for (auto& n : models_.names())
+    if (n != "echo") names.push_back(std::move(n));  // the built-in one is always there
+  return names;
 }
 
 void Server::request_stop() {
@@ -542,9 +574,15 @@ kj::Promise<void> Server::notify_loop(kj::Duration interval) {
 }
 
 std::string Server::status_text() const {
-  return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s)",
+  const auto watch = host_.watch_stats();
+  return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s), "
+                     "workers {}/{} busy{}",
                      host_.size(), host_.running_calls(), host_.queued_calls(),
-                     host_.calls_completed(), host_.calls_failed());
+                     host_.calls_completed(), host_.calls_failed(), workers_.busy(),
+                     workers_.max_threads(),
+                     watch.slow_now == 0 ? std::string()
+                                         : fmt::format(", {} slow call(s) (over --slow-call-warn)",
+                                                       watch.slow_now));
 }
 
 MetricsSnapshot Server::metrics() const {
@@ -567,6 +605,12 @@ MetricsSnapshot Server::metrics() const {
   m.completion_tokens = usage.completion_tokens;
   m.bytes = bytes_;
   m.workers = workers_.threads();
+  m.workers_busy = workers_.busy();
+  m.workers_max = workers_.max_threads();
+  const auto watch = host_.watch_stats();
+  m.calls_slow = watch.slow_now;
+  m.calls_slow_total = watch.slow_total;
+  m.calls_timed_out = watch.timed_out;
   return m;
 }
 

@@ -98,6 +98,7 @@ class Server {
   const std::vector<std::string>& class_names() const { return class_names_; }
 
   // Re-reads --model-config-path (SIGHUP). Returns the new version; throws Error(config_error).
+  // An empty file is refused while configs are loaded (model_reload.h).
   std::uint64_t reload_models();
   // Re-reads --auth-token-file (SIGHUP; nothing without one): from now on its tokens are the
   // ones that log in, and the connections logged in with a token no longer there are closed
@@ -105,13 +106,16 @@ class Server {
   // cannot be read, may be read by others, or holds no token. The peer token stays as read at
   // start. Loop thread.
   std::size_t reload_tokens();
+  // The loaded model config names, without the built-in echo.
+  std::vector<std::string> loaded_model_names() const;
 
   // Keeps the service manager informed through notifier (borrowed; must outlive this server):
   // WATCHDOG=1 (at half its watchdog timeout) and STATUS= with agents and calls from this loop,
   // RELOADING=1 then READY=1 around a SIGHUP reload, STOPPING=1 when a stop begins.
   // Call once, after listen(); READY=1 itself is the caller's (it knows when it is ready).
   void attach_notifier(const SdNotifier& notifier);
-  // "N agent(s), N running, N queued, N completed, N failed call(s)": for STATUS= and logs.
+  // "N agent(s), N running, N queued, N completed, N failed call(s), workers B/M busy[, S slow
+  // call(s)]": for STATUS= and logs.
   std::string status_text() const;
   // The counters /metrics reports. Loop thread.
   MetricsSnapshot metrics() const;
@@ -164,6 +168,7 @@ class Server {
   ServerServices services_;
   Bridge bridge_;
   WorkerPool workers_;
+  WorkerPool lifecycle_;     // agent constructors and destructors (never behind blocked calls)
   LoopScheduler scheduler_;  // where asynchronous agents run (this thread's AsyncLoop)
   AsyncHttp model_http_;     // their model calls (this thread's current_async_http())
   AgentHost host_;           // before the two above: its suspended calls may use them

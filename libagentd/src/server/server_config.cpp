@@ -107,6 +107,16 @@ po::options_description make_description(ServerOptions& o) {
      "0: no limit")
     ("max-queued-calls-per-agent", po::value<std::size_t>(&o.max_queued_calls_per_agent)->default_value(o.max_queued_calls_per_agent)->value_name("N"),
      "most calls waiting or running on one agent; more fail with overloaded (retryable); 0: no limit")
+    ("call-timeout", po::value<double>(&o.call_timeout)->default_value(o.call_timeout)->value_name("SECONDS"),
+     "a call not finished this long after the server queued it fails with timeout (a running "
+     "call's agent code cannot be stopped: it runs on, its result is discarded, and the agent's "
+     "next calls wait for it); 0: no deadline")
+    ("class-call-timeout", po::value<std::vector<std::string>>(&o.class_call_timeout_args)->composing()->value_name("CLASS=SECONDS"),
+     "the call deadline of one agent class, over --call-timeout (0: none for that class; "
+     "repeatable)")
+    ("slow-call-warn", po::value<double>(&o.slow_call_warn)->default_value(o.slow_call_warn)->value_name("SECONDS"),
+     "log a call in progress this long (once, at warn, with its agent, class and call id) and "
+     "count it in info, metrics and STATUS=; 0: never")
     ("state-dir", po::value<std::string>(&o.state_dir)->value_name("DIR"),
      "keep agents and finished results in DIR (SQLite): every call is saved before it is "
      "reported done, and a restart restores them; default: in memory only (a restart loses them)")
@@ -227,6 +237,33 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
                 "before anything else)");
   if (o.max_expire_time <= 0)
     throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
+  if (!(o.call_timeout >= 0))
+    throw Error(ErrorCode::config_error,
+                fmt::format("--call-timeout {}: must be seconds >= 0 (0: no deadline)",
+                            o.call_timeout));
+  if (!(o.slow_call_warn >= 0))
+    throw Error(ErrorCode::config_error,
+                fmt::format("--slow-call-warn {}: must be seconds >= 0 (0: never)",
+                            o.slow_call_warn));
+  for (const auto& arg : o.class_call_timeout_args) {
+    const auto eq = arg.find('=');
+    double seconds = -1;
+    if (eq != std::string::npos && eq > 0) {
+      try {
+        std::size_t used = 0;
+        seconds = std::stod(arg.substr(eq + 1), &used);
+        if (used != arg.size() - eq - 1) seconds = -1;
+      } catch (const std::exception&) {
+        seconds = -1;
+      }
+    }
+    if (!(seconds >= 0))
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--class-call-timeout {}: expected CLASS=SECONDS with SECONDS >= 0 "
+                              "(e.g. --class-call-timeout WebAgent=120; 0: no deadline)",
+                              arg));
+    o.class_call_timeouts[arg.substr(0, eq)] = seconds;
+  }
   if (o.tls_cert.empty() != o.tls_key.empty())
     throw Error(ErrorCode::config_error,
                 "TLS needs both --tls-cert and --tls-key (PEM files); give both, or neither");

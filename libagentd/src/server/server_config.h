@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct ServerOptions {
   std::size_t max_agents = 2000000;                 // agents at once; 0: no limit
   std::size_t max_queued_calls = 2000000;           // calls waiting or running, whole server
   std::size_t max_queued_calls_per_agent = 100000;  // calls waiting or running, one agent
+  // Call deadlines (seconds after the server queued the call; 0: none): the default, and by
+  // agent class ("CLASS=SECONDS" options, parsed into class_call_timeouts).
+  double call_timeout = 0;
+  std::vector<std::string> class_call_timeout_args;
+  std::map<std::string, double> class_call_timeouts;
+  double slow_call_warn = 60;  // log (once) calls in progress this long; 0: never
   // Durable agents (README "Durability"): the state store's directory (empty: memory only), and
   // whether restoring deletes agents of classes no plugin provides instead of refusing to start.
   std::string state_dir;

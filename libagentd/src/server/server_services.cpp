@@ -45,6 +45,13 @@ void ServerServices::set_connector(AgentConnector connector) {
   connector_ = std::move(connector);
 }
 
+ServerServices::UsageMap ServerServices::take_usage() {
+  std::lock_guard lock(usage_mu_);
+  UsageMap out;
+  out.swap(usage_);
+  return out;
+}
+
 void ServerServices::close() {
   AgentConnector connector;
   std::lock_guard lock(connector_mu_);

@@ -6,6 +6,7 @@
 #include <agentd/value_limits.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <random>
 #include <unordered_map>
@@ -92,19 +93,33 @@ void refused(LoopState& loop, OutSpec spec, Error e) {
     return;
   }
   const auto next = loop.backoff.count() > 0 ? loop.backoff : loop.limits.retry_initial;
+  // A refused creation means the server is full (--max-agents): that does not pass by itself,
+  // so it is retried only briefly (create_retry, when shorter than the caller's timeout).
+  const bool creation = spec.kind == wire::CallKind::CREATE &&
+                        loop.limits.create_retry < loop.limits.timeout;
+  auto deadline = spec.deadline;
+  if (creation) deadline = spec.deadline - loop.limits.timeout + loop.limits.create_retry;
   // The last try must be answered before the caller's own wait (the same timeout) runs out, so
   // the caller sees the server's error rather than a timeout.
   if (loop.limits.retry_initial.count() <= 0 ||
-      std::chrono::steady_clock::now() + 2 * next >= spec.deadline) {
+      std::chrono::steady_clock::now() + 2 * next >= deadline) {
+    std::string why = e.message();
+    if (loop.limits.retry_initial.count() > 0 && (!creation || loop.limits.create_retry.count() > 0))
+      why = fmt::format("{} (still refused after retrying for {} ms, {})", e.message(),
+                        creation ? loop.limits.create_retry.count() : loop.limits.timeout.count(),
+                        creation ? "ClientOptions::agent_limit_retry" : "the client's timeout");
     give_up(loop, spec.ticket,
-            Error(e.code(),
-                  loop.limits.retry_initial.count() <= 0
-                      ? e.message()
-                      : fmt::format("{} (still refused after retrying for {} ms, the client's "
-                                    "timeout)",
-                                    e.message(), loop.limits.timeout.count()),
-                  e.agent_id(), e.agent_class(), e.retryable()));
+            Error(e.code(), std::move(why), e.agent_id(), e.agent_class(), e.retryable()));
     return;
+  }
+  if (!loop.retry_warned) {
+    // Once per series (until the server takes calls again): retries are otherwise silent.
+    loop.retry_warned = true;
+    spdlog::warn("as_server at {} refused {} as overloaded: {}; retrying with backoff for up to "
+                 "{} ms",
+                 loop.where, spec.kind == wire::CallKind::CREATE ? "an agent creation" : "a call",
+                 e.message(),
+                 creation ? loop.limits.create_retry.count() : loop.limits.timeout.count());
   }
   const std::uint64_t ticket = spec.ticket;
   loop.retries.emplace(ticket, std::move(spec));
@@ -256,6 +271,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
       write_msg(*spec.msg, out.initInput().initMsg());
     out.setInlineLimit(spec.inline_limit);
     if (spec.stream) out.setStream(true);
+    if (spec.timeout_ms != 0) out.setTimeoutMs(spec.timeout_ms);
     // A placeholder dropped before its call left (passed on in a chain, never read here): the
     // ticket's slot is its only holder, and nobody can take another reference to it. Its result
     // need not come back.
@@ -294,6 +310,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
         auto refusals = r.getRefused();
         if (refusals.size() == 0) {
           loop_ptr->backoff = std::chrono::milliseconds(0);  // the server takes calls again
+          loop_ptr->retry_warned = false;
           return;
         }
         std::unordered_map<std::uint64_t, std::size_t> at;

@@ -40,6 +40,9 @@ struct SendLimits {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::chrono::milliseconds retry_initial = std::chrono::milliseconds(20);
   std::chrono::milliseconds retry_max = std::chrono::seconds(2);
+  // A creation refused as overloaded (--max-agents) is retried only this long after it was
+  // first sent (never past timeout); 0: it fails at once.
+  std::chrono::milliseconds create_retry = std::chrono::seconds(2);
 
   std::size_t message_limit() const { return std::min(max_message_bytes, kMaxMessageBytes); }
   // A Session.submit is cut at about this size.
@@ -76,6 +79,7 @@ struct LoopState {
   std::map<std::uint64_t, OutSpec> retries;
   bool retry_scheduled = false;
   std::chrono::milliseconds backoff{0};  // the next retry's delay; 0: retry_initial
+  bool retry_warned = false;  // this series of refusals was logged (reset with backoff)
   std::vector<std::uint64_t> dropped;    // refused calls given up on, for the next submit
   // Submits sent and not yet answered; past kMaxSubmitsInFlight, gathered batches wait in held
   // (in order) until an answer comes, so a burst of calls never floods the connection.

@@ -63,8 +63,9 @@ struct Fixture {
   NoServices services;
   Bridge bridge{io.unixEventPort};
   WorkerPool workers{2, 64};
+  WorkerPool lifecycle{1, 8};
   LoopScheduler scheduler{io.provider->getTimer(), bridge, workers};
-  AgentHost host{catalog, services, workers, bridge, scheduler, ResultPool::Limits{}};
+  AgentHost host{catalog, services, workers, lifecycle, bridge, scheduler, ResultPool::Limits{}};
 
   Fixture() {
     catalog.add(agentd::agent_class<Appender>("Appender"), "test");
