@@ -15,8 +15,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -116,7 +118,16 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   }
   for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
   for (const auto& dir : options_.plugin_dirs) plugins_.load_dir(dir, catalog_);
-  for (const auto& p : options_.plugins) plugins_.load(p, catalog_);
+  for (const auto& p : options_.plugins) {
+    // A bare name may be found in a --plugin-dir already loaded above.
+    auto path = PluginLoader::find(p, options_.plugin_dirs);
+    const auto& loaded = plugins_.loaded();
+    std::error_code ec;
+    if (std::none_of(loaded.begin(), loaded.end(), [&](const std::string& l) {
+          return std::filesystem::equivalent(l, path, ec);
+        }))
+      plugins_.load(path, catalog_);
+  }
   class_names_ = catalog_.names();
   if (!options_.model_config_path.empty())
     models_.replace(load_model_configs(options_.model_config_path));
