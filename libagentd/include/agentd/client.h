@@ -361,6 +361,11 @@ class Client {
   void ping();
   // Asks the server to stop (it finishes running calls first).
   void stop();
+  // Closes this client now (the connection, its reconnecting, a child server), even while
+  // AgentRefs and Placeholders of it live on: their calls and waits then fail with
+  // Error(disconnected). Idempotent; the destructor does the same. Not from agent code running
+  // on this client's callbacks.
+  void close();
   // Replaces the server's model configs (YAML or JSON text). Returns the new config version.
   std::uint64_t set_model_configs(const std::string& text);
   // The server's most recent trace spans (at most limit; 0: all it keeps), oldest first.
