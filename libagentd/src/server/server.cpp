@@ -118,12 +118,13 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   }
   for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
   for (const auto& dir : options_.plugin_dirs) plugins_.load_dir(dir, catalog_);
+  const std::vector<std::string> from_dirs = plugins_.loaded();
   for (const auto& p : options_.plugins) {
-    // A bare name may be found in a --plugin-dir already loaded above.
+    // A bare name may be found in a --plugin-dir loaded above: not loaded twice. (The same
+    // --plugin given twice still is, and is refused as a class registered twice.)
     auto path = PluginLoader::find(p, options_.plugin_dirs);
-    const auto& loaded = plugins_.loaded();
     std::error_code ec;
-    if (std::none_of(loaded.begin(), loaded.end(), [&](const std::string& l) {
+    if (std::none_of(from_dirs.begin(), from_dirs.end(), [&](const std::string& l) {
           return std::filesystem::equivalent(l, path, ec);
         }))
       plugins_.load(path, catalog_);
