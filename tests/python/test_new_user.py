@@ -1,6 +1,7 @@
 """What a new user meets: get(timeout) names the whole wait, close() really closes, errors name
 what Python offers (server_path=), not only C++ names, child mode leaves nothing in $TMPDIR,
-and plugins given by bare name are found (or the error says where it looked)."""
+plugins given by bare name are found (or the error says where it looked), and a DialogAgent on
+a model config the server does not have is refused at creation."""
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 import agentd
 from agentd import Msg
 
-from conftest import PLUGINS
+from conftest import PLUGIN_DIR, PLUGINS
 
 
 def test_get_timeout_names_the_timeout_given(client):
@@ -99,3 +100,16 @@ def test_a_bare_plugin_name_is_found_beside_the_library(tmp_path, monkeypatch):
     assert "libno_such_agent.so" in text and str(tmp_path) in text, text
     assert "plugin_dirs=" in text, text
 
+
+@pytest.mark.parametrize("mode", ["local", "child"])
+def test_a_dialog_agent_on_an_unknown_model_config_is_refused_at_creation(mode):
+    dialog = os.path.join(PLUGIN_DIR, "libdialog_agents.so")
+    make = agentd.Client.local if mode == "local" else agentd.Client.spawn_child
+    with make(plugins=[dialog]) as c:
+        with pytest.raises(agentd.Error) as e:
+            c.create_agent("DialogAgent", "D", {"model_config_name": "nope"})
+        assert e.value.code == "config_error"
+        assert "'nope'" in e.value.message and "known model configs: echo" in e.value.message
+        assert c.list_agents() == []
+        d = c.create_agent("DialogAgent", "D", {"model_config_name": "echo"})
+        assert d(Msg("user", "hi", "user")).content == "hi"
