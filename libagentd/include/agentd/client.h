@@ -81,11 +81,13 @@ struct ClientOptions {
 };
 
 struct ChildOptions {
-  std::vector<std::string> plugins{};      // --plugin for the child
+  // --plugin for the child: a path, or a bare name ("libweb_agent.so") looked for in the current
+  // directory, plugin_dirs, then the plugins shipped beside libagentd.
+  std::vector<std::string> plugins{};
   std::vector<std::string> plugin_dirs{};  // --plugin-dir for the child
   std::string model_config_path{};
-  // The as_server binary. Empty: $AGENTD_AS_SERVER, then as_server next to this program, then
-  // the installed one, then $PATH.
+  // The as_server binary. Empty: $AGENTD_AS_SERVER, then the bin/ beside the loaded libagentd
+  // (a build tree, or the installed tree wherever it is), then next to this program, then $PATH.
   std::string server_path{};
   // More as_server options, e.g. {"--max-workers", "64"}; the child logs at --log-level warn
   // unless these set it.
@@ -95,7 +97,7 @@ struct ChildOptions {
 };
 
 struct LocalOptions {
-  std::vector<std::string> plugins{};
+  std::vector<std::string> plugins{};  // paths or bare names, as ChildOptions::plugins
   std::vector<std::string> plugin_dirs{};
   std::string model_config_path{};
   // Agent classes compiled into this program (AGENTD_REGISTER_AGENT in it) are available too.

@@ -35,7 +35,8 @@ po::options_description make_description(ServerOptions& o) {
     ("model-config-path", po::value<std::string>(&o.model_config_path)->value_name("FILE"),
      "model configs (YAML, or AgentScope's JSON); default: only the built-in 'echo' model")
     ("plugin", po::value<std::vector<std::string>>(&o.plugins)->composing()->value_name("PATH"),
-     "agent plugin shared object to load (repeatable)")
+     "agent plugin shared object to load (repeatable); a bare name is looked for in the current "
+     "directory, the --plugin-dir directories, then the plugins shipped with agentd")
     ("plugin-dir", po::value<std::vector<std::string>>(&o.plugin_dirs)->composing()->value_name("DIR"),
      "load every .so in this directory (repeatable)")
     ("max-workers", po::value<std::size_t>(&o.max_workers)->default_value(o.max_workers)->value_name("N"),
