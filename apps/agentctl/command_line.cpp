@@ -104,6 +104,8 @@ std::vector<CommandSpec> command_table() {
        {{"--id", "ID", "the copy's id (default: generated)"}}, 1, 2, cmd_clone},
       {"call", {"reply"}, "AGENT_ID MESSAGE",
        "send MESSAGE to an agent as a user message and print its reply",
+       "AGENT_ID is the agent's id, or its name when no other agent has that name (as for\n"
+       "method, memory and delete).\n"
        "Prints the reply's text content; --json prints the whole message.\n"
        "With --stream, prints the chunks the agent emits as they arrive (with --json, one\n"
        "{\"chunk\": TEXT} line each, then the whole message).",
@@ -115,9 +117,13 @@ std::vector<CommandSpec> command_table() {
        "call a named method of an agent synchronously and print its value",
        "JSON is the method's argument (default {}).", {}, 2, 3, cmd_method},
       {"memory", {}, "AGENT_ID", "print an agent's memory", "", {}, 1, 1, cmd_memory},
-      {"delete", {"rm"}, "AGENT_ID...|--all", "delete agents", "",
+      {"delete", {"rm"}, "AGENT_ID...|--all", "delete agents",
+       "Each AGENT_ID is an id, or a name no other agent has. Every agent given is tried: one\n"
+       "that is not there is reported on stderr (exit 1) and the others are still deleted.",
        {{"--all", "", "delete every agent on the server"}}, 0, 1000, cmd_delete},
       {"reload", {}, "--file FILE", "replace the server's model configs with FILE (YAML or JSON)",
+       "FILE replaces ALL the server's model configs: configs not in FILE are removed (a\n"
+       "warning names them; agents using them fail at their next call).\n"
        "To make a server re-read its own --model-config-path, send it SIGHUP instead\n"
        "(`systemctl reload as_server`, or `kill -HUP PID`); SIGHUP also re-reads its\n"
        "--auth-token-file and closes connections logged in with a token no longer there.",
@@ -135,15 +141,19 @@ std::vector<CommandSpec> command_table() {
        "start N local as_server processes on free ports, in the background",
        "They listen on --host and keep running after agentctl exits; their pids, ports and\n"
        "logs are recorded in $AGENTD_STATE_DIR, else $XDG_RUNTIME_DIR/agentd, else\n"
-       "/tmp/agentd-$UID. Without --plugin/--plugin-dir they load the plugins built or\n"
-       "installed beside agentctl. Options after `--` go to each as_server.",
+       "/tmp/agentd-$UID. Without --plugin/--plugin-dir (here or after `--`) they load the\n"
+       "plugins built or installed beside agentctl. Options after `--` go to each as_server.",
        {{"--plugin-dir", "DIR", "load every plugin in DIR (repeatable)", true},
         {"--plugin", "FILE", "load the plugin FILE (repeatable)", true},
         {"--model-config-path", "FILE", "model configs for the servers"},
-        {"--server-path", "PATH", "the as_server binary (default: beside agentctl, then $PATH)"}},
+        {"--server-path", "PATH",
+         "the as_server binary (default: $AGENTD_AS_SERVER, beside libagentd, beside agentctl, "
+         "then $PATH)"}},
        1, 1, cmd_up},
-      {"down", {}, "", "stop the servers started by `agentctl up`", "", {}, 0, 0, cmd_down},
-      {"ps", {}, "", "list the servers started by `agentctl up` that are running",
+      {"down", {}, "", "stop the servers started by `agentctl up`",
+       "Their logs stay in the state directory unless --remove-logs.",
+       {{"--remove-logs", "", "also remove the servers' logs"}}, 0, 0, cmd_down},
+      {"ps", {}, "", "list the servers started by `agentctl up`, running or dead",
        "With --cluster: every member's process instead (pid, uptime, cpu, rss, as the servers\n"
        "report them); exits 3 when any member is down.",
        {}, 0, 0, cmd_ps},

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -38,8 +39,14 @@ agentd::ClientOptions client_options(const Invocation& inv) {
   // One command, one connection: a server that goes away (e.g. after `stop`) is reported, not
   // waited for.
   o.reconnect_deadline = std::chrono::milliseconds(0);
-  if (!inv.g.token_file.empty())
-    o.token = agentd::detail::read_token_file(inv.g.token_file, "--token-file").front();
+  if (!inv.g.token_file.empty()) {
+    // A token file that cannot be used is a bad option (exit 2): nothing was sent yet.
+    try {
+      o.token = agentd::detail::read_token_file(inv.g.token_file, "--token-file").front();
+    } catch (const agentd::Error& e) {
+      throw UsageError("", e.message());
+    }
+  }
   o.tls_ca = inv.g.tls_ca;
   o.tls_cert = inv.g.tls_cert;
   o.tls_key = inv.g.tls_key;
@@ -49,6 +56,26 @@ agentd::ClientOptions client_options(const Invocation& inv) {
 // A connection to --host/--port.
 agentd::Client connect(const Invocation& inv) {
   return agentd::Client::connect(inv.g.host, inv.g.port, client_options(inv));
+}
+
+// The agent arg names: the agent with that id, else the one agent with that name. Throws the
+// server's Error(unknown_agent) when there is neither, UsageError listing the ids when several
+// agents share the name.
+agentd::AgentRef agent_named(agentd::Client& c, const Invocation& inv, const std::string& arg) {
+  try {
+    return c.agent(arg);
+  } catch (const agentd::Error& e) {
+    if (e.code() != agentd::ErrorCode::unknown_agent) throw;
+    std::vector<std::string> ids;
+    for (const auto& a : c.list_agents())
+      if (a.name == arg) ids.push_back(a.id);
+    if (ids.size() == 1) return c.agent(ids[0]);
+    if (ids.empty()) throw;  // neither an id nor a name: the server's unknown_agent
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+    throw inv.usage(fmt::format("{} agents are named '{}' ({}): give the id of one", ids.size(),
+                                arg, list));
+  }
 }
 
 // Every member of --cluster, each with its ServerInfo when it answers.
@@ -297,7 +324,7 @@ int cmd_call(const Invocation& inv) {
   Value content = inv.args[1];
   if (inv.flag("--content-json")) content = parse_json_arg(inv, "MESSAGE", inv.args[1]);
   auto c = connect(inv);
-  auto agent = c.agent(inv.args[0]);
+  auto agent = agent_named(c, inv, inv.args[0]);
   agentd::Msg x(inv.value("--name").value_or("user"), content, "user");
   if (inv.flag("--stream")) return stream_call(inv, agent, x);
   auto reply = agent.reply(x).get(inv.timeout());
@@ -312,7 +339,7 @@ int cmd_method(const Invocation& inv) {
   Value args = Value::object();
   if (inv.args.size() > 2) args = parse_json_arg(inv, "JSON", inv.args[2]);
   auto c = connect(inv);
-  auto v = c.agent(inv.args[0]).call(inv.args[1], args);
+  auto v = agent_named(c, inv, inv.args[0]).call(inv.args[1], args);
   if (!inv.g.json && v.is_string())
     std::cout << v.get<std::string>() << "\n";
   else
@@ -322,7 +349,7 @@ int cmd_method(const Invocation& inv) {
 
 int cmd_memory(const Invocation& inv) {
   auto c = connect(inv);
-  auto mem = c.agent(inv.args[0]).memory();
+  auto mem = agent_named(c, inv, inv.args[0]).memory();
   if (inv.g.json)
     print_json(json_array(mem, [](const agentd::Msg& m) { return agentd::to_json(m); }));
   else if (mem.empty())
@@ -346,14 +373,40 @@ int cmd_delete(const Invocation& inv) {
       std::cout << "deleted " << n << " agent(s) on " << c.address() << "\n";
     return kExitOk;
   }
-  Value deleted = Value::array();
-  for (const auto& id : inv.args) {
-    c.delete_agent(id);
-    deleted.push_back(id);
-    if (!inv.g.json) std::cout << "deleted " << id << "\n";
+  // Every agent given is tried: one that is not there is reported, and the others still go.
+  Value deleted = Value::array(), failed = Value::array();
+  std::optional<agentd::Error> first;
+  for (std::size_t i = 0; i < inv.args.size(); ++i) {
+    const auto& arg = inv.args[i];
+    try {
+      auto id = agent_named(c, inv, arg).id();
+      c.delete_agent(id);
+      deleted.push_back(id);
+      if (!inv.g.json) std::cout << "deleted " << id << "\n";
+    } catch (const agentd::Error& e) {
+      if (!first) first = e;
+      failed.push_back({{"agent", arg}, {"code", std::string(agentd::to_string(e.code()))},
+                        {"message", e.message()}});
+      if (!inv.g.json)
+        std::cerr << "agentctl delete: " << arg << ": " << agentd::to_string(e.code()) << ": "
+                  << e.message() << "\n";
+      if (e.code() == agentd::ErrorCode::disconnected) {
+        // The rest cannot be reached either: say which were not tried.
+        for (std::size_t j = i + 1; j < inv.args.size(); ++j) {
+          failed.push_back({{"agent", inv.args[j]}, {"code", "skipped"},
+                            {"message", "not tried: the server went away"}});
+          if (!inv.g.json) std::cerr << "agentctl delete: " << inv.args[j] << ": skipped\n";
+        }
+        break;
+      }
+    }
   }
-  if (inv.g.json) print_json({{"deleted", deleted}});
-  return kExitOk;
+  if (inv.g.json) print_json({{"deleted", deleted}, {"failed", failed}});
+  if (!first) return kExitOk;
+  if (!inv.g.json)
+    std::cerr << "agentctl delete: deleted " << deleted.size() << " of " << inv.args.size()
+              << " agent(s); `agentctl list` shows the agents there are\n";
+  return first->code() == agentd::ErrorCode::disconnected ? kExitUnreachable : kExitFailed;
 }
 
 int cmd_reload(const Invocation& inv) {
@@ -370,12 +423,39 @@ int cmd_reload(const Invocation& inv) {
   std::ostringstream text;
   text << in.rdbuf();
   auto c = connect(inv);
-  auto version = c.set_model_configs(text.str());
-  if (inv.g.json)
-    print_json({{"server", c.address()}, {"model_config_version", version}, {"file", *file}});
-  else
+  const auto before = c.info().model_configs;
+  std::uint64_t version = 0;
+  try {
+    version = c.set_model_configs(text.str());
+  } catch (const agentd::Error& e) {
+    if (e.code() != agentd::ErrorCode::config_error) throw;
+    // The server names what it parsed "setModelConfigs": that is this file.
+    std::string message = e.message();
+    for (auto at = message.find("setModelConfigs"); at != std::string::npos;
+         at = message.find("setModelConfigs", at + file->size()))
+      message.replace(at, std::string("setModelConfigs").size(), *file);
+    throw agentd::Error(e.code(), message, e.agent_id(), e.agent_class(), e.retryable());
+  }
+  // The file replaces all the configs: say loudly which ones went (agents using them fail at
+  // their next call).
+  const auto after = c.info().model_configs;
+  Value dropped = Value::array();
+  for (const auto& name : before)
+    if (std::find(after.begin(), after.end(), name) == after.end()) dropped.push_back(name);
+  if (inv.g.json) {
+    print_json({{"server", c.address()}, {"model_config_version", version}, {"file", *file},
+                {"model_configs", after}, {"removed", dropped}});
+  } else {
     std::cout << "model configs on " << c.address() << " replaced from " << *file
               << " (version " << version << ")\n";
+    if (!dropped.empty()) {
+      std::string names;
+      for (const auto& n : dropped) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+      std::cerr << "agentctl reload: warning: the file replaces all model configs: " << names
+                << " (not in " << *file << ") are gone; agents using them fail at their next "
+                << "call until a reload brings them back\n";
+    }
+  }
   return kExitOk;
 }
 
@@ -463,7 +543,11 @@ int cmd_up(const Invocation& inv) {
   o.server_path = inv.value("--server-path").value_or("");
   o.plugins = inv.values("--plugin");
   o.plugin_dirs = inv.values("--plugin-dir");
-  if (o.plugins.empty() && o.plugin_dirs.empty()) o.plugin_dirs = default_plugin_dirs();
+  // The default plugins only when no plugin is named at all (also not after `--`).
+  bool named = !o.plugins.empty() || !o.plugin_dirs.empty();
+  for (const auto& a : inv.passthrough)
+    named = named || a.rfind("--plugin", 0) == 0 || a.rfind("--config", 0) == 0;
+  if (!named) o.plugin_dirs = default_plugin_dirs();
   o.model_config_path = inv.value("--model-config-path").value_or("");
   o.extra_args = inv.passthrough;
   o.timeout = inv.timeout();
@@ -478,14 +562,21 @@ int cmd_up(const Invocation& inv) {
 }
 
 int cmd_down(const Invocation& inv) {
-  auto stopped = down(inv.timeout());
+  const bool remove_logs = inv.flag("--remove-logs");
+  auto known = recorded();
+  auto stopped = down(inv.timeout(), remove_logs);
   if (inv.g.json) {
-    print_json({{"stopped", servers_json(stopped)}});
-  } else if (stopped.empty()) {
+    print_json({{"stopped", servers_json(stopped)}, {"logs_removed", remove_logs}});
+  } else if (stopped.empty() && known.empty()) {
     std::cout << kNoLocalServers;
   } else {
     for (const auto& s : stopped)
       std::cout << "stopped " << s.address() << " (pid " << s.pid << ")\n";
+    for (const auto& s : known)
+      if (!s.alive) std::cout << "forgot " << s.address() << " (pid " << s.pid << "): it had died\n";
+    if (!remove_logs)
+      std::cerr << "their logs stay in " << state_dir()
+                << " (`agentctl down --remove-logs` removes them)\n";
   }
   return kExitOk;
 }
@@ -493,12 +584,16 @@ int cmd_down(const Invocation& inv) {
 int cmd_ps(const Invocation& inv) {
   if (!inv.g.cluster.empty()) return cluster_members(inv, true);
   auto servers = recorded();
-  if (inv.g.json)
-    print_json({{"servers", servers_json(servers)}});
-  else if (servers.empty())
+  if (inv.g.json) {
+    auto list = servers_json(servers);
+    for (std::size_t i = 0; i < servers.size(); ++i)
+      list[i]["state"] = servers[i].alive ? "running" : "dead";
+    print_json({{"servers", list}});
+  } else if (servers.empty()) {
     std::cout << kNoLocalServers;
-  else
-    print_servers(servers);
+  } else {
+    print_servers(servers, /*show_state=*/true);
+  }
   return kExitOk;
 }
 

@@ -2,6 +2,7 @@
 
 #include "output.h"
 
+#include <initializer_list>
 #include <iostream>
 #include <string>
 
@@ -14,9 +15,25 @@ namespace {
 // {"error": error} on stdout, for --json.
 void print_json_error(const agentd::Value& error) { print_json({{"error", error}}); }
 
-// What the operator can do about e; empty: nothing to add.
+bool mentions(const std::string& text, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (text.find(w) != std::string::npos) return true;
+  return false;
+}
+
+// What the operator can do about e, chosen by its cause (not only its code); empty: nothing to
+// add.
 std::string hint_for(const agentd::Error& e, const Invocation& inv) {
   using agentd::ErrorCode;
+  const std::string command = inv.command ? inv.command->name : "";
+  // A TLS failure: the server may well be running; its certificate or ours is the matter.
+  if (e.code() == ErrorCode::disconnected &&
+      mentions(e.message(), {"certificate", "TLS", "tls", "SSL", "ssl", "handshake"}))
+    return fmt::format("the TLS handshake with {}:{} failed, though something answers there: "
+                       "check that the server serves TLS (--tls-cert), that --tls-ca is the CA "
+                       "that signed its certificate and that --host is a name the certificate "
+                       "carries",
+                       inv.g.host, inv.g.port);
   if (!inv.g.cluster.empty()) {
     if (e.code() == ErrorCode::disconnected)
       return "no server of the cluster answered: are they running at the addresses above?";
@@ -43,7 +60,9 @@ std::string hint_for(const agentd::Error& e, const Invocation& inv) {
     case ErrorCode::timeout:
       return "the server did not answer in time; raise --timeout if the work is slow";
     case ErrorCode::config_error:
-      return "fix the file and run the command again; the server keeps its previous configs";
+      if (command == "reload")
+        return "fix the file and run the command again; the server keeps its previous configs";
+      return {};
     case ErrorCode::stopping:
       return "the server is shutting down; use another server or wait for it to be restarted";
     case ErrorCode::overloaded:

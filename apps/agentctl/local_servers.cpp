@@ -285,7 +285,6 @@ std::vector<LocalServer> up(const UpOptions& opts) {
   }
   StateLock lock(dir);
   auto all = load_state(dir);
-  std::erase_if(all, [](const LocalServer& s) { return !is_alive(s); });
   all.insert(all.end(), started.begin(), started.end());
   save_state(dir, all);
   return started;
@@ -295,13 +294,11 @@ std::vector<LocalServer> recorded() {
   auto dir = state_dir();
   StateLock lock(dir);
   auto all = load_state(dir);
-  auto before = all.size();
-  std::erase_if(all, [](const LocalServer& s) { return !is_alive(s); });
-  if (all.size() != before) save_state(dir, all);
+  for (auto& s : all) s.alive = is_alive(s);
   return all;
 }
 
-std::vector<LocalServer> down(std::chrono::milliseconds grace) {
+std::vector<LocalServer> down(std::chrono::milliseconds grace, bool remove_logs) {
   auto dir = state_dir();
   StateLock lock(dir);
   auto all = load_state(dir);
@@ -325,7 +322,7 @@ std::vector<LocalServer> down(std::chrono::milliseconds grace) {
   while (any_alive() && Clock::now() < kill_deadline) std::this_thread::sleep_for(kPollInterval);
   for (const auto& s : all) {
     std::error_code ec;
-    if (!s.log_path.empty()) fs::remove(s.log_path, ec);
+    if (remove_logs && !s.log_path.empty()) fs::remove(s.log_path, ec);
   }
   save_state(dir, {});
   return stopped;

@@ -26,6 +26,7 @@ struct LocalServer {
   std::string log_path;
   std::string binary;
   std::int64_t started_at = 0;  // unix seconds
+  bool alive = true;            // as recorded() found it (not stored)
 
   std::string address() const;
   agentd::Value to_json() const;
@@ -56,11 +57,13 @@ std::string state_dir();
 // (with the tail of its log).
 std::vector<LocalServer> up(const UpOptions& opts);
 
-// The recorded servers that are still running (dead entries are dropped from the state file).
+// The recorded servers, each with alive set: those that died stay recorded (and shown as dead)
+// until `down`.
 std::vector<LocalServer> recorded();
 
 // SIGTERM to every recorded server, waits up to grace for them to exit, then SIGKILL.
-// Returns the servers it stopped and removes them (and their logs) from the state directory.
-std::vector<LocalServer> down(std::chrono::milliseconds grace);
+// Returns the servers it stopped and forgets every recorded one; their logs stay in the state
+// directory unless remove_logs.
+std::vector<LocalServer> down(std::chrono::milliseconds grace, bool remove_logs);
 
 }  // namespace agentctl

@@ -229,11 +229,16 @@ void print_spans(const std::vector<agentd::TraceSpan>& spans) {
               rows);
 }
 
-void print_servers(const std::vector<LocalServer>& servers) {
+void print_servers(const std::vector<LocalServer>& servers, bool show_state) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& s : servers)
+  for (const auto& s : servers) {
     rows.push_back({s.address(), std::to_string(s.pid), s.server_id, s.log_path});
-  print_table({"ADDRESS", "PID", "SERVER_ID", "LOG"}, rows);
+    if (show_state) rows.back().insert(rows.back().begin() + 2, s.alive ? "running" : "dead");
+  }
+  if (show_state)
+    print_table({"ADDRESS", "PID", "STATE", "SERVER_ID", "LOG"}, rows);
+  else
+    print_table({"ADDRESS", "PID", "SERVER_ID", "LOG"}, rows);
 }
 
 }  // namespace agentctl

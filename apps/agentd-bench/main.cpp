@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
   cfg.soak_agents = std::max<std::size_t>(1, size("soak-agents", 4, 4));
 
   Report report;
+  report.judged = !cfg.quick;
   for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
   int status = 0;
   try {

@@ -95,11 +95,11 @@ std::string Report::table() const {
     std::string base = cell(r.baseline);
     if (!r.baseline.empty() && !r.baseline_name.empty()) base += " (" + r.baseline_name + ")";
     auto ratio = r.ratio();
-    auto pass = r.pass();
+    auto pass = judged ? r.pass() : std::nullopt;
     cells.push_back({r.workload, r.metric, r.unit, cell(r.agentd), base,
                      ratio ? fmt::format("{:.2f}x", *ratio) : "-",
                      r.target.text.empty() ? "-" : r.target.text,
-                     pass ? (*pass ? "PASS" : "FAIL") : "-"});
+                     pass ? (*pass ? "PASS" : "FAIL") : (judged || !r.pass() ? "-" : "not judged")});
   }
   std::vector<std::size_t> width(cells[0].size(), 0);
   for (const auto& row : cells)
@@ -120,6 +120,9 @@ std::string Report::table() const {
   for (const auto& r : rows)
     if (!r.note.empty()) out += fmt::format("  {} {}: {}\n", r.workload, r.metric, r.note);
   for (const auto& s : skipped) out += "  skipped " + s + "\n";
+  if (!judged)
+    out += "  --quick: a smoke run; its sizes are too small to judge the targets (run without "
+           "--quick to judge them)\n";
   return out;
 }
 
@@ -130,7 +133,7 @@ std::string Report::json() const {
   j["rows"] = nlohmann::json::array();
   for (const auto& r : rows) {
     auto ratio = r.ratio();
-    auto pass = r.pass();
+    auto pass = judged ? r.pass() : std::nullopt;
     j["rows"].push_back({{"workload", r.workload},
                          {"metric", r.metric},
                          {"unit", r.unit},
@@ -144,6 +147,7 @@ std::string Report::json() const {
                          {"note", r.note}});
   }
   j["skipped"] = skipped;
+  j["judged"] = judged;
   return j.dump(2) + "\n";
 }
 

@@ -58,6 +58,9 @@ struct Report {
   std::string environment;  // servers, build, machine
   std::vector<Row> rows;
   std::vector<std::string> skipped;  // "W6: needs two servers"
+  // False for --quick runs: their sizes are too small to judge the targets, so rows show
+  // "not judged" instead of PASS/FAIL (and "pass" is null in JSON, with "judged": false).
+  bool judged = true;
 
   std::string table() const;
   std::string json() const;

@@ -196,7 +196,8 @@ class PyPlaceholder {
         cached_ = std::make_shared<Msg>(std::move(*m));
         return *cached_;
       } catch (const Error& e) {
-        if (last || !is_wait_timeout(e)) throw;
+        if (!is_wait_timeout(e)) throw;
+        if (last) throw whole_wait(e, total);
       }
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
@@ -223,7 +224,8 @@ class PyPlaceholder {
         return py::reinterpret_steal<py::object>(
             PyUnicode_DecodeUTF8(c->data(), static_cast<Py_ssize_t>(c->size()), "replace"));
       } catch (const Error& e) {
-        if (last || !is_chunk_wait_timeout(e)) throw;
+        if (!is_chunk_wait_timeout(e)) throw;
+        if (last) throw whole_wait(e, total);
       }
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
@@ -231,6 +233,13 @@ class PyPlaceholder {
 
  private:
   static constexpr Millis kSlice = 50ms;
+  // The timeout error of the last slice, saying the whole wait ("within 500 ms"), not the slice's.
+  static Error whole_wait(const Error& e, Millis total) {
+    std::string text = e.message();
+    if (auto at = text.rfind(" within "); at != std::string::npos)
+      text = text.substr(0, at) + " within " + std::to_string(total.count()) + " ms";
+    return Error(e.code(), std::move(text), e.agent_id(), e.agent_class(), e.retryable());
+  }
   static bool is_chunk_wait_timeout(const Error& e) {
     return e.code() == ErrorCode::timeout && e.agent_class().empty() &&
            e.message().find("no chunk of call") != std::string::npos;
@@ -334,8 +343,9 @@ class PyClient {
     }
   }
 
-  // Drops the C++ client; in child mode the child server is stopped first, so it goes now even
-  // while AgentRefs or Placeholders of this client are still alive in Python.
+  // Closes and drops the C++ client; in child mode the child server is stopped first. The
+  // connection goes now even while AgentRefs or Placeholders of this client are still alive in
+  // Python.
   void close() {
     std::shared_ptr<Client> c;
     {
@@ -350,6 +360,8 @@ class PyClient {
       } catch (const Error&) {
       }
     }
+    // Closes the connection (and its reconnecting) even while AgentRefs hold the client core.
+    c->close();
     c.reset();
   }
   bool closed() {

@@ -108,6 +108,9 @@ ModelAgent::ModelAgent(AgentInit init) : Agent(std::move(init)) {
     throw Error(ErrorCode::bad_args, "args must be an object");
   sys_prompt_ = string_arg(args(), "sys_prompt", "");
   model_config_name_ = string_arg(args(), "model_config_name", "echo");
+  // A config the server does not have is refused now, not at the first call: the error names
+  // the configs there are.
+  (void)model(model_config_name_);
   register_method("usage", [this](const Value&) {
     return Value{{"calls", calls_},
                  {"prompt_tokens", usage_.prompt_tokens},

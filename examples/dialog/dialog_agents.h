@@ -46,7 +46,8 @@ namespace agentd::dialog {
 // What the agents share: the args they both take, the prompt from memory, the usage tally.
 class ModelAgent : public Agent {
  public:
-  // Throws Error(bad_args) when sys_prompt or model_config_name is not a string.
+  // Throws Error(bad_args) when sys_prompt or model_config_name is not a string, and
+  // Error(config_error) naming the server's model configs when model_config_name is none of them.
   explicit ModelAgent(AgentInit init);
 
   const std::string& sys_prompt() const { return sys_prompt_; }

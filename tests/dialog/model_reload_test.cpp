@@ -39,13 +39,14 @@ TEST_CASE("SIGHUP reloads --model-config-path, and a broken file keeps the old c
   CHECK(info.model_configs == Names{"alpha", "echo"});
   const auto v1 = info.model_config_version;
   CHECK(v1 >= 1);
-  auto agent = c.create_agent("DialogAgent", "D", Value{{"model_config_name", "beta"}});
-  CHECK_THROWS_AS(agent.reply(Msg("user", "too early", "user")).get(), Error);
+  // An agent on a config the server does not have (yet) is refused at creation.
+  CHECK_THROWS_AS(c.create_agent("DialogAgent", "D", Value{{"model_config_name", "beta"}}), Error);
 
   dir.write("models.yaml", echo_configs({"beta", "gamma"}));
   REQUIRE(::kill(server->pid(), SIGHUP) == 0);
   REQUIRE(wait_until([&] { return c.info().model_configs == Names{"beta", "echo", "gamma"}; }, 20s));
   CHECK(c.info().model_config_version > v1);
+  auto agent = c.create_agent("DialogAgent", "D", Value{{"model_config_name", "beta"}});
   CHECK(agent.reply(Msg("user", "now it works", "user")).get().content == "now it works");
 
   // A broken file: the server says so on stderr and keeps beta and gamma.

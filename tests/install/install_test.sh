@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then builds an out-of-tree plugin and program
-# against it (CMake package, and the pkg-config file for the program) and runs them.
+# Installs the build into a temporary prefix (cmake --install --prefix) and uses it as a new user
+# would, with nothing of the build tree on the way:
+#   - nothing lands outside the prefix (the install manifest);
+#   - an out-of-tree plugin and programs built with the CMake package (agentd_add_plugin), and a
+#     plugin and program built with plain `pkg-config --cflags --libs agentd` (no other flags);
+#   - child mode finds the installed as_server by itself, from C++ and from Python;
+#   - the installed unit files name the prefix's paths and pass systemd-analyze verify.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR [CONSUMER_CXX_FLAGS]
 # (a sanitized build passes its -fsanitize flags: the consumer must load the same runtime)
 set -euo pipefail
@@ -10,8 +15,14 @@ CONSUMER_FLAGS=${3:-}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 ROOT=$WORK/root
+# Child mode must find as_server through the installed tree, not the environment or the build.
+unset AGENTD_AS_SERVER LD_LIBRARY_PATH
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 cmake --install "$BUILD_DIR" --prefix "$ROOT" >"$WORK/install.log"
+outside=$(grep -v "^$ROOT/" "$BUILD_DIR/install_manifest.txt" || true)
+[ -z "$outside" ] || { echo "FAIL: cmake --install --prefix $ROOT wrote outside it:"; echo "$outside"; exit 1; }
+[ -e "$ROOT/etc/agentd/server.yaml" ] || { echo "FAIL: no $ROOT/etc/agentd/server.yaml"; exit 1; }
 for f in include/agentd/agentd.h include/agentd/client.h bin/as_server bin/agentctl; do
   [ -e "$ROOT/$f" ] || { echo "FAIL: $f was not installed"; exit 1; }
 done
@@ -23,27 +34,45 @@ done
 find "$ROOT" -name 'as_server.service' | grep -q . || { echo "FAIL: unit files not installed"; exit 1; }
 echo "ok: installed into $ROOT"
 
+ECHO_PLUGIN=$(find "$ROOT" -name 'libecho_agent.so' -print -quit)
+
+# The units name the prefix's binary, plugins and configs, and systemd-analyze accepts them.
+UNIT_DIR=$(dirname "$(find "$ROOT" -name 'as_server.service' -print -quit)")
+for unit in as_server.service as_server@.service; do
+  grep -q "^ExecStart=$ROOT/bin/as_server --config $ROOT/etc/agentd/" "$UNIT_DIR/$unit" ||
+    { echo "FAIL: $unit does not run $ROOT/bin/as_server on $ROOT/etc/agentd:"; grep '^ExecStart' "$UNIT_DIR/$unit"; exit 1; }
+  ! grep -n "/usr/local" "$UNIT_DIR/$unit" || { echo "FAIL: $unit names /usr/local"; exit 1; }
+done
+set +e
+"$SOURCE_DIR/tests/systemd/verify_units.sh" "$UNIT_DIR" >"$WORK/verify.log" 2>&1
+status=$?
+set -e
+case $status in
+  0) echo "ok: systemd-analyze verify of the installed units" ;;
+  77) echo "note: $(cat "$WORK/verify.log")" ;;
+  *) cat "$WORK/verify.log"; echo "FAIL: the installed units do not verify"; exit 1 ;;
+esac
+
 # The Python package, when built: importable from the installed tree (it finds the installed
-# libagentd relative to itself), and it drives an installed plugin in local mode.
+# libagentd relative to itself); it drives an installed plugin in local mode and in child mode
+# (the installed as_server, found by itself).
 PYPKG=$(find "$ROOT" -path '*-packages/agentd/__init__.py' -print -quit)
 if [ -n "$PYPKG" ]; then
   for f in __init__.pyi py.typed; do
     [ -e "$(dirname "$PYPKG")/$f" ] || { echo "FAIL: the Python package has no $f"; exit 1; }
   done
-  ECHO_PLUGIN=$(find "$ROOT" -name 'libecho_agent.so' -print -quit)
   # AGENTD_PYTHON_PRELOAD: the sanitizer runtimes, when the package was built sanitized.
   out=$(cd "$WORK" && PYTHONPATH=$(dirname "$(dirname "$PYPKG")") \
         LD_PRELOAD="${AGENTD_PYTHON_PRELOAD:-}" ASAN_OPTIONS=detect_leaks=0 python3 -c "
 import agentd, sys
 with agentd.Client.local(plugins=[sys.argv[1]]) as c:
     print(c.create_agent('EchoAgent', 'E')(agentd.Msg('user', 'py ok')).content)
+with agentd.Client.spawn_child(plugins=[sys.argv[1]]) as c:
+    print(c.create_agent('EchoAgent', 'E')(agentd.Msg('user', 'child ok')).content)
 " "$ECHO_PLUGIN") || { echo "FAIL: the installed Python package did not work"; exit 1; }
-  [ "$out" = "py ok" ] || { echo "FAIL: the installed Python package printed '$out'"; exit 1; }
-  echo "ok: installed Python package: $PYPKG"
+  [ "$out" = $'py ok\nchild ok' ] || { echo "FAIL: the installed Python package printed '$out'"; exit 1; }
+  echo "ok: installed Python package, local and child mode: $PYPKG"
 fi
-
-# The installed binaries' RUNPATH names the configured prefix, not this temporary one.
-export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
@@ -54,15 +83,29 @@ cmake -S "$SOURCE_DIR/tests/install/consumer" -B "$WORK/consumer" "${GEN[@]}" \
   >"$WORK/configure.log" ||
   { cat "$WORK/configure.log"; echo "FAIL: find_package(agentd) project did not configure"; exit 1; }
 cmake --build "$WORK/consumer" >"$WORK/build.log" 2>&1 ||
-  { cat "$WORK/build.log"; echo "FAIL: the out-of-tree plugin and program did not build"; exit 1; }
-out=$("$WORK/consumer/greet")
-[ "$out" = "hello, world" ] || { echo "FAIL: the program printed '$out', not 'hello, world'"; exit 1; }
-echo "ok: find_package(agentd) plugin + program: $out"
+  { cat "$WORK/build.log"; echo "FAIL: the out-of-tree plugin and programs did not build"; exit 1; }
+for prog in greet greet_found; do
+  out=$(cd "$WORK" && "$WORK/consumer/$prog") || { echo "FAIL: $prog (child mode) failed"; exit 1; }
+  [ "$out" = "hello, world" ] || { echo "FAIL: $prog printed '$out', not 'hello, world'"; exit 1; }
+done
+echo "ok: find_package(agentd) plugin + programs (as_server named, and found): $out"
 
 if command -v pkg-config >/dev/null; then
+  # Exactly what a user types: no --define-prefix, no -std flag of their own.
   export PKG_CONFIG_PATH=$LIBDIR/pkgconfig
-  flags=$(pkg-config --define-prefix --cflags --libs agentd)
-  [[ "$flags" == *"-I$ROOT/include"* ]] || { echo "FAIL: pkg-config --cflags gave '$flags'"; exit 1; }
-  plugindir=$(pkg-config --define-prefix --variable=plugindir agentd)
-  echo "ok: pkg-config agentd: $flags (plugins in $plugindir)"
+  read -r -a pc <<<"$(pkg-config --cflags --libs agentd)"
+  libdir=$(pkg-config --variable=libdir agentd)
+  mkdir "$WORK/pc"
+  # shellcheck disable=SC2086
+  c++ $CONSUMER_FLAGS -shared -fPIC -o "$WORK/pc/libgreet_agent.so" \
+      "$SOURCE_DIR/tests/install/consumer/greet_agent.cpp" "${pc[@]}" >"$WORK/pc.log" 2>&1 &&
+  c++ $CONSUMER_FLAGS -o "$WORK/pc/greet" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
+      -DGREET_PLUGIN="\"$WORK/pc/libgreet_agent.so\"" "${pc[@]}" "-Wl,-rpath,$libdir" \
+      >>"$WORK/pc.log" 2>&1 ||
+    { cat "$WORK/pc.log"; echo "FAIL: a build with pkg-config --cflags --libs agentd (${pc[*]}) failed"; exit 1; }
+  out=$(cd "$WORK" && "$WORK/pc/greet") || { echo "FAIL: the pkg-config program failed"; exit 1; }
+  [ "$out" = "hello, world" ] || { echo "FAIL: the pkg-config program printed '$out'"; exit 1; }
+  plugindir=$(pkg-config --variable=plugindir agentd)
+  [ -e "$plugindir/libecho_agent.so" ] || { echo "FAIL: pkg-config plugindir $plugindir has no plugins"; exit 1; }
+  echo "ok: pkg-config agentd: ${pc[*]}: plugin + program (plugins in $plugindir)"
 fi

@@ -244,7 +244,9 @@ TEST_CASE("a child gets a random token of its own: other clients on this machine
   CHECK(refused.code() == ErrorCode::unauthenticated);
 
   // The child's command line names a token file already removed, and the private Unix socket
-  // its parent talks to it over, in a directory only this user may enter.
+  // its parent talks to it over, in a directory only this user could enter; once the parent is
+  // connected, the socket's name and the directory are gone too (nothing is left in $TMPDIR
+  // if the parent is killed, and nobody else can reach the child by that name).
   std::ifstream cmdline("/proc/" + std::to_string(child.info().pid) + "/cmdline");
   std::vector<std::string> argv;
   for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
@@ -258,10 +260,8 @@ TEST_CASE("a child gets a random token of its own: other clients on this machine
   REQUIRE_FALSE(socket.empty());
   struct stat st {};
   CHECK(::stat(token_file.c_str(), &st) != 0);
-  REQUIRE(::stat(socket.c_str(), &st) == 0);
-  CHECK(S_ISSOCK(st.st_mode));
-  REQUIRE(::stat(socket.substr(0, socket.rfind('/')).c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(::stat(socket.c_str(), &st) != 0);
+  CHECK(::stat(socket.substr(0, socket.rfind('/')).c_str(), &st) != 0);
   CHECK(child.address() == "127.0.0.1:" + std::to_string(child.port()));
 
   // Children of one process share its child token: they fetch each other's placeholders.

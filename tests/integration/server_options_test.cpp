@@ -76,6 +76,16 @@ TEST_CASE("an unknown key in --config is refused naming file:line and the key", 
   CHECK_THAT(r.err, Contains(path + ":2:") && Contains("prot"));
 }
 
+TEST_CASE("a bad value in --config is refused naming file:line, the key and the value",
+          "[options]") {
+  TempDir dir;
+  auto path = dir.write("values.yaml", "log-level: warn\nport: twelve\n");
+  auto r = run_as_server({"--config", path});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.out, !Contains("ready"));
+  CHECK_THAT(r.err, Contains(path + ":2:7") && Contains("twelve") && Contains("port"));
+}
+
 TEST_CASE("an unreadable --config is refused naming the file", "[options]") {
   TempDir dir;
   auto r = run_as_server({"--config", dir.path() + "/absent.yaml"});

@@ -86,11 +86,13 @@ struct ClientOptions {
 };
 
 struct ChildOptions {
-  std::vector<std::string> plugins{};      // --plugin for the child
+  // --plugin for the child: a path, or a bare name ("libweb_agent.so") looked for in the current
+  // directory, plugin_dirs, then the plugins shipped beside libagentd.
+  std::vector<std::string> plugins{};
   std::vector<std::string> plugin_dirs{};  // --plugin-dir for the child
   std::string model_config_path{};
-  // The as_server binary. Empty: $AGENTD_AS_SERVER, then as_server next to this program, then
-  // the installed one, then $PATH.
+  // The as_server binary. Empty: $AGENTD_AS_SERVER, then the bin/ beside the loaded libagentd
+  // (a build tree, or the installed tree wherever it is), then next to this program, then $PATH.
   std::string server_path{};
   // More as_server options, e.g. {"--max-workers", "64"}; the child logs at --log-level warn
   // unless these set it.
@@ -100,7 +102,7 @@ struct ChildOptions {
 };
 
 struct LocalOptions {
-  std::vector<std::string> plugins{};
+  std::vector<std::string> plugins{};  // paths or bare names, as ChildOptions::plugins
   std::vector<std::string> plugin_dirs{};
   std::string model_config_path{};
   // Agent classes compiled into this program (AGENTD_REGISTER_AGENT in it) are available too.
@@ -382,6 +384,11 @@ class Client {
   void ping();
   // Asks the server to stop (it finishes running calls first).
   void stop();
+  // Closes this client now (the connection, its reconnecting, a child server), even while
+  // AgentRefs and Placeholders of it live on: their calls and waits then fail with
+  // Error(disconnected). Idempotent; the destructor does the same. Not from agent code running
+  // on this client's callbacks.
+  void close();
   // Replaces the server's model configs (YAML or JSON text). Returns the new config version.
   std::uint64_t set_model_configs(const std::string& text);
   // The server's most recent trace spans (at most limit; 0: all it keeps), oldest first.

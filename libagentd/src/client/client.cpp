@@ -9,6 +9,8 @@
 #include "tokens.h"
 #include "value_codec.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,8 +72,15 @@ Client Client::spawn_child(ChildOptions options) {
   t.mode = ClientCore::Mode::child;
   t.host = socket.empty() ? child->host() : "unix:" + socket;
   t.port = child->port();
-  t.child_dir = std::move(dir);
-  return Client(std::make_shared<ClientCore>(std::move(t), options.client, std::move(child)));
+  t.child_dir = dir;
+  Client client(std::make_shared<ClientCore>(std::move(t), options.client, std::move(child)));
+  // Connected: child mode never connects again, so the socket's name and the directory can go
+  // now (the child keeps listening). Nothing is left in $TMPDIR even if this process is killed.
+  if (!socket.empty()) {
+    dir->remove(socket);
+    ::rmdir(dir->path().c_str());
+  }
+  return client;
 }
 
 Client Client::local(LocalOptions options) {
@@ -85,6 +94,10 @@ Client Client::local(LocalOptions options) {
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
+
+void Client::close() {
+  if (core_) core_->close();
+}
 
 AgentRef Client::agent(const std::string& id) {
   auto info = core_->sync<AgentInfo>(

@@ -262,8 +262,9 @@ struct ClientCore::Reconnector {
         loop, Error::retryable(
                   ErrorCode::disconnected,
                   fmt::format("lost the connection to as_server at {} and could not reconnect "
-                              "within {} ms ({} attempt(s) over {} ms, "
-                              "ClientOptions::reconnect_deadline); last error: {}",
+                              "within {} ms ({} attempt(s) over {} ms; the reconnect deadline: "
+                              "C++ ClientOptions::reconnect_deadline, Python "
+                              "reconnect_deadline=); last error: {}",
                               loop.where, core.options_.reconnect_deadline.count(), attempts,
                               tried.count(), last_error)));
   }
@@ -366,7 +367,10 @@ void ClientCore::detach() {
   attached_.reset();
 }
 
-ClientCore::~ClientCore() {
+ClientCore::~ClientCore() { close(); }
+
+void ClientCore::close() {
+  std::lock_guard lock(close_mu_);
   post([this]() {
     if (quit_ && quit_->isWaiting()) quit_->fulfill();
   });

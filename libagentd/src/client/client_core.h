@@ -68,6 +68,9 @@ class ClientCore {
   // closes the session, joins the loop thread, then stops the child. An attached core must have
   // been detached (its owner keeps it until then).
   ~ClientCore();
+  // The same as the destructor, now (Client::close): later calls and waits fail with
+  // disconnected. A user thread, never the loop thread. Idempotent.
+  void close();
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
@@ -175,6 +178,7 @@ class ClientCore {
   std::shared_ptr<void> child_dir_;  // removed after child_ has stopped
   std::unique_ptr<ChildProcess> child_;
   std::thread thread_;
+  std::mutex close_mu_;  // close(): one closer at a time
   std::atomic<Bridge*> bridge_{nullptr};
   LoopState* loop_ = nullptr;  // loop thread only
   std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()

@@ -1,5 +1,7 @@
 #include "child_process.h"
 
+#include "install_dirs.h"
+
 #include <agentd/error.h>
 
 #include <poll.h>
@@ -53,14 +55,38 @@ std::string ChildProcess::find_server_binary(const std::string& configured) {
   std::error_code ec;
   if (!configured.empty()) return configured;
   if (const char* env = std::getenv("AGENTD_AS_SERVER"); env && *env) return env;
-  auto self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto beside = self.parent_path() / "as_server";
-    if (fs::exists(beside, ec)) return beside.string();
+  std::vector<std::string> looked;
+  auto found = [&](const fs::path& candidate) {
+    auto normal = candidate.lexically_normal();
+    if (std::find(looked.begin(), looked.end(), normal.string()) != looked.end()) return false;
+    looked.push_back(normal.string());
+    return ::access(normal.c_str(), X_OK) == 0 && !fs::is_directory(normal, ec);
+  };
+  // The bin/ of the tree libagentd was loaded from (a build tree, or an installed prefix
+  // wherever it was moved to), then beside the program, then $PATH.
+  if (auto lib = libagentd_dir(); !lib.empty()) {
+    if (found(lib / AGENTD_LIBDIR_TO_BINDIR / "as_server")) return looked.back();
+    if (found(lib / ".." / "bin" / "as_server")) return looked.back();
   }
-  fs::path installed = fs::path(AGENTD_INSTALL_BINDIR) / "as_server";
-  if (fs::exists(installed, ec)) return installed.string();
-  return "as_server";  // $PATH
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && found(self.parent_path() / "as_server")) return looked.back();
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    auto colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    if (!dir.empty() && found(fs::path(dir) / "as_server")) return looked.back();
+  }
+  std::string places;
+  for (const auto& l : looked) places += (places.empty() ? "" : ", ") + l;
+  throw Error(ErrorCode::config_error,
+              fmt::format("cannot find as_server: $AGENTD_AS_SERVER is not set and there is no "
+                          "executable as_server at {} (beside libagentd, beside the program, "
+                          "then $PATH); install it, put it on $PATH, or name it with server_path "
+                          "(C++ ChildOptions::server_path, Python server_path=) or "
+                          "$AGENTD_AS_SERVER",
+                          places.empty() ? "any place" : places));
 }
 
 std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
@@ -78,8 +104,9 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
     child.reset(new ChildProcess(Subprocess::spawn(options)));
   } catch (const SpawnError& e) {
     throw Error(ErrorCode::config_error,
-                fmt::format("cannot start as_server '{}': {} (set ChildOptions::server_path or "
-                            "$AGENTD_AS_SERVER to the as_server binary)",
+                fmt::format("cannot start as_server '{}': {} (name the as_server binary with "
+                            "server_path (C++ ChildOptions::server_path, Python server_path=) "
+                            "or $AGENTD_AS_SERVER)",
                             binary, std::strerror(e.error())));
   } catch (const std::system_error& e) {
     throw Error(ErrorCode::internal,

@@ -32,7 +32,11 @@ class ChildProcess {
                                              std::chrono::milliseconds timeout,
                                              bool keep_stderr = false);
 
-  // Where to find as_server when the caller did not say (see ChildOptions::server_path).
+  // The as_server to start: configured when not empty, else $AGENTD_AS_SERVER, else the first
+  // executable as_server in the bin directory of the tree libagentd was loaded from (found with
+  // dladdr: a build tree, or an installed prefix wherever it was moved), beside the program
+  // (/proc/self/exe), then on $PATH. Throws Error(config_error) listing every place it looked when none is
+  // there.
   static std::string find_server_binary(const std::string& configured);
 
   ~ChildProcess();  // stop(5 s)

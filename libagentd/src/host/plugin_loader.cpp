@@ -1,5 +1,7 @@
 #include "plugin_loader.h"
 
+#include "install_dirs.h"
+
 #include <agentd/error.h>
 
 #include <dlfcn.h>
@@ -76,6 +78,26 @@ void PluginLoader::load(const std::string& path, ClassCatalog& catalog) {
   handles_.push_back(handle);
   paths_.push_back(path);
   for (const auto& cls : table->classes) catalog.add(cls, path);
+}
+
+std::string PluginLoader::find(const std::string& name, const std::vector<std::string>& dirs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (name.find('/') != std::string::npos || fs::exists(name, ec)) return name;
+  std::vector<fs::path> places;
+  for (const auto& d : dirs) places.emplace_back(d);
+  for (auto& d : shipped_plugin_dirs()) places.push_back(std::move(d));
+  std::string looked = fs::current_path(ec).string();
+  for (const auto& d : places) {
+    auto candidate = (d / name).lexically_normal();
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+    looked += ", " + d.lexically_normal().string();
+  }
+  throw Error(ErrorCode::plugin_error,
+              fmt::format("plugin {}: no such file; looked in {}; give its path, or add its "
+                          "directory to the plugin dirs (C++ ChildOptions/LocalOptions::plugin_dirs, "
+                          "Python plugin_dirs=, as_server --plugin-dir)",
+                          name, looked));
 }
 
 void PluginLoader::load_dir(const std::string& dir, ClassCatalog& catalog) {

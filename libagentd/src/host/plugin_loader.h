@@ -42,6 +42,12 @@ class PluginLoader {
   // Loads every *.so in dir (sorted by name). Throws as load() does; an unreadable dir too.
   void load_dir(const std::string& dir, ClassCatalog& catalog);
 
+  // The file to load for a plugin given as name: name itself when it has a '/' or exists, else
+  // the first dir/name of dirs (the --plugin-dir directories) and of the plugin directories
+  // shipped beside libagentd (install_dirs.h), so "libweb_agent.so" works as the README writes
+  // it. Throws Error(plugin_error) naming every place it looked and what to do.
+  static std::string find(const std::string& name, const std::vector<std::string>& dirs);
+
   const std::vector<std::string>& loaded() const { return paths_; }
 
  private:

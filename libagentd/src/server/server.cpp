@@ -16,8 +16,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -145,7 +147,17 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   }
   for (auto& cls : extra_classes) catalog_.add(std::move(cls), "the calling program");
   for (const auto& dir : options_.plugin_dirs) plugins_.load_dir(dir, catalog_);
-  for (const auto& p : options_.plugins) plugins_.load(p, catalog_);
+  const std::vector<std::string> from_dirs = plugins_.loaded();
+  for (const auto& p : options_.plugins) {
+    // A bare name may be found in a --plugin-dir loaded above: not loaded twice. (The same
+    // --plugin given twice still is, and is refused as a class registered twice.)
+    auto path = PluginLoader::find(p, options_.plugin_dirs);
+    std::error_code ec;
+    if (std::none_of(from_dirs.begin(), from_dirs.end(), [&](const std::string& l) {
+          return std::filesystem::equivalent(l, path, ec);
+        }))
+      plugins_.load(path, catalog_);
+  }
   class_names_ = catalog_.names();
   if (!options_.model_config_path.empty())
     models_.replace(load_model_configs(options_.model_config_path));

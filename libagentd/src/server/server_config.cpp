@@ -35,7 +35,8 @@ po::options_description make_description(ServerOptions& o) {
     ("model-config-path", po::value<std::string>(&o.model_config_path)->value_name("FILE"),
      "model configs (YAML, or AgentScope's JSON); default: only the built-in 'echo' model")
     ("plugin", po::value<std::vector<std::string>>(&o.plugins)->composing()->value_name("PATH"),
-     "agent plugin shared object to load (repeatable)")
+     "agent plugin shared object to load (repeatable); a bare name is looked for in the current "
+     "directory, the --plugin-dir directories, then the plugins shipped with agentd")
     ("plugin-dir", po::value<std::vector<std::string>>(&o.plugin_dirs)->composing()->value_name("DIR"),
      "load every .so in this directory (repeatable)")
     ("max-workers", po::value<std::size_t>(&o.max_workers)->default_value(o.max_workers)->value_name("N"),
@@ -129,8 +130,13 @@ po::options_description make_description(ServerOptions& o) {
   return d;
 }
 
-// Turns the YAML file into "--key=value" tokens so one parser validates both sources.
-std::vector<std::string> yaml_to_args(const std::string& path, const po::options_description& d) {
+// Turns the YAML file into "--key=value" tokens so one parser validates both sources; each with
+// where it came from ("--config FILE:LINE:COLUMN"), for the errors of its value.
+struct FileArg {
+  std::string arg;
+  std::string where;
+};
+std::vector<FileArg> yaml_to_args(const std::string& path, const po::options_description& d) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -140,7 +146,7 @@ std::vector<std::string> yaml_to_args(const std::string& path, const po::options
     throw Error(ErrorCode::config_error,
                 fmt::format("--config {}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
-  std::vector<std::string> args;
+  std::vector<FileArg> args;
   if (root.IsNull()) return args;
   if (!root.IsMap())
     throw Error(ErrorCode::config_error,
@@ -158,12 +164,13 @@ std::vector<std::string> yaml_to_args(const std::string& path, const po::options
       if (!v.IsScalar())
         throw Error(ErrorCode::config_error,
                     fmt::format("{}: '{}' needs a plain value", where, key));
-      args.push_back(fmt::format("--{}={}", key, v.Scalar()));
+      args.push_back({fmt::format("--{}={}", key, v.Scalar()),
+                      fmt::format("--config {}:{}:{}", path, v.Mark().line + 1, v.Mark().column + 1)});
     };
     if (kv.second.IsSequence()) {
       for (const auto& v : kv.second) add(v);
     } else if (key == "stop-on-stdin-eof" || key == "allow-unauthenticated") {
-      if (kv.second.as<bool>(false)) args.push_back("--" + key);
+      if (kv.second.as<bool>(false)) args.push_back({"--" + key, where});
     } else {
       add(kv.second);
     }
@@ -199,9 +206,16 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
       return out;
     }
     if (vm.count("config")) {
-      auto file_args = yaml_to_args(vm["config"].as<std::string>(), desc);
-      // Command-line values were stored first, so they win over the file's.
-      po::store(po::command_line_parser(file_args).options(desc).run(), vm);
+      // Command-line values were stored first, so they win over the file's. One value at a
+      // time, so that a bad one ("port: twelve") is reported at its place in the file.
+      for (const auto& a : yaml_to_args(vm["config"].as<std::string>(), desc)) {
+        try {
+          po::store(po::command_line_parser(std::vector<std::string>{a.arg}).options(desc).run(), vm);
+        } catch (const po::error& e) {
+          throw Error(ErrorCode::config_error,
+                      fmt::format("{}: {} (see as_server --help)", a.where, e.what()));
+        }
+      }
     }
     po::notify(vm);
   } catch (const po::error& e) {
