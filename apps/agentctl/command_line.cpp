@@ -123,7 +123,8 @@ std::vector<CommandSpec> command_table() {
        {{"--all", "", "delete every agent on the server"}}, 0, 1000, cmd_delete},
       {"reload", {}, "--file FILE", "replace the server's model configs with FILE (YAML or JSON)",
        "FILE replaces ALL the server's model configs: configs not in FILE are removed (a\n"
-       "warning names them; agents using them fail at their next call).\n"
+       "warning names them; agents using them fail at their next call). The server then\n"
+       "re-reads its --auth-token-file too, as SIGHUP does.\n"
        "To make a server re-read its own --model-config-path, send it SIGHUP instead\n"
        "(`systemctl reload as_server`, or `kill -HUP PID`); SIGHUP also re-reads its\n"
        "--auth-token-file and closes connections logged in with a token no longer there.",

@@ -45,7 +45,7 @@ TEST_CASE("agentctl: a failed TLS handshake gets a TLS hint, not 'is as_server r
     return;
   }
   // A plaintext server: the handshake fails although the server runs.
-  auto s = ServerProcess::start(standard_args({"--plugin", echo_plugin()}));
+  auto s = ServerProcess::start(standard_args());
   auto r = run_agentctl({"--port", std::to_string(s->port()), "--tls-ca", ca, "status"});
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Contains("TLS handshake") && Contains("hint:") && Contains("--tls-cert"));
@@ -54,7 +54,7 @@ TEST_CASE("agentctl: a failed TLS handshake gets a TLS hint, not 'is as_server r
 
 TEST_CASE("agentctl delete A B C deletes every agent there is and names the ones that are not",
           "[agentctl][newuser]") {
-  auto s = ServerProcess::start(standard_args({"--plugin", echo_plugin()}));
+  auto s = ServerProcess::start(standard_args());
   const std::string port = std::to_string(s->port());
   auto c = s->connect();
   c.create_agent("EchoAgent", "a", Value::object(), "id-a");
@@ -76,7 +76,7 @@ TEST_CASE("agentctl delete A B C deletes every agent there is and names the ones
 
 TEST_CASE("agentctl names an agent by its id or by its name when the name is unique",
           "[agentctl][newuser]") {
-  auto s = ServerProcess::start(standard_args({"--plugin", echo_plugin()}));
+  auto s = ServerProcess::start(standard_args());
   const std::string port = std::to_string(s->port());
   auto c = s->connect();
   c.create_agent("EchoAgent", "alice", Value::object(), "id-alice");
@@ -100,7 +100,7 @@ TEST_CASE("agentctl names an agent by its id or by its name when the name is uni
 TEST_CASE("agentctl reload names its file in errors and says which model configs it removed",
           "[agentctl][newuser]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--plugin", echo_plugin()}));
+  auto s = ServerProcess::start(standard_args());
   const std::string port = std::to_string(s->port());
   auto two = dir.write("two.yaml",
                        "- {config_name: alpha, model_type: echo}\n"

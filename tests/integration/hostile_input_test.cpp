@@ -380,7 +380,7 @@ TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
   normal_round_trip(agent, 1);
 }
 
-TEST_CASE("a result nested deeper than a value may be fails alone; its neighbours finish",
+TEST_CASE("a result nested deeper than a value may be fails alone, and its neighbours finish",
           "[hostile]") {
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();

@@ -214,7 +214,7 @@ TEST_CASE("calls pipelined on the login are read with the normal limits", "[secu
   CHECK(s->stderr_text().find("closing connection from") == std::string::npos);
 }
 
-TEST_CASE("a connection that has not logged in within --login-timeout is closed; logged-in ones stay",
+TEST_CASE("a connection that has not logged in within --login-timeout is closed, and logged-in ones stay",
           "[security][prelogin]") {
   TempDir dir;
   auto s = ServerProcess::start(standard_args(
@@ -243,7 +243,7 @@ TEST_CASE("a connection that has not logged in within --login-timeout is closed;
   CHECK(s->connect(with_token(kToken)).info().server_id == s->server_id());
 }
 
-TEST_CASE("past --max-unauthenticated-connections the one waiting longest is closed; clients get in",
+TEST_CASE("past --max-unauthenticated-connections the one waiting longest is closed, and clients get in",
           "[security][prelogin]") {
   TempDir dir;
   auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken),
@@ -265,7 +265,7 @@ TEST_CASE("past --max-unauthenticated-connections the one waiting longest is clo
   for (std::size_t i = 8; i < idle.size(); ++i) CHECK_FALSE(idle[i]->wait_closed(0ms));
 }
 
-TEST_CASE("an address over its budget of failed logins is refused at once, unchecked; others are not",
+TEST_CASE("an address over its budget of failed logins is refused at once, unchecked, and others are not",
           "[security][auth][throttle]") {
   TempDir dir;
   auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
@@ -290,7 +290,7 @@ TEST_CASE("an address over its budget of failed logins is refused at once, unche
   CHECK(s->stderr_text().find("guess") == std::string::npos);
 }
 
-TEST_CASE("failed logins from many addresses are limited overall; an address that never failed gets in",
+TEST_CASE("failed logins from many addresses are limited overall, and an address that never failed gets in",
           "[security][auth][throttle]") {
   TempDir dir;
   auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
@@ -342,4 +342,13 @@ TEST_CASE("SIGHUP re-reads the token file: a removed token's connections are cut
   RawConnection after(io, s->port());
   CHECK(after.login(kNewToken).empty());
   CHECK(s->running());
+
+  // `agentctl reload` (setModelConfigs) re-reads the token file the same way.
+  write_tokens(dir, std::string(kNewToken) + "\n");
+  ClientOptions o;
+  o.token = kNewToken;
+  Client c = s->connect(o);
+  c.set_model_configs("[]");
+  CHECK(wait_until([&] { return !second.pings(); }, 5s));  // kOtherToken is gone
+  CHECK_NOTHROW(c.ping());
 }

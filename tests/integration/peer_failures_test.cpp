@@ -134,7 +134,7 @@ TEST_CASE("a consumer of a killed origin fails disconnected after --peer-connect
 }
 
 TEST_CASE("a consumer of a frozen origin notices it stops answering pings and fails "
-          "disconnected after --peer-connect-timeout; the origin thawed serves it again",
+          "disconnected after --peer-connect-timeout, and the origin thawed serves it again",
           "[peer]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args({"--peer-connect-timeout", "3"}));

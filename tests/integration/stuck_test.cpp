@@ -118,7 +118,7 @@ TEST_CASE("with every worker blocked in agent code, creation, server operations 
   CHECK(heard == std::vector<std::string>{"again"});
 }
 
-TEST_CASE("a call past its --call-timeout fails with timeout; the agent's next call waits for "
+TEST_CASE("a call past its --call-timeout fails with timeout, and the agent's next call waits for "
           "the stuck one and its effects stay",
           "[stuck]") {
   TempDir dir;
@@ -228,7 +228,7 @@ TEST_CASE("a full server (--max-agents) fails a creation within seconds, not aft
   }
 }
 
-TEST_CASE("an empty model file on reload is refused and the loaded configs kept; [] removes "
+TEST_CASE("an empty model file on reload is refused and the loaded configs kept, and [] removes "
           "them on purpose",
           "[stuck][models]") {
   TempDir dir;

@@ -124,6 +124,8 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                  auto version = models_.replace(
                      configs_for_reload(yaml, "setModelConfigs", loaded_model_names()));
                  spdlog::info("model configs replaced over RPC (version {})", version);
+                 // `agentctl reload` reloads what SIGHUP does: the token file too.
+                 reload_tokens_logged("agentctl reload");
                  return version;
                },
            .bytes = &bytes_,
@@ -466,22 +468,25 @@ kj::Promise<void> Server::signal_loop(int signo) {
       } catch (const Error& e) {
         spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
       }
-      if (!options_.auth_token_file.empty()) {
-        try {
-          auto closed = reload_tokens();
-          spdlog::info("SIGHUP: reloaded the tokens from {} ({} connection(s) logged in with a "
-                       "token no longer there closed)",
-                       options_.auth_token_file, closed);
-        } catch (const Error& e) {
-          spdlog::error("SIGHUP: kept the previous tokens: {}", e.message());
-        }
-      }
+      reload_tokens_logged("SIGHUP");
     } else {
       spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
       request_stop();
     }
     return signal_loop(signo);
   });
+}
+
+void Server::reload_tokens_logged(const char* why) {
+  if (options_.auth_token_file.empty()) return;
+  try {
+    auto closed = reload_tokens();
+    spdlog::info("{}: reloaded the tokens from {} ({} connection(s) logged in with a token no "
+                 "longer there closed)",
+                 why, options_.auth_token_file, closed);
+  } catch (const Error& e) {
+    spdlog::error("{}: kept the previous tokens: {}", why, e.message());
+  }
 }
 
 std::uint64_t Server::reload_models() {

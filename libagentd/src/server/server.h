@@ -106,6 +106,9 @@ class Server {
   // cannot be read, may be read by others, or holds no token. The peer token stays as read at
   // start. Loop thread.
   std::size_t reload_tokens();
+  // reload_tokens(), logging what happened under why ("SIGHUP", "agentctl reload"); a file that
+  // cannot be used keeps the previous tokens (logged as an error). Loop thread.
+  void reload_tokens_logged(const char* why);
   // The loaded model config names, without the built-in echo.
   std::vector<std::string> loaded_model_names() const;
 
