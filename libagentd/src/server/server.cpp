@@ -242,15 +242,20 @@ void Server::restore() {
                restored, contents.results.size());
 }
 
+std::vector<std::string> Server::read_auth_tokens(const std::string& file) {
+  auto tokens = read_token_file(file, "--auth-token-file");
+  for (const auto& t : tokens)
+    if (t.size() < 16)
+      spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
+                   "random ones (`openssl rand -hex 32`)",
+                   file, t.size());
+  return tokens;
+}
+
 Server::Credentials Server::load_credentials(const ServerOptions& o) {
   Credentials c;
   if (!o.auth_token_file.empty()) {
-    auto tokens = read_token_file(o.auth_token_file, "--auth-token-file");
-    for (const auto& t : tokens)
-      if (t.size() < 16)
-        spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
-                     "random ones (`openssl rand -hex 32`)",
-                     o.auth_token_file, t.size());
+    auto tokens = read_auth_tokens(o.auth_token_file);
     c.tokens = TokenSet(tokens);
     c.peer_token = tokens.front();
   }

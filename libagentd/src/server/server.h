@@ -109,6 +109,8 @@ class Server {
   // reload_tokens(), logging what happened under why ("SIGHUP", "agentctl reload"); a file that
   // cannot be used keeps the previous tokens (logged as an error). Loop thread.
   void reload_tokens_logged(const char* why);
+  // The tokens of --auth-token-file (warning about short ones); throws as read_token_file().
+  static std::vector<std::string> read_auth_tokens(const std::string& file);
   // The loaded model config names, without the built-in echo.
   std::vector<std::string> loaded_model_names() const;
 

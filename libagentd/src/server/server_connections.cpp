@@ -178,13 +178,7 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
 std::size_t Server::reload_tokens() {
   if (options_.auth_token_file.empty()) return 0;
   // Throws (keeping the tokens there are) when the file cannot be read, is too open or is empty.
-  auto tokens = read_token_file(options_.auth_token_file, "--auth-token-file");
-  for (const auto& t : tokens)
-    if (t.size() < 16)
-      spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
-                   "random ones (`openssl rand -hex 32`)",
-                   options_.auth_token_file, t.size());
-  creds_.tokens = TokenSet(tokens);
+  creds_.tokens = TokenSet(read_auth_tokens(options_.auth_token_file));
   gate_.tokens = creds_.tokens;
   // Closing only fulfills each connection's close promise: none is destroyed in this loop.
   std::size_t closed = 0;
