@@ -60,6 +60,12 @@ std::optional<Error> guarded(const AgentSlot& s, const std::string& what, F&& f)
   }
 }
 
+// A call that only reads its agent (memory, a clone's snapshot): it changes nothing the state
+// store would have to save, so a store that cannot write does not fail it.
+bool reads_only(const Call& c) {
+  return c.kind == Call::Kind::memory || c.kind == Call::Kind::snapshot;
+}
+
 }  // namespace
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
@@ -340,7 +346,7 @@ StateStore::Change AgentHost::initial_change(AgentSlot& slot, const Agent& agent
 void AgentHost::record_change(AgentSlot& s, Call& c) {
   StateStore::Change ch;
   ch.agent_id = s.id;
-  if (c.kind == Call::Kind::memory || c.kind == Call::Kind::snapshot) {
+  if (reads_only(c)) {
     ch.kind = StateStore::Change::Kind::barrier;  // reads only; published in commit order
   } else {
     ch.kind = StateStore::Change::Kind::call;
@@ -380,10 +386,8 @@ void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
   store->submit(std::move(change), [this, store, call, id = slot->id,
                                     cls = slot->class_name](const Error* failed) {
     std::lock_guard lock(mu_);
-    // A read (memory, a clone's snapshot) changed nothing: a store that cannot write does not
-    // fail it, so reads keep working while the disk is broken.
-    const bool read_only = call->kind == Call::Kind::memory || call->kind == Call::Kind::snapshot;
-    if (failed != nullptr && !read_only) {
+    // Reads keep working while the disk is broken.
+    if (failed != nullptr && !reads_only(*call)) {
       call->out_msg.reset();
       call->out_error = store_error(*failed, id, cls);
     }
@@ -567,10 +571,8 @@ void AgentHost::enqueue(const std::string& id, std::shared_ptr<Call> call) {
          Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
     return;
   }
-  // A store that cannot write refuses what would change an agent; reads (memory, a clone's
-  // snapshot) still run.
-  const bool read_only = call->kind == Call::Kind::memory || call->kind == Call::Kind::snapshot;
-  if (StateStore* store = store_.load(); store != nullptr && !read_only) {
+  // A store that cannot write refuses what would change an agent; reads still run.
+  if (StateStore* store = store_.load(); store != nullptr && !reads_only(*call)) {
     if (auto failure = store->failure()) {
       fail(std::move(call), store_error(*failure, id, it->second->class_name));
       return;
