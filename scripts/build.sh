@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# Configures and builds agentd into ${BUILD_DIR:-build} (RelWithDebInfo by default).
-#   BUILD_TYPE=Debug scripts/build.sh        another build type
-#   SANITIZE=1 BUILD_DIR=build-asan scripts/build.sh   AddressSanitizer + UBSan
+# Configures and builds agentd with CMake and Ninja.
+#   scripts/build.sh                  the normal build: gcc, RelWithDebInfo, into build/
+#   SANITIZE=ON scripts/build.sh      clang with AddressSanitizer, UBSan and libFuzzer's coverage,
+#                                     into build-asan/: the whole suite and the fuzz targets
+#   BUILD_TYPE=Debug BUILD_DIR=build-debug scripts/build.sh    another type or directory
+#   TARGETS="unit_tests as_server" scripts/build.sh             only these targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build}
+case "${SANITIZE:-OFF}" in
+  ON|on|1|yes|true) SANITIZE=ON ;;
+  *) SANITIZE=OFF ;;
+esac
+if [ "$SANITIZE" = ON ]; then
+  BUILD_DIR=${BUILD_DIR:-build-asan}
+  # clang builds the sanitized tree several times faster than gcc (whose UBSan at -O2 is slow),
+  # and libFuzzer needs it: one build serves the sanitized suite and the fuzz targets.
+  COMPILERS=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAGENTD_FUZZ=ON)
+else
+  BUILD_DIR=${BUILD_DIR:-build}
+  COMPILERS=()
+fi
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 JOBS=${JOBS:-$(nproc)}
 # ccache: paths under the checkout are hashed relative to it and the build directory is not
-# hashed, so another clone (CI's, a worktree) with the same BUILD_DIR name reuses the cache.
+# hashed, so another clone (CI's, a worktree) with the same BUILD_DIR name reuses the cache; the
+# sloppiness lets it cache the compiles that use a precompiled header.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-  -DAGENTD_SANITIZE="${SANITIZE:-OFF}" >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS"
+  "${COMPILERS[@]}" >/dev/null
+# shellcheck disable=SC2086  # TARGETS is a list
+cmake --build "$BUILD_DIR" -j "$JOBS" ${TARGETS:+--target $TARGETS}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and UBSan into
-# ${FUZZ_BUILD_DIR:-build-fuzz} and runs each for SECONDS (default 60), then prints the
-# executions per target and in total. Exits 1 when a target crashed (the input is saved under
-# BUILD/fuzz-crashes/TARGET/); the normal build is not touched.
-#   scripts/fuzz.sh 20                              20 s per target (what CI runs)
+# Runs each libFuzzer target (tests/fuzz) for SECONDS (default 60) and prints the executions per
+# target and in total. The targets are built in the sanitized tree (SANITIZE=ON scripts/build.sh:
+# clang, ASan, UBSan, libFuzzer's coverage; build-asan/), the one the sanitized suite uses. Exits 1
+# when a target crashed (the input is saved under BUILD/fuzz-crashes/TARGET/).
+#   scripts/fuzz.sh 20                              20 s per target (what scripts/test.sh runs)
 #   FUZZ_TARGETS="value_codec_fuzz" scripts/fuzz.sh 600   one target
 # New inputs found go to BUILD/fuzz-corpus/TARGET/; the committed seeds (tests/fuzz/corpus/TARGET/)
 # are read, never written.
@@ -11,16 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PER_TARGET=${1:-60}
 case "$PER_TARGET" in ''|0|*[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;; esac
-BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
-JOBS=${JOBS:-$(nproc)}
+BUILD=${FUZZ_BUILD_DIR:-build-asan}
 TARGETS=${FUZZ_TARGETS:-"session_submit_fuzz value_codec_fuzz model_config_fuzz host_port_fuzz metrics_http_fuzz"}
 
-scripts/setup.sh
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-  -DAGENTD_FUZZ=ON -DAGENTD_BUILD_TESTS=OFF -DAGENTD_BUILD_EXAMPLES=OFF -DAGENTD_BUILD_PYTHON=OFF \
-  >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target fuzzers
+scripts/setup.sh >/dev/null
+SANITIZE=ON BUILD_DIR="$BUILD" TARGETS=fuzzers scripts/build.sh
 
 total=0
 failed=()

@@ -11,7 +11,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev libsqlite3-dev
   catch2 python3 systemd openssl
   python3-dev pybind11-dev python3-pytest
-  clang libfuzzer-14-dev
+  clang libfuzzer-14-dev clang-format-14
   libnss-wrapper yamllint python3-yaml
   sqlite3 util-linux libjemalloc-dev
 )
