@@ -4,7 +4,9 @@
 //   Client::local({...})          local mode: agents run in this process, no sockets
 // Switching modes changes that one line.
 //
-// Thread-safety: Client, AgentRef and Placeholder may be used from any thread; copies share state.
+// Thread-safety: Client, AgentRef and Placeholder may be used from any thread. AgentRef and
+// Placeholder are cheap to copy, and copies share state; a Client is move-only (it owns the
+// connection, or the child server, or the in-process one).
 #pragma once
 
 #include <agentd/agent.h>
