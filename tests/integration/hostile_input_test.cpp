@@ -39,9 +39,18 @@ using namespace agentd;
 using namespace agentd::test;
 using namespace std::chrono_literals;
 
+// gcc says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
+#if defined(__SANITIZE_ADDRESS__)
+#define AGENTD_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AGENTD_TEST_ASAN 1
+#endif
+#endif
+
 namespace {
 
-#ifdef __SANITIZE_ADDRESS__
+#ifdef AGENTD_TEST_ASAN
 constexpr std::uint64_t kSlack = 3;  // ASan's redzones and shadow memory
 #else
 constexpr std::uint64_t kSlack = 1;
@@ -50,7 +59,7 @@ constexpr std::uint64_t kSlack = 1;
 // Under AddressSanitizer, freed memory waits in a quarantine (256 MiB by default) before it is
 // reused, which a memory bound would measure: servers started after this keep a small one.
 void small_asan_quarantine() {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef AGENTD_TEST_ASAN
   std::string opts = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
   ::setenv("ASAN_OPTIONS", (opts + (opts.empty() ? "" : ":") + "quarantine_size_mb=16").c_str(), 1);
 #endif
