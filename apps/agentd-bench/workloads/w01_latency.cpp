@@ -7,6 +7,8 @@
 
 namespace agentd::bench {
 
+namespace {
+
 // The asynchronous echo (examples/async_agents): its reply runs on the server's loop thread
 // without a hop to a worker and back, against the bare Cap'n Proto echo, alternating runs.
 void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
@@ -31,6 +33,8 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   report.rows.push_back(std::move(reply99));
   cleanup(dep, 0, {a}, 1);
 }
+
+}  // namespace
 
 void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");

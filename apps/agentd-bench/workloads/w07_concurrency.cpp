@@ -15,8 +15,10 @@
 
 namespace agentd::bench {
 
+namespace {
 void run_w7_async(const Config& cfg, Deployment& dep, Report& report);
 void run_w7_model(const Config& cfg, Deployment& dep, Report& report);
+}  // namespace
 
 void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
@@ -42,6 +44,8 @@ void run_w7(const Config& cfg, Deployment& dep, Report& report) {
   cleanup(dep, 0, agents, cfg.threads);
   if (dep.has_class(0, "WaitAgent")) run_w7_async(cfg, dep, report);
 }
+
+namespace {
 
 // Calls every agent at once, then reads and checks every answer; returns the seconds it took.
 // While the calls still wait (before wait_s has passed), samples server pid's thread count into
@@ -142,4 +146,5 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
   add_all_at_once_rows(report, std::move(row), std::move(threads), 3 * wait_s);
 }
 
+}  // namespace
 }  // namespace agentd::bench
