@@ -1,93 +1,13 @@
 // The standard workloads of agentd-bench (W1..W12; W8 is the simulation over several servers), each run `repeat` times and
-// added to the report as rows beside their baselines.
+// added to the report as rows beside their baselines. One file per workload in workloads/; main()
+// holds the table that runs them in order.
 #pragma once
 
-#include "private_dir.h"
+#include "config.h"
+#include "deployment.h"
 #include "stats.h"
 
-#include <agentd/client.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <set>
-#include <string>
-#include <vector>
-
 namespace agentd::bench {
-
-struct Config {
-  std::vector<std::string> servers;  // "host:port"; empty: start our own as_server children
-  std::string token;                 // --token-file's token for --server (empty: $AGENTD_TOKEN)
-  std::string tls_ca, tls_cert, tls_key;  // TLS to --server servers (empty tls_ca: plaintext),
-                                          // or to tls_server when that is given
-  std::string tls_server;  // "host:port" serving TLS: W1/W2 measured there beside server 0
-  std::string unix_socket;  // the first server's --unix-socket: W1 measured over it too
-  std::string plugin_dir;
-  std::string as_server;  // empty: $AGENTD_AS_SERVER, then next to this program, ...
-  std::set<std::string> workloads;
-  int repeat = 3;
-  bool quick = false;
-  std::size_t threads = 8;          // client threads for bulk creation (create_agent is sync)
-  std::size_t payload = 64;         // bytes of content in W1/W2 messages and baselines
-  std::size_t calls = 2000;         // W1 calls per repeat
-  std::size_t replies = 4000;       // W2 replies per repeat (fits the default result pool)
-  std::size_t echo_agents = 10;     // W2 agents
-  int sleep_ms = 5000;              // W3 web agent sleep
-  std::size_t web_agents = 5;       // W3 agents
-  std::size_t create_n = 100000;    // W4 agents created
-  std::size_t chain = 100;          // W5 chain length
-  std::size_t message_bytes = 1 << 20;  // W6 message size
-  std::size_t agents = 1000;        // W7 blocking agents
-  int block_ms = 1000;              // W7 block per reply
-  std::size_t async_agents = 100000;  // W7 asynchronous agents (WaitAgent), all waiting at once
-  int wait_ms = 1000;                 // W7 asynchronous wait (sleep_for) per reply
-  std::size_t model_agents = 10000;   // W7 asynchronous agents each asking a model that delays
-                                      // wait_ms (a local endpoint), all at once
-  std::size_t bulk_n = 1000000;     // W9 agents, one reply each, all in flight at once
-  std::size_t sim_participants = 100000;  // W8 participants in all
-  std::size_t sim_servers = 4;            // W8 child servers
-  std::size_t sim_groups_per_server = 0;  // W8 groups per server (0: the example's default)
-  int sim_latency_ms = 1000;              // W8 participants' simulated model latency
-  std::size_t soak_calls = 1000000;       // W12 replies in all
-  std::size_t soak_connections = 100;     // W12 connections, each its own Client and thread
-  std::size_t soak_window = 250;          // W12 calls in flight per connection
-  std::size_t soak_agents = 4;            // W12 agents per connection
-  bool soak_without_state = false;        // W12 on a child without --state-dir (to compare)
-};
-
-// The servers the workloads run on: given with --server, or children this process started.
-class Deployment {
- public:
-  // Connects to cfg.servers, or starts `children` as_server children. Throws agentd::Error.
-  Deployment(const Config& cfg, std::size_t children);
-
-  bool owned() const { return owned_; }  // children of ours: free to restart and wipe
-  std::size_t size() const { return clients_.size(); }
-  Client& client(std::size_t i) { return clients_.at(i); }
-  // A fresh child with the bench's plugins (W3 child-mode init, W4 on a clean server), given
-  // these more as_server options (W11, W12: --state-dir).
-  Client spawn(const std::vector<std::string>& extra_args = {}) const;
-  ChildOptions child_options() const;
-  bool has_class(std::size_t i, const std::string& cls) const;
-  std::size_t max_pool_size(std::size_t i) const { return pool_sizes_.at(i); }
-  std::string describe() const;
-  // How to connect to the deployment's servers (the token they want).
-  ClientOptions client_options() const;
-  // A connection to --tls-server (TLS with --tls-ca/--tls-cert/--tls-key, --token-file's token).
-  Client connect_tls_server() const;
-
- private:
-  const Config& cfg_;
-  // Children of ours log in with one token of ours (so fresh connections to them can too).
-  std::unique_ptr<detail::PrivateDir> secrets_;
-  std::string child_token_;
-  std::string child_token_file_;
-  bool owned_ = false;
-  std::vector<Client> clients_;
-  std::vector<std::vector<std::string>> classes_;
-  std::vector<std::size_t> pool_sizes_;
-};
 
 void run_w1(const Config& cfg, Deployment& dep, Report& report);
 void run_w2(const Config& cfg, Deployment& dep, Report& report);

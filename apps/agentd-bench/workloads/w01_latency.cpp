@@ -1,0 +1,145 @@
+// W1: call latency.
+#include "workloads.h"
+
+#include "workloads/common.h"
+
+#include "baselines.h"
+
+namespace agentd::bench {
+
+namespace {
+
+// The asynchronous echo (examples/async_agents): its reply runs on the server's loop thread
+// without a hop to a worker and back, against the bare Cap'n Proto echo, alternating runs.
+void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
+  Client& c = dep.client(0);
+  AgentRef a = c.create_agent("AsyncEchoAgent", "bench-w1-async");
+  Msg msg = text_msg(cfg.payload);
+  CapnpEchoServer echo;
+  Row reply50{"W1", "async agent reply().get() p50", "us"};
+  Row reply99{"W1", "async agent reply().get() p99", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
+    auto replies = reply_latencies(a, msg, cfg.calls);
+    auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+    reply50.agentd.add(percentile(replies, 50));
+    reply99.agentd.add(percentile(replies, 99));
+    reply50.baseline.add(percentile(capnp, 50));
+    reply99.baseline.add(percentile(capnp, 99));
+  }
+  for (Row* row : {&reply50, &reply99}) row->baseline_name = "capnp echo";
+  reply50.target = at_most_ratio(1.2, "<= 1.2x");
+  report.rows.push_back(std::move(reply50));
+  report.rows.push_back(std::move(reply99));
+  cleanup(dep, 0, {a}, 1);
+}
+
+}  // namespace
+
+void run_w1(const Config& cfg, Deployment& dep, Report& report) {
+  require_class(dep, 0, "EchoAgent");
+  Client& c = dep.client(0);
+  AgentRef a = c.create_agent("EchoAgent", "bench-w1");
+  Msg msg = text_msg(cfg.payload);
+  CapnpEchoServer echo;
+  Row call50{"W1", "call(\"ping\") p50", "us"}, call99{"W1", "call(\"ping\") p99", "us"};
+  Row reply50{"W1", "reply().get() p50", "us"}, reply99{"W1", "reply().get() p99", "us"};
+  Row vs_tcp{"W1", "reply().get() p50 vs raw TCP", "us"};
+  Row capnp_tcp{"W1", "bare capnp echo p50 vs raw TCP", "us"};
+  // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
+  // all server threads) against the bare echo server thread's CPU per call.
+  Row cpu{"W1", "server CPU per reply()+get()", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 repeat {}/{}", r + 1, cfg.repeat));
+    for (int i = 0; i < 50; ++i) a.call("ping");  // warm-up
+    std::vector<double> calls, replies;
+    for (std::size_t i = 0; i < cfg.calls; ++i) {
+      auto t0 = Clock::now();
+      Value v = a.call("ping");
+      calls.push_back(micros_since(t0));
+      expect(v == "pong", "W1: ping did not answer pong");
+    }
+    for (int i = 0; i < 50; ++i) a.reply(msg).get();
+    double cpu0 = c.info().cpu_seconds;
+    for (std::size_t i = 0; i < cfg.calls; ++i) {
+      auto t0 = Clock::now();
+      Msg m = a.reply(msg).get();
+      replies.push_back(micros_since(t0));
+      expect(m.content == msg.content, "W1: the echo agent answered something else");
+    }
+    // The info() call itself costs a little server CPU; negligible against cfg.calls replies.
+    cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
+    double echo_cpu0 = echo.cpu_seconds();
+    auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+    // The echo latency run includes a warm-up of 50 calls.
+    cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
+    auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
+    call50.agentd.add(percentile(calls, 50));
+    call99.agentd.add(percentile(calls, 99));
+    reply50.agentd.add(percentile(replies, 50));
+    reply99.agentd.add(percentile(replies, 99));
+    vs_tcp.agentd.add(percentile(replies, 50));
+    capnp_tcp.agentd.add(percentile(capnp, 50));
+    for (Row* row : {&call50, &reply50}) row->baseline.add(percentile(capnp, 50));
+    for (Row* row : {&call99, &reply99}) row->baseline.add(percentile(capnp, 99));
+    for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline.add(percentile(tcp, 50));
+  }
+  if (!cfg.tls_server.empty()) {
+    // The same replies on the --tls-server, against this run's plaintext ones.
+    Client tc = dep.connect_tls_server();
+    AgentRef ta = tc.create_agent("EchoAgent", "bench-w1-tls");
+    Row tls50{"W1", "reply().get() p50 over TLS", "us"}, tls99{"W1", "reply().get() p99 over TLS", "us"};
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W1 over TLS repeat {}/{}", r + 1, cfg.repeat));
+      auto plain = reply_latencies(a, msg, cfg.calls);
+      auto sealed = reply_latencies(ta, msg, cfg.calls);
+      tls50.agentd.add(percentile(sealed, 50));
+      tls99.agentd.add(percentile(sealed, 99));
+      tls50.baseline.add(percentile(plain, 50));
+      tls99.baseline.add(percentile(plain, 99));
+    }
+    for (Row* row : {&tls50, &tls99}) {
+      row->baseline_name = "plaintext";
+      row->note = "informative: TLS server " + cfg.tls_server;
+      report.rows.push_back(std::move(*row));
+    }
+    tc.delete_agent(ta.id());
+  }
+  if (!cfg.unix_socket.empty()) {
+    // The same replies over the first server's Unix socket, beside a raw Unix-socket ping-pong.
+    ClientOptions uo = dep.client_options();
+    uo.tls_ca.clear();
+    Client uc = Client::connect("unix:" + cfg.unix_socket, 0, uo);
+    AgentRef ua = uc.create_agent("EchoAgent", "bench-w1-unix");
+    Row unix50{"W1", "reply().get() p50 over Unix socket", "us"};
+    Row unix99{"W1", "reply().get() p99 over Unix socket", "us"};
+    Row unix_tcp{"W1", "reply().get() p50, Unix socket vs TCP", "us"};
+    for (int r = 0; r < cfg.repeat; ++r) {
+      progress(fmt::format("W1 over the Unix socket repeat {}/{}", r + 1, cfg.repeat));
+      auto over_unix = reply_latencies(ua, msg, cfg.calls);
+      auto over_tcp = reply_latencies(a, msg, cfg.calls);
+      auto raw = unix_pingpong_latency(cfg.calls, cfg.payload);
+      unix50.agentd.add(percentile(over_unix, 50));
+      unix99.agentd.add(percentile(over_unix, 99));
+      unix50.baseline.add(percentile(raw, 50));
+      unix99.baseline.add(percentile(raw, 99));
+      unix_tcp.agentd.add(percentile(over_unix, 50));
+      unix_tcp.baseline.add(percentile(over_tcp, 50));
+    }
+    unix50.baseline_name = unix99.baseline_name = "raw Unix socket";
+    unix_tcp.baseline_name = "TCP";
+    unix50.note = "aim: within 2x of the raw Unix-socket ping-pong (informative)";
+    for (Row* row : {&unix50, &unix99, &unix_tcp}) report.rows.push_back(std::move(*row));
+    uc.delete_agent(ua.id());
+  }
+  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu}) row->baseline_name = "capnp echo";
+  for (Row* row : {&vs_tcp, &capnp_tcp}) row->baseline_name = "raw TCP";
+  reply50.target = at_most_ratio(1.5, "<= 1.5x");
+  capnp_tcp.note = "informative: the agentd column holds the bare Cap'n Proto echo";
+  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
+    report.rows.push_back(std::move(*row));
+  cleanup(dep, 0, {a}, 1);
+  if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, report);
+}
+
+}  // namespace agentd::bench
