@@ -253,7 +253,7 @@ struct CallDone {
   # A call of a Session finished (or could not be queued).
   ticket @0 :UInt64;
   union {
-    outcome @1 :Outcome;     # reply, methodAsync (tooLarge: read it with AgentServer.fetch)
+    outcome @1 :Outcome;     # reply, methodAsync (tooLarge: read it with Session.read)
     value @2 :ValueOutcome;  # method
     memory @3 :List(Msg);    # memory
     error @4 :Error;         # memory, observe or create that failed

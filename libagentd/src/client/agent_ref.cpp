@@ -5,6 +5,7 @@
 #include "call_done.h"
 #include "child_process.h"
 #include "client_core.h"
+#include "info_codec.h"
 #include "placeholder.h"
 #include "value_codec.h"
 
@@ -32,15 +33,6 @@ AgentAddress parse_agent_ref(const Value& ref) {
   out.id = ref[kRefKey]["id"].get<std::string>();
   out.server_id = ref[kRefKey].value("server_id", std::string{});
   return out;
-}
-
-AgentInfo read_agent_info(wire::AgentInfo::Reader r) {
-  return AgentInfo{.id = to_std(r.getId()),
-                   .name = to_std(r.getName()),
-                   .class_name = to_std(r.getClassName()),
-                   .queued_calls = r.getQueuedCalls(),
-                   .completed_calls = r.getCompletedCalls(),
-                   .failed_calls = r.getFailedCalls()};
 }
 
 kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentInfo>& st) {

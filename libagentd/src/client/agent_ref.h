@@ -27,8 +27,6 @@ struct AgentAddress {
 // reachable server (local mode).
 AgentAddress parse_agent_ref(const Value& ref);
 
-AgentInfo read_agent_info(wire::AgentInfo::Reader r);
-
 // Loop thread: sets st to the info of agent id (two pipelined requests: the agent, then its
 // info), or fails it with the server's error. st outlives the promise.
 kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentInfo>& st);

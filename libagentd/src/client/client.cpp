@@ -5,8 +5,11 @@
 #include "agent_ref.h"
 #include "child_process.h"
 #include "client_core.h"
+#include "info_codec.h"
+#include "kj_errors.h"
 #include "private_dir.h"
 #include "tokens.h"
+#include "trace_codec.h"
 #include "value_codec.h"
 
 #include <unistd.h>
@@ -164,44 +167,7 @@ std::size_t Client::delete_all_agents() {
 ServerInfo Client::info() {
   return core_->sync<ServerInfo>("server info", [](LoopState& loop, Sync<ServerInfo>& st) -> kj::Promise<void> {
     return loop.server.infoRequest().send().then([&st](capnp::Response<wire::AgentServer::InfoResults> r) {
-      auto i = r.getInfo();
-      ServerInfo s;
-      s.server_id = detail::to_std(i.getServerId());
-      s.version = detail::to_std(i.getVersion());
-      s.pid = i.getPid();
-      s.uptime_seconds = i.getUptimeSeconds();
-      s.rss_bytes = i.getRssBytes();
-      s.cpu_seconds = i.getCpuSeconds();
-      s.agent_count = i.getAgentCount();
-      s.pool_size = i.getPoolSize();
-      s.advertise_address = detail::to_std(i.getAdvertiseAddress());
-      for (auto c : i.getClasses()) s.classes.push_back(detail::to_std(c));
-      for (auto c : i.getModelConfigs()) s.model_configs.push_back(detail::to_std(c));
-      s.workers = i.getWorkers();
-      s.calls_completed = i.getCallsCompleted();
-      s.calls_failed = i.getCallsFailed();
-      s.calls_queued = i.getCallsQueued();
-      s.max_pool_size = i.getMaxPoolSize();
-      s.max_expire_seconds = i.getMaxExpireSeconds();
-      s.bytes_client_in = i.getBytesClientIn();
-      s.bytes_client_out = i.getBytesClientOut();
-      s.bytes_peer_in = i.getBytesPeerIn();
-      s.bytes_peer_out = i.getBytesPeerOut();
-      s.model_config_version = i.getModelConfigVersion();
-      s.model_calls = i.getModelCalls();
-      s.model_errors = i.getModelErrors();
-      s.model_prompt_tokens = i.getModelPromptTokens();
-      s.model_completion_tokens = i.getModelCompletionTokens();
-      s.state_dir = detail::to_std(i.getStateDir());
-      s.state_bytes = i.getStateBytes();
-      s.state_last_commit_unix_ms = i.getStateLastCommitUnixMs();
-      s.state_error = detail::to_std(i.getStateError());
-      s.workers_busy = i.getWorkersBusy();
-      s.workers_max = i.getWorkersMax();
-      s.calls_slow = i.getCallsSlow();
-      s.calls_slow_total = i.getCallsSlowTotal();
-      s.calls_timed_out = i.getCallsTimedOut();
-      st.set(std::move(s));
+      st.set(detail::read_server_info(r.getInfo()));
     });
   });
 }
@@ -213,25 +179,7 @@ std::vector<TraceSpan> Client::traces(std::uint32_t limit) {
         req.setLimit(limit);
         return req.send().then([&st](capnp::Response<wire::AgentServer::TracesResults> r) {
           std::vector<TraceSpan> out;
-          for (auto s : r.getSpans()) {
-            TraceSpan t;
-            t.seq = s.getSeq();
-            t.call_id = detail::to_std(s.getCallId());
-            t.agent_id = detail::to_std(s.getAgentId());
-            t.agent_class = detail::to_std(s.getAgentClass());
-            t.kind = detail::to_std(s.getKind());
-            t.method = detail::to_std(s.getMethod());
-            for (auto c : s.getConsumed()) t.consumed.push_back(detail::to_std(c));
-            t.enqueued_unix_ns = s.getEnqueuedUnixNs();
-            t.queue_wait_ns = s.getQueueWaitNs();
-            t.run_ns = s.getRunNs();
-            t.model_calls = s.getModelCalls();
-            t.prompt_tokens = s.getPromptTokens();
-            t.completion_tokens = s.getCompletionTokens();
-            t.outcome = detail::to_std(s.getOutcome());
-            t.error_message = detail::to_std(s.getErrorMessage());
-            out.push_back(std::move(t));
-          }
+          for (auto s : r.getSpans()) out.push_back(detail::read_trace_span(s));
           st.set(std::move(out));
         });
       });
@@ -254,7 +202,7 @@ void Client::stop() {
           if (e.getType() == kj::Exception::Type::DISCONNECTED)
             st.set(true);
           else
-            st.fail(detail::error_from_exception(e, "stop"));
+            st.fail(detail::error_from_kj(e, "stop"));
         });
   });
 }

@@ -11,6 +11,7 @@
 
 #include "call_batch.h"
 #include "child_process.h"
+#include "kj_errors.h"
 #include "loop_state.h"
 #include "result_slot.h"
 #include "sync.h"
@@ -98,12 +99,12 @@ class ClientCore {
           st->fail(e);
           return;
         } catch (const kj::Exception& e) {
-          st->fail(error_from_exception(e, what));
+          st->fail(error_from_kj(e, what));
           return;
         }
         // The task holds st, so continuations may keep a reference to it.
         loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
-          st->fail(error_from_exception(e, what));
+          st->fail(error_from_kj(e, what));
         }));
       });
     });

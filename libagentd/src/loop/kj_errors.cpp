@@ -32,8 +32,11 @@ kj::Exception to_kj_exception(std::exception_ptr e) {
   }
 }
 
-Error error_from_kj(const kj::Exception& e) {
+Error error_from_kj(const kj::Exception& e, std::string_view context) {
   std::string_view d(e.getDescription().cStr(), e.getDescription().size());
+  auto in_context = [context](std::string message) {
+    return context.empty() ? message : std::string(context) + ": " + message;
+  };
   if (d.substr(0, kPrefix.size()) == kPrefix) {
     std::string_view rest = d.substr(kPrefix.size());
     auto close = rest.find("]: ");
@@ -51,17 +54,20 @@ Error error_from_kj(const kj::Exception& e) {
           id_len + class_len <= body.size()) {
         ErrorCode code = error_code_from_string(head.substr(0, sp1));
         bool retryable = head.substr(sp1 + 1, sp2 - sp1 - 1) == "1";
-        return Error(code, std::string(body.substr(id_len + class_len)), std::string(body.substr(0, id_len)),
-                     std::string(body.substr(id_len, class_len)), retryable);
+        return Error(code, in_context(std::string(body.substr(id_len + class_len))),
+                     std::string(body.substr(0, id_len)), std::string(body.substr(id_len, class_len)),
+                     retryable);
       }
     }
   }
-  std::string message(d);
+  std::string message = in_context(std::string(d));
   switch (e.getType()) {
     case kj::Exception::Type::DISCONNECTED: return Error(ErrorCode::disconnected, message);
     case kj::Exception::Type::OVERLOADED: return Error(ErrorCode::overloaded, message);
-    default: return Error(ErrorCode::internal, message);
+    case kj::Exception::Type::UNIMPLEMENTED: return Error(ErrorCode::bad_request, message);
+    case kj::Exception::Type::FAILED: break;
   }
+  return Error(ErrorCode::internal, message);
 }
 
 }  // namespace agentd::detail

@@ -11,6 +11,7 @@
 
 #include <exception>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 namespace agentd::detail {
@@ -21,9 +22,12 @@ namespace agentd::detail {
 // std::exception becomes FAILED with its what().
 kj::Exception to_kj_exception(std::exception_ptr e);
 
-// The agentd::Error a kj::Exception made by to_kj_exception() carries; for any other kj::Exception
-// (a fault): disconnected, overloaded or internal by its type, with its description.
-Error error_from_kj(const kj::Exception& e);
+// The one mapping from a kj::Exception (a Cap'n Proto or KJ fault) to agentd::Error, on the
+// server and the client alike. One made by to_kj_exception() gives back the agentd::Error it
+// carries. Any other: DISCONNECTED -> disconnected, OVERLOADED -> overloaded, UNIMPLEMENTED ->
+// bad_request (the other end has no such method), FAILED -> internal, with its description.
+// context (e.g. "stop", "sending calls to host:port") prefixes the message: "<context>: ...".
+Error error_from_kj(const kj::Exception& e, std::string_view context = {});
 
 // Calls f(args...); anything it throws is thrown again as to_kj_exception() of it. For use inside
 // .then() continuations whose code may throw agentd::Error.

@@ -105,33 +105,6 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   return std::nullopt;
 }
 
-std::size_t error_size(const Error& e) {
-  return e.message().size() + e.agent_id().size() + e.agent_class().size() + 64;
-}
-
-std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit) {
-  if (const Msg* m = std::get_if<Msg>(&o)) {
-    std::size_t size = approx_wire_size(*m);
-    return inline_limit > 0 && size > inline_limit ? 16 : size;
-  }
-  return error_size(std::get<Error>(o));
-}
-
-void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit) {
-  if (const Msg* m = std::get_if<Msg>(&o)) {
-    if (inline_limit > 0) {
-      auto size = approx_wire_size(*m);
-      if (size > inline_limit) {
-        out.setTooLarge(size);
-        return;
-      }
-    }
-    write_msg(*m, out.initMsg());
-  } else {
-    write_error(std::get<Error>(o), out.initError());
-  }
-}
-
 kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
                                     bool wait_for_unknown,
                                     kj::Function<void(const OutcomePtr&)> write) {
@@ -145,10 +118,6 @@ kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
       },
       wait_for_unknown);
   return kj::mv(paf.promise);
-}
-
-Error unknown_agent_error(const std::string& id) {
-  return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id);
 }
 
 }  // namespace agentd::detail

@@ -1,9 +1,10 @@
 // One way into the host for every call the server's RPC objects take, whichever path it came by
-// (the batched Session or the per-capability Agent), and the writers of its outcome. Loop
-// thread only.
+// (the batched Session or the per-capability Agent). Its outcome is written with
+// wire/outcome_codec.h. Loop thread only.
 #pragma once
 
 #include "agent_host.h"
+#include "outcome_codec.h"
 #include "rpc_server.h"
 
 #include "agentd.capnp.h"
@@ -47,14 +48,6 @@ struct CallReport {
 // text that is not UTF-8), or a queue limit reached (overloaded: nothing of the call is recorded, so the same call
 // may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
-
-// About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.
-std::size_t error_size(const Error& e);
-std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit);
-// inline_limit > 0: a bigger message is announced (tooLarge) instead of sent.
-void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0);
-
-Error unknown_agent_error(const std::string& id);
 
 // Answers an RPC once the outcome of call_id is there: write (on the loop thread) fills the
 // RPC's results, unless the caller went away first. The returned promise is the RPC's.

@@ -2,6 +2,7 @@
 
 #include "child_process.h"  // split_host_port
 #include "counting_stream.h"
+#include "kj_errors.h"
 #include "task_errors.h"
 #include "rpc_connection.h"
 #include "value_codec.h"
@@ -282,7 +283,7 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
         if (e.getType() != kj::Exception::Type::OVERLOADED)  // not the timeout: a fault
           return outcome(Error::retryable(
               ErrorCode::disconnected,
-              error_from_exception(e, fmt::format("fetching the result of call {} from {}",
+              error_from_kj(e, fmt::format("fetching the result of call {} from {}",
                                                   call_id, origin))
                   .message()));
         if (attempt->unreachable_since)
@@ -309,7 +310,7 @@ kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
       .catch_([this, origin, server_id, call_id,
                attempt](kj::Exception&& e) -> kj::Promise<OutcomePtr> {
         if (e.getType() != kj::Exception::Type::DISCONNECTED)
-          return outcome(error_from_exception(
+          return outcome(error_from_kj(
               e, fmt::format("fetching the result of call {} from {}", call_id, origin)));
         // The origin cannot be reached now: it may be restarting (and, with --state-dir, come
         // back with the result). Try again on a new connection with backoff until

@@ -2,49 +2,45 @@
 
 #include "agent_host.h"
 #include "call_queue.h"
-#include "model_registry.h"
-#include "peer_pool.h"
-#include "plugin_loader.h"
+#include "info_codec.h"
 #include "session_impl.h"
+#include "trace_codec.h"
 #include "value_codec.h"
 #include "wire_limits.h"
-#include "worker_pool.h"
-
-#include <agentd/version.h>
-
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 
 namespace agentd::detail {
 
 namespace {
 
-void write_row(const AgentInfoRow& r, wire::AgentInfo::Builder out) {
-  out.setId(to_kj(r.id));
-  out.setName(to_kj(r.name));
-  out.setClassName(to_kj(r.class_name));
-  out.setQueuedCalls(r.queued);
-  out.setCompletedCalls(r.completed);
-  out.setFailedCalls(r.failed);
+AgentInfo agent_info(const AgentInfoRow& r) {
+  return AgentInfo{.id = r.id,
+                   .name = r.name,
+                   .class_name = r.class_name,
+                   .queued_calls = r.queued,
+                   .completed_calls = r.completed,
+                   .failed_calls = r.failed};
 }
 
-std::uint64_t rss_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-double cpu_seconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
+TraceSpan trace_span(const SpanRecord& s) {
+  TraceSpan t;
+  t.seq = s.seq;
+  t.call_id = s.call_id;
+  t.agent_id = s.agent_id;
+  t.agent_class = s.agent_class;
+  t.kind = s.kind;
+  t.method = s.method;
+  t.consumed = s.consumed;
+  t.enqueued_unix_ns = s.enqueued_unix_ns;
+  t.queue_wait_ns = s.queue_wait_ns;
+  t.run_ns = s.run_ns;
+  t.model_calls = s.model_calls;
+  t.prompt_tokens = s.prompt_tokens;
+  t.completion_tokens = s.completion_tokens;
+  t.outcome = s.outcome;
+  t.error_message = s.error_message;
+  return t;
 }
 
 // A result that failed before it reached the pool (e.g. a duplicate call id).
@@ -132,7 +128,7 @@ class AgentImpl final : public wire::Agent::Server {
 
   kj::Promise<void> info(InfoContext context) override {
     if (auto row = ctx_.host.info(id_))
-      write_row(*row, context.getResults().initAgent());
+      write_agent_info(agent_info(*row), context.getResults().initAgent());
     else
       write_error(unknown_agent_error(id_), context.getResults().initError());
     return kj::READY_NOW;
@@ -264,16 +260,14 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     if (ctx_.host.exists(id))
       context.getResults().setAgent(kj::heap<AgentImpl>(ctx_, id));
     else
-      write_error(Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id),
-                  context.getResults().initError());
+      write_error(unknown_agent_error(id), context.getResults().initError());
     return kj::READY_NOW;
   }
 
   kj::Promise<void> deleteAgent(DeleteAgentContext context) override {
     std::string id = to_std(context.getParams().getId());
     if (!ctx_.host.remove(id)) {
-      write_error(Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id),
-                  context.getResults().initError());
+      write_error(unknown_agent_error(id), context.getResults().initError());
       return kj::READY_NOW;
     }
     return saved();
@@ -296,60 +290,12 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     auto rows = ctx_.host.list();
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     auto list = context.getResults().initAgents(static_cast<unsigned>(rows.size()));
-    for (unsigned i = 0; i < rows.size(); ++i) write_row(rows[i], list[i]);
+    for (unsigned i = 0; i < rows.size(); ++i) write_agent_info(agent_info(rows[i]), list[i]);
     return kj::READY_NOW;
   }
 
   kj::Promise<void> info(InfoContext context) override {
-    auto out = context.getResults().initInfo();
-    out.setServerId(to_kj(ctx_.server_id));
-    out.setVersion(AGENTD_VERSION_STRING);
-    out.setPid(::getpid());
-    out.setUptimeSeconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx_.started).count());
-    out.setRssBytes(rss_bytes());
-    out.setCpuSeconds(cpu_seconds());
-    out.setAgentCount(ctx_.host.size());
-    const auto results = ctx_.host.result_stats();
-    out.setPoolSize(results.size);
-    out.setAdvertiseAddress(to_kj(ctx_.advertise_address));
-    auto names = ctx_.catalog.names();
-    auto classes = out.initClasses(static_cast<unsigned>(names.size()));
-    for (unsigned i = 0; i < names.size(); ++i) classes.set(i, to_kj(names[i]));
-    out.setWorkers(static_cast<std::uint32_t>(ctx_.workers.threads()));
-    out.setWorkersBusy(static_cast<std::uint32_t>(ctx_.workers.busy()));
-    out.setWorkersMax(static_cast<std::uint32_t>(ctx_.workers.max_threads()));
-    const auto watch = ctx_.host.watch_stats();
-    out.setCallsSlow(watch.slow_now);
-    out.setCallsSlowTotal(watch.slow_total);
-    out.setCallsTimedOut(watch.timed_out);
-    out.setCallsCompleted(ctx_.host.calls_completed());
-    out.setCallsFailed(ctx_.host.calls_failed());
-    out.setCallsQueued(ctx_.host.queued_calls());
-    out.setMaxPoolSize(results.limits.max_size);
-    out.setMaxExpireSeconds(results.limits.max_age.count() / 1000.0);
-    auto models = ctx_.models.names();
-    auto ml = out.initModelConfigs(static_cast<unsigned>(models.size()));
-    for (unsigned i = 0; i < models.size(); ++i) ml.set(i, to_kj(models[i]));
-    out.setModelConfigVersion(ctx_.models.version());
-    const ModelUsage usage = ctx_.models.total_usage();
-    out.setModelCalls(usage.calls);
-    out.setModelErrors(usage.errors);
-    out.setModelPromptTokens(usage.prompt_tokens);
-    out.setModelCompletionTokens(usage.completion_tokens);
-    if (ctx_.store != nullptr) {
-      const auto st = ctx_.store->stats();
-      out.setStateDir(to_kj(ctx_.store->dir()));
-      out.setStateBytes(st.bytes);
-      out.setStateLastCommitUnixMs(st.last_commit_unix_ms);
-      out.setStateError(to_kj(st.error));
-    }
-    if (ctx_.bytes != nullptr) {
-      out.setBytesClientIn(ctx_.bytes->client.in);
-      out.setBytesClientOut(ctx_.bytes->client.out);
-      out.setBytesPeerIn(ctx_.bytes->peer.in);
-      out.setBytesPeerOut(ctx_.bytes->peer.out);
-    }
+    if (ctx_.server_info) write_server_info(ctx_.server_info(), context.getResults().initInfo());
     return kj::READY_NOW;
   }
 
@@ -374,26 +320,7 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   kj::Promise<void> traces(TracesContext context) override {
     auto spans = ctx_.host.recent_spans(context.getParams().getLimit());
     auto list = context.getResults().initSpans(static_cast<unsigned>(spans.size()));
-    for (unsigned i = 0; i < spans.size(); ++i) {
-      const SpanRecord& s = spans[i];
-      auto out = list[i];
-      out.setCallId(to_kj(s.call_id));
-      out.setAgentId(to_kj(s.agent_id));
-      out.setAgentClass(to_kj(s.agent_class));
-      out.setKind(s.kind);
-      out.setMethod(to_kj(s.method));
-      auto consumed = out.initConsumed(static_cast<unsigned>(s.consumed.size()));
-      for (unsigned j = 0; j < s.consumed.size(); ++j) consumed.set(j, to_kj(s.consumed[j]));
-      out.setEnqueuedUnixNs(s.enqueued_unix_ns);
-      out.setQueueWaitNs(s.queue_wait_ns);
-      out.setRunNs(s.run_ns);
-      out.setModelCalls(s.model_calls);
-      out.setPromptTokens(s.prompt_tokens);
-      out.setCompletionTokens(s.completion_tokens);
-      out.setOutcome(to_kj(s.outcome));
-      out.setErrorMessage(to_kj(s.error_message));
-      out.setSeq(s.seq);
-    }
+    for (unsigned i = 0; i < spans.size(); ++i) write_trace_span(trace_span(spans[i]), list[i]);
     return kj::READY_NOW;
   }
 

@@ -3,38 +3,29 @@
 // never run agent code.
 #pragma once
 
+#include <agentd/client.h>
+
 #include "agentd.capnp.h"
-#include "counting_stream.h"
 
 #include <kj/async.h>
 
-#include <chrono>
 #include <functional>
 #include <string>
 
 namespace agentd::detail {
 
 class AgentHost;
-class StateStore;
 class PeerPool;
-class ClassCatalog;
-class ModelRegistry;
-class WorkerPool;
 
 // What the RPC objects borrow from the server that owns them; everything outlives them.
 struct RpcContext {
   std::string server_id;
-  std::string advertise_address;
   AgentHost& host;
-  StateStore* store = nullptr;  // --state-dir (null: memory only), for info()
   PeerPool& peers;
-  const ClassCatalog& catalog;
-  ModelRegistry& models;
-  WorkerPool& workers;
-  std::chrono::steady_clock::time_point started;
+  // AgentServer.info: the server's stats as the wire reports them (server/server_stats.h).
+  std::function<ServerInfo()> server_info;
   std::function<void()> request_stop;  // the stop RPC
   std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
-  const Traffic* bytes = nullptr;  // the server's bytes by connection kind (may be null)
   // What one client may leave unread: completions queued for it or sent and not yet answered
   // (bytes, about). Past it the connection is closed through close_connection.
   std::size_t client_backlog_limit = std::size_t{1} << 30;

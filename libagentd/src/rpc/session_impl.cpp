@@ -1,6 +1,7 @@
 #include "session_impl.h"
 
 #include "call_queue.h"
+#include "outcome_codec.h"
 #include "task_errors.h"
 #include "value_codec.h"
 #include "wire_limits.h"

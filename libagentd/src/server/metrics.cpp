@@ -24,7 +24,7 @@ void sample(std::string& out, const char* name, const char* labels, T value) {
 
 }  // namespace
 
-std::string render_metrics(const MetricsSnapshot& s) {
+std::string render_metrics(const ServerStats& s) {
   std::string o;
   metric(o, "agentd_agents", "gauge", "Agents hosted by this server.");
   sample(o, "agentd_agents", "", s.agents);

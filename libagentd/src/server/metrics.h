@@ -1,50 +1,26 @@
-// Metrics: the Prometheus text exposition (format 0.0.4) of a server's counters, and the HTTP
-// endpoint (kj-http) serving it at /metrics.
+// Metrics: the Prometheus text exposition (format 0.0.4) of a server's stats (server_stats.h),
+// and the HTTP endpoint (kj-http) serving it at /metrics.
 #pragma once
 
-#include "call_stats.h"
-#include "counting_stream.h"
+#include "server_stats.h"
 #include "task_errors.h"
 
 #include <kj/async-io.h>
 #include <kj/compat/http.h>
 #include <kj/timer.h>
 
-#include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 
 namespace agentd::detail {
 
-// What /metrics reports, read from the server's parts on the loop thread.
-struct MetricsSnapshot {
-  std::uint64_t agents = 0;
-  std::uint64_t calls_ok = 0;
-  std::uint64_t calls_error = 0;
-  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> calls_by_class;  // {ok, error}
-  std::uint64_t calls_queued = 0;
-  std::uint64_t calls_running = 0;
-  std::uint64_t result_pool_size = 0;
-  std::uint64_t result_pool_evictions = 0;
-  std::uint64_t peer_fetches = 0;
-  std::uint64_t model_calls = 0;
-  std::uint64_t model_errors = 0;
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-  Traffic bytes;
-  std::uint64_t workers = 0;
-  std::uint64_t workers_busy = 0;  // worker threads in a call (running or blocked in agent code)
-  std::uint64_t workers_max = 0;   // --max-workers
-  std::uint64_t calls_slow = 0;    // in progress past --slow-call-warn now
-  std::uint64_t calls_slow_total = 0;
-  std::uint64_t calls_timed_out = 0;
-  LatencyHistogram latency;
-};
+// What /metrics reports is the server's stats snapshot.
+// TODO(cleanup): tests/fuzz/metrics_http_fuzz.cpp still names it MetricsSnapshot.
+using MetricsSnapshot = ServerStats;
 
 // The Prometheus text exposition format 0.0.4 of s.
-std::string render_metrics(const MetricsSnapshot& s);
+std::string render_metrics(const ServerStats& s);
 
 // Serves render()'s text at "GET /metrics" over HTTP/1.1 (kj-http); other paths and methods get
 // 404. kj-http itself answers what it cannot parse (400, or 501 for an unknown method) and closes

@@ -1,24 +1,15 @@
+// Server: the wiring (the constructor and destructor), credentials and TLS, reloads. Listening
+// is in listeners.cpp, accepting and serving connections in server_connections.cpp, signals,
+// stdin, sd_notify and the stop in lifecycle.cpp, the stats in server_stats.cpp.
 #include "server.h"
 
-#include "connection_guard.h"
-#include "counting_stream.h"
 #include "model_config.h"
 #include "model_reload.h"
 #include "value_codec.h"
 
 #include <agentd/error.h>
 
-#include <grp.h>
-#include <malloc.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -39,14 +30,6 @@ ResultPool::Limits pool_limits(const ServerOptions& o) {
   l.max_size = o.max_pool_size;
   l.max_age = seconds_to_ms(o.max_expire_time);
   return l;
-}
-
-// kj says "::bind(...): Address already in use; toString() = ..."; keeps the OS's reason.
-std::string bind_failure(const kj::Exception& e) {
-  std::string why = e.getDescription().cStr();
-  if (auto colon = why.find("): "); colon != std::string::npos) why = why.substr(colon + 3);
-  if (auto semi = why.find(';'); semi != std::string::npos) why = why.substr(0, semi);
-  return why;
 }
 
 // --server-id, else the id a previous run saved in --state-dir (placeholders naming it stay
@@ -110,14 +93,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                                .tls_trust = peer_tls_trust(options_)},
              &bytes_.peer),
       rpc_{.server_id = id_,
-           .advertise_address = advertise_,
            .host = host_,
-           .store = store_.get(),
            .peers = peers_,
-           .catalog = catalog_,
-           .models = models_,
-           .workers = workers_,
-           .started = std::chrono::steady_clock::now(),
+           .server_info = [this] { return to_server_info(stats()); },
            .request_stop = [this] { request_stop(); },
            .set_model_configs =
                [this](const std::string& yaml) {
@@ -128,7 +106,6 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                  reload_tokens_logged("agentctl reload");
                  return version;
                },
-           .bytes = &bytes_,
            .client_backlog_limit = options_.max_client_backlog_mb << 20,
            .max_message_bytes = options_.max_message_bytes,
            .close_connection = {}},  // set per connection (serve())
@@ -297,191 +274,6 @@ Server::~Server() {
   services_.close();
 }
 
-std::uint16_t Server::listen() {
-  kj::Own<kj::NetworkAddress> addr;
-  try {
-    addr = io_.provider->getNetwork()
-               .parseAddress(to_kj(options_.host), static_cast<uint>(options_.port))
-               .wait(io_.waitScope);
-  } catch (const kj::Exception& e) {
-    throw Error(ErrorCode::config_error,
-                fmt::format("--host {}: cannot resolve: {}", options_.host, e.getDescription().cStr()));
-  }
-  try {
-    listener_ = addr->listen();
-  } catch (const kj::Exception& e) {
-    std::string why = bind_failure(e);
-    throw Error(ErrorCode::config_error,
-                fmt::format("cannot listen on {}:{}: {}{}", options_.host, options_.port, why,
-                            options_.port != 0 ? " (is another server using this port? pick "
-                                                 "another with --port, or --port 0 for a free one)"
-                                               : ""));
-  }
-  auto port = static_cast<std::uint16_t>(listener_->getPort());
-  if (options_.advertise_address.empty()) {
-    std::string host = options_.host;
-    if (host == "0.0.0.0" || host == "::" || host == "*") {
-      char name[256] = {};
-      host = ::gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
-    }
-    advertise_ = fmt::format("{}:{}", host, port);
-  } else {
-    advertise_ = options_.advertise_address;
-  }
-  rpc_.advertise_address = advertise_;
-  if (options_.metrics_port != 0) {
-    try {
-      auto metrics_addr = io_.provider->getNetwork()
-                              .parseAddress(to_kj(options_.host),
-                                            static_cast<uint>(options_.metrics_port))
-                              .wait(io_.waitScope);
-      metrics_ = std::make_unique<MetricsEndpoint>(metrics_addr->listen(),
-                                                   io_.provider->getTimer(),
-                                                   [this] { return render_metrics(metrics()); });
-    } catch (const kj::Exception& e) {
-      listener_ = nullptr;
-      throw Error(ErrorCode::config_error,
-                  fmt::format("--metrics-port: cannot listen on {}:{}: {} (pick another port, "
-                              "or 0 to turn metrics off)",
-                              options_.host, options_.metrics_port, bind_failure(e)));
-    }
-    spdlog::info("metrics at http://{}:{}/metrics", options_.host, metrics_->port());
-  }
-  if (!options_.unix_socket.empty()) {
-    try {
-      listen_unix();
-    } catch (...) {
-      listener_ = nullptr;
-      metrics_ = nullptr;
-      throw;
-    }
-  }
-  accepting_ = accept_loop(*listener_, false).eagerlyEvaluate([](kj::Exception&& e) {
-    spdlog::error("accepting connections failed: {}", e.getDescription().cStr());
-  });
-  if (unix_listener_)
-    accepting_unix_ = accept_loop(*unix_listener_, true).eagerlyEvaluate([](kj::Exception&& e) {
-      spdlog::error("accepting connections on --unix-socket failed: {}", e.getDescription().cStr());
-    });
-  return port;
-}
-
-void Server::listen_unix() {
-  const std::string& path = options_.unix_socket;
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode))
-      throw Error(ErrorCode::config_error,
-                  fmt::format("--unix-socket {}: exists and is not a socket (remove it or pick "
-                              "another path)",
-                              path));
-    // A socket file: in use if something accepts on it, else left over from a crash.
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
-    bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-    if (fd >= 0) ::close(fd);
-    if (live)
-      throw Error(ErrorCode::config_error,
-                  fmt::format("--unix-socket {}: another server is listening there", path));
-    ::unlink(path.c_str());
-  }
-  try {
-    auto addr = io_.provider->getNetwork().parseAddress(to_kj("unix:" + path)).wait(io_.waitScope);
-    unix_listener_ = addr->listen();
-  } catch (const kj::Exception& e) {
-    throw Error(ErrorCode::config_error,
-                fmt::format("--unix-socket {}: cannot listen: {}", path, bind_failure(e)));
-  }
-  gid_t gid = static_cast<gid_t>(-1);
-  if (!options_.unix_socket_group.empty()) {
-    struct group* g = ::getgrnam(options_.unix_socket_group.c_str());
-    if (g == nullptr) {
-      unix_listener_ = nullptr;
-      ::unlink(path.c_str());
-      throw Error(ErrorCode::config_error,
-                  fmt::format("--unix-socket-group {}: no such group", options_.unix_socket_group));
-    }
-    gid = g->gr_gid;
-  }
-  if (::chmod(path.c_str(), 0660) != 0 ||
-      (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
-    int err = errno;
-    unix_listener_ = nullptr;
-    ::unlink(path.c_str());
-    throw Error(ErrorCode::config_error,
-                fmt::format("--unix-socket {}: cannot set its mode or group: {}", path,
-                            std::strerror(err)));
-  }
-  spdlog::info("also listening on unix:{} (mode 0660{})", path,
-               options_.unix_socket_group.empty() ? "" : ", group " + options_.unix_socket_group);
-}
-
-kj::Promise<void> Server::sweep_loop() {
-  return io_.provider->getTimer().afterDelay(1 * kj::SECONDS).then([this]() {
-    host_.sweep_results();
-    // Memory freed by one thread and allocated by another (calls, completions, the state
-    // store's writer) leaves free pages scattered over glibc's arenas: hand them back to the
-    // system every 10 s, on a worker (it walks every arena). as_server itself links jemalloc
-    // (apps/as_server), where this does nothing; it serves servers in programs on glibc's
-    // malloc (local mode).
-    if (++sweeps_ % 10 == 0) workers_.submit([] { ::malloc_trim(0); });
-    return sweep_loop();
-  });
-}
-
-kj::Promise<void> Server::watch_stdin() {
-  auto in = io_.lowLevelProvider->wrapInputFd(STDIN_FILENO);
-  auto buf = kj::heapArray<kj::byte>(256);
-  auto read = in->tryRead(buf.begin(), 1, buf.size());
-  return read.then([this, in = kj::mv(in), buf = kj::mv(buf)](size_t n) mutable -> kj::Promise<void> {
-    if (n == 0) {
-      spdlog::info("standard input closed (parent gone): stopping");
-      request_stop();
-      return kj::READY_NOW;
-    }
-    return watch_stdin();
-  }, [this](kj::Exception&&) {
-    request_stop();
-  });
-}
-
-void Server::handle_signals() {
-  tasks_.add(signal_loop(SIGINT));
-  tasks_.add(signal_loop(SIGTERM));
-  tasks_.add(signal_loop(SIGHUP));
-}
-
-kj::Promise<void> Server::signal_loop(int signo) {
-  return io_.unixEventPort.onSignal(signo).then([this, signo](siginfo_t) {
-    if (signo == SIGHUP) {
-      if (notifier_)
-        notifier_->notify(fmt::format("RELOADING=1\nMONOTONIC_USEC={}",
-                                      std::chrono::duration_cast<std::chrono::microseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count()));
-      KJ_DEFER(if (notifier_) notifier_->notify("READY=1\nSTATUS=" + status_text()));
-      try {
-        if (options_.model_config_path.empty()) {
-          spdlog::info("SIGHUP: no --model-config-path to reload");
-        } else {
-          auto v = reload_models();
-          spdlog::info("SIGHUP: reloaded model configs from {} (version {})",
-                       options_.model_config_path, v);
-        }
-      } catch (const Error& e) {
-        spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
-      }
-      reload_tokens_logged("SIGHUP");
-    } else {
-      spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
-      request_stop();
-    }
-    return signal_loop(signo);
-  });
-}
-
 void Server::reload_tokens_logged(const char* why) {
   if (options_.auth_token_file.empty()) return;
   try {
@@ -504,136 +296,6 @@ std::vector<std::string> Server::loaded_model_names() const {
   for (auto& n : models_.names())
     if (n != "echo") names.push_back(std::move(n));  // the built-in one is always there
   return names;
-}
-
-void Server::request_stop() {
-  if (stop_fulfiller_ && stop_fulfiller_->isWaiting()) stop_fulfiller_->fulfill();
-}
-
-kj::Promise<void> Server::run() {
-  return kj::mv(stop_promise_).then([this]() {
-    stopping_ = true;
-    if (notifier_) notifier_->notify("STOPPING=1\nSTATUS=stopping: " + status_text());
-    accepting_ = nullptr;  // stop accepting: cancel the pending accept, then close the socket
-    listener_ = nullptr;
-    accepting_unix_ = nullptr;
-    if (unix_listener_) {
-      unix_listener_ = nullptr;
-      ::unlink(options_.unix_socket.c_str());
-    }
-    host_.begin_stop();
-    auto deadline = io_.provider->getTimer().now() +
-                    static_cast<std::int64_t>(options_.shutdown_grace * 1000) * kj::MILLISECONDS;
-    if (host_.running_calls() > 0)
-      spdlog::info("waiting up to {} s for {} running call(s)", options_.shutdown_grace,
-                   host_.running_calls());
-    return drain(deadline).then([this, deadline]() { return settle(deadline); });
-  });
-}
-
-kj::Promise<void> Server::settle(kj::TimePoint deadline) {
-  // The last calls' completions are posted to the bridge, gather in their session's outbox for
-  // a loop turn, leave as messages queued behind the connection's earlier writes, and are then
-  // written. A marker posted now runs after every completion posted before it; a few more turns
-  // let the outboxes flush and the writes start; then wait for the writes to finish.
-  auto marker = kj::newPromiseAndFulfiller<void>();
-  bridge_.post([f = kj::mv(marker.fulfiller)]() mutable { f->fulfill(); });
-  const auto limit = std::min(deadline, io_.provider->getTimer().now() + 2 * kj::SECONDS);
-  return marker.promise.then([]() { return kj::evalLater([]() {}); })
-      .then([]() { return kj::evalLater([]() {}); })
-      .then([]() { return kj::evalLater([]() {}); })
-      .then([this, limit]() { return wait_for_writes(limit, 0); });
-}
-
-kj::Promise<void> Server::wait_for_writes(kj::TimePoint limit, int quiet_checks) {
-  auto& timer = io_.provider->getTimer();
-  // Twice in a row with nothing in flight: no message is still on its way to a socket.
-  quiet_checks = writes_in_flight_ == 0 ? quiet_checks + 1 : 0;
-  if (quiet_checks >= 2 || timer.now() >= limit) return kj::READY_NOW;
-  return timer.afterDelay(1 * kj::MILLISECONDS).then([this, limit, quiet_checks]() {
-    return wait_for_writes(limit, quiet_checks);
-  });
-}
-
-kj::Promise<void> Server::drain(kj::TimePoint deadline) {
-  auto& timer = io_.provider->getTimer();
-  if (host_.running_calls() == 0) {
-    // The last calls' commits, so their completions can go out; a disk that stalls past the
-    // grace period does not hold the stop (what it has not committed was never acknowledged).
-    const auto left = deadline - timer.now();
-    if (store_ && !store_->flush_for(std::chrono::milliseconds(
-                      std::max<std::int64_t>(0, left / kj::MILLISECONDS)))) {
-      spdlog::warn("grace period over; the state store's last commit has not finished (the disk "
-                   "stalls): exiting without it, so the calls in it were never reported done");
-      store_stalled_ = true;
-    }
-    return kj::READY_NOW;
-  }
-  if (timer.now() >= deadline) {
-    spdlog::warn("grace period over; {} call(s) still running are abandoned", host_.running_calls());
-    return kj::READY_NOW;
-  }
-  return timer.afterDelay(10 * kj::MILLISECONDS).then([this, deadline]() { return drain(deadline); });
-}
-
-void Server::attach_notifier(const SdNotifier& notifier) {
-  notifier_ = &notifier;
-  if (!notifier.enabled()) return;
-  // Half the watchdog timeout (sd_watchdog_enabled(3)); STATUS= refreshes at most every 5 s.
-  auto interval = 5 * kj::SECONDS;
-  if (auto wd = notifier.watchdog_timeout(); wd.count() > 0)
-    interval = std::min(interval, wd.count() / 2 * kj::MICROSECONDS);
-  tasks_.add(notify_loop(interval));
-}
-
-kj::Promise<void> Server::notify_loop(kj::Duration interval) {
-  // Runs on this loop: a wedged loop stops the pings, and systemd restarts us.
-  std::string state = std::string("STATUS=") + (stopping_ ? "stopping: " : "serving: ") + status_text();
-  if (notifier_->watchdog_timeout().count() > 0) state = "WATCHDOG=1\n" + state;
-  notifier_->notify(state);
-  return io_.provider->getTimer().afterDelay(interval).then(
-      [this, interval]() { return notify_loop(interval); });
-}
-
-std::string Server::status_text() const {
-  const auto watch = host_.watch_stats();
-  return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s), "
-                     "workers {}/{} busy{}",
-                     host_.size(), host_.running_calls(), host_.queued_calls(),
-                     host_.calls_completed(), host_.calls_failed(), workers_.busy(),
-                     workers_.max_threads(),
-                     watch.slow_now == 0 ? std::string()
-                                         : fmt::format(", {} slow call(s) (over --slow-call-warn)",
-                                                       watch.slow_now));
-}
-
-MetricsSnapshot Server::metrics() const {
-  MetricsSnapshot m;
-  m.agents = host_.size();
-  m.calls_ok = host_.calls_completed();
-  m.calls_error = host_.calls_failed();
-  m.calls_by_class = host_.calls_by_class();
-  m.calls_queued = host_.queued_calls();
-  m.calls_running = host_.running_calls();
-  m.latency = host_.call_latency();
-  const auto results = host_.result_stats();
-  m.result_pool_size = results.size;
-  m.result_pool_evictions = results.evictions;
-  m.peer_fetches = peers_.fetches();
-  auto usage = models_.total_usage();
-  m.model_calls = usage.calls;
-  m.model_errors = usage.errors;
-  m.prompt_tokens = usage.prompt_tokens;
-  m.completion_tokens = usage.completion_tokens;
-  m.bytes = bytes_;
-  m.workers = workers_.threads();
-  m.workers_busy = workers_.busy();
-  m.workers_max = workers_.max_threads();
-  const auto watch = host_.watch_stats();
-  m.calls_slow = watch.slow_now;
-  m.calls_slow_total = watch.slow_total;
-  m.calls_timed_out = watch.timed_out;
-  return m;
 }
 
 }  // namespace agentd::detail

@@ -21,6 +21,7 @@
 #include "sd_notify.h"
 #include "trace_file.h"
 #include "server_config.h"
+#include "server_stats.h"
 #include "task_errors.h"
 #include "worker_pool.h"
 
@@ -28,6 +29,7 @@
 #include <kj/async-io.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -119,18 +121,21 @@ class Server {
   // RELOADING=1 then READY=1 around a SIGHUP reload, STOPPING=1 when a stop begins.
   // Call once, after listen(); READY=1 itself is the caller's (it knows when it is ready).
   void attach_notifier(const SdNotifier& notifier);
-  // "N agent(s), N running, N queued, N completed, N failed call(s), workers B/M busy[, S slow
-  // call(s)]": for STATUS= and logs.
+  // One snapshot of this server's counters (server_stats.cpp), which AgentServer.info, /metrics
+  // and STATUS= report. Loop thread.
+  ServerStats stats() const;
+  // TODO(cleanup): tests/unit/session and tests/fuzz still call metrics(); stats() is the one.
+  ServerStats metrics() const { return stats(); }
+  // status_text(stats()) (server_stats.h): for STATUS= and logs. Loop thread.
   std::string status_text() const;
-  // The counters /metrics reports. Loop thread.
-  MetricsSnapshot metrics() const;
 
  private:
   // Restores the agents and results in store_ (the constructor, before serving); throws
   // Error(config_error) naming the agents that cannot come back and the database file.
   void restore();
   kj::Promise<void> accept_loop(kj::ConnectionReceiver& listener, bool local);
-  void listen_unix();
+  void listen_unix();  // listeners.cpp
+  // lifecycle.cpp: housekeeping, signals, stdin, sd_notify, the stop.
   kj::Promise<void> sweep_loop();
   kj::Promise<void> drain(kj::TimePoint deadline);
   // After the last call: until its completions are written to the clients (bounded).
@@ -162,6 +167,7 @@ class Server {
   std::unique_ptr<StateStore> store_;
   std::string id_;
   std::string advertise_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   Traffic bytes_;
   std::size_t writes_in_flight_ = 0;  // on client connections (see settle())
 

@@ -1,5 +1,6 @@
 #include "call_batch.h"
 
+#include "kj_errors.h"
 #include "loop_state.h"
 #include "value_codec.h"
 
@@ -336,7 +337,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
           return;
         }
         fail_tickets(*loop_ptr, sent,
-                     error_from_exception(e, "sending calls to " + loop_ptr->where));
+                     error_from_kj(e, "sending calls to " + loop_ptr->where));
         submit_answered(*loop_ptr);
       }));
 }

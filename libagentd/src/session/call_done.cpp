@@ -1,7 +1,9 @@
 #include "call_done.h"
 
 #include "call_batch.h"
+#include "kj_errors.h"
 #include "loop_state.h"
+#include "outcome_codec.h"
 #include "value_codec.h"
 #include "wire_limits.h"
 
@@ -39,15 +41,13 @@ class SinkImpl final : public wire::CallSink::Server {
 // of the whole message once get() wants it.
 void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
              const std::shared_ptr<ResultSlot>& slot) {
-  switch (o.which()) {
-    case wire::Outcome::MSG:
-      slot->set(read_msg(o.getMsg()));
-      return;
-    case wire::Outcome::ERROR:
-      slot->fail(read_error(o.getError()));
-      return;
-    case wire::Outcome::TOO_LARGE:
-      break;
+  if (!o.isTooLarge()) {
+    auto outcome = read_outcome(o);
+    if (Msg* m = std::get_if<Msg>(&outcome))
+      slot->set(std::move(*m));
+    else
+      slot->fail(std::get<Error>(outcome));
+    return;
   }
   slot->too_large = true;
   if (slot->wanted && !slot->full_requested) {
@@ -134,7 +134,7 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
           request_result(*loop_ptr, id, slot);
           return;
         }
-        slot->fail(error_from_exception(e, fmt::format("waiting for the result of call {}", id)));
+        slot->fail(error_from_kj(e, fmt::format("waiting for the result of call {}", id)));
       }));
 }
 
@@ -199,7 +199,7 @@ void look_up_lost(LoopState& loop, Ticket ticket) {
           look_up_lost(*loop_ptr, std::move(*t));
           return;
         }
-        t->fail(error_from_exception(
+        t->fail(error_from_kj(
             e, fmt::format("asking as_server at {} about call {} after reconnecting",
                            loop_ptr->where, t->call_id)));
       }));

@@ -299,20 +299,4 @@ Error read_error(wire::Error::Reader in) {
                in.getRetryable());
 }
 
-Error error_from_exception(const kj::Exception& e, std::string context) {
-  std::string desc(e.getDescription().cStr());
-  std::string msg = context.empty() ? desc : context + ": " + desc;
-  switch (e.getType()) {
-    case kj::Exception::Type::DISCONNECTED:
-      return Error(ErrorCode::disconnected, msg);
-    case kj::Exception::Type::OVERLOADED:
-      return Error(ErrorCode::overloaded, msg);
-    case kj::Exception::Type::UNIMPLEMENTED:
-      return Error(ErrorCode::bad_request, msg);
-    case kj::Exception::Type::FAILED:
-      break;
-  }
-  return Error(ErrorCode::internal, msg);
-}
-
 }  // namespace agentd::detail

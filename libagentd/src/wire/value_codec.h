@@ -33,9 +33,6 @@ Error read_error(wire::Error::Reader in);
 wire::ErrorCode to_wire(ErrorCode code);
 ErrorCode from_wire(wire::ErrorCode code);
 
-// Maps a Cap'n Proto exception (a fault: disconnect, overload, bug) to agentd::Error.
-Error error_from_exception(const kj::Exception& e, std::string context = {});
-
 inline kj::StringPtr to_kj(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
 inline std::string to_std(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 

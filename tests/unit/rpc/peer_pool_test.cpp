@@ -129,7 +129,7 @@ TEST_CASE("PeerPool fetches a finished result from its origin", "[peer_pool]") {
   f.origin->create("EchoAgent", "a");
   f.origin->start_call("a", "call-1", "hello from the origin");
   f.origin->start_call("a", "call-2", "second");
-  REQUIRE(f.pump_until([&] { return f.origin->server.metrics().calls_ok == 2; }));
+  REQUIRE(f.pump_until([&] { return f.origin->server.stats().calls_ok == 2; }));
 
   f.fetch(f.origin->address, "origin-1", "call-1");
   REQUIRE(f.pump_until([&] { return f.outs.size() == 1; }));
@@ -140,7 +140,7 @@ TEST_CASE("PeerPool fetches a finished result from its origin", "[peer_pool]") {
   CHECK(f.pool->fetches() == 1);
   CHECK(f.bytes.in > 0);
   // The origin counts what it served as peer traffic.
-  CHECK(f.origin->server.metrics().bytes.peer.out > 0);
+  CHECK(f.origin->server.stats().bytes.peer.out > 0);
 
   // A placeholder without a server id (the check is skipped) is fetched the same way.
   f.fetch(f.origin->address, "", "call-2");
@@ -159,7 +159,7 @@ TEST_CASE("several consumers of one call cost one transfer", "[peer_pool]") {
 
   // Consumers arrive while the call still runs at the origin: they share one fetch.
   for (int i = 0; i < 5; ++i) f.fetch(f.origin->address, "origin-1", "call-big");
-  REQUIRE(f.pump_until([&] { return f.origin->server.metrics().calls_running == 1; }));
+  REQUIRE(f.pump_until([&] { return f.origin->server.stats().calls_running == 1; }));
   CHECK(f.outs.empty());
   g_gate.set(true);
   REQUIRE(f.pump_until([&] { return f.outs.size() == 5; }));

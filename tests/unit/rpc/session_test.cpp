@@ -192,9 +192,9 @@ TEST_CASE("completions that together exceed one message's limit all reach the cl
   // loop's bridge until the loop runs again.
   g_gate.set(true);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (p.server.metrics().calls_ok < kConsumers + 1 && std::chrono::steady_clock::now() < deadline)
+  while (p.server.stats().calls_ok < kConsumers + 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  REQUIRE(p.server.metrics().calls_ok == kConsumers + 1);
+  REQUIRE(p.server.stats().calls_ok == kConsumers + 1);
 
   const std::size_t messages_before = p.heard.message_bytes.size();
   CHECK(p.pump_until([&] { return p.answered(200000, 200000 + kConsumers) == kConsumers; }));

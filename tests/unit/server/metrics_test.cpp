@@ -13,7 +13,7 @@
 #include <string>
 
 using agentd::detail::MetricsEndpoint;
-using agentd::detail::MetricsSnapshot;
+using agentd::detail::ServerStats;
 using agentd::detail::render_metrics;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
@@ -22,8 +22,8 @@ namespace {
 
 constexpr const char* kGet = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n";
 
-MetricsSnapshot sample() {
-  MetricsSnapshot s;
+ServerStats sample() {
+  ServerStats s;
   s.agents = 3;
   s.calls_ok = 7;
   s.calls_error = 1;
@@ -34,7 +34,7 @@ MetricsSnapshot sample() {
 
 // An endpoint on 127.0.0.1 (a free port) serving render_metrics(s); s and timer outlive it.
 std::unique_ptr<MetricsEndpoint> start(kj::AsyncIoContext& io, kj::Timer& timer,
-                                       const MetricsSnapshot& s) {
+                                       const ServerStats& s) {
   auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
   return std::make_unique<MetricsEndpoint>(addr->listen(), timer,
                                            [&s] { return render_metrics(s); });

@@ -1,5 +1,6 @@
 // value_codec: every Value kind, Msg and Error survive the trip through the wire form.
 #include "value_codec.h"
+#include "kj_errors.h"
 #include "test_names.h"
 
 #include <capnp/message.h>
@@ -100,16 +101,26 @@ TEST_CASE("errors keep code, message, agent, class and retryability on the wire"
 
 TEST_CASE("Cap'n Proto faults map to typed errors", "[value_codec]") {
   kj::Exception disc(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str("peer gone"));
-  auto e = detail::error_from_exception(disc, "calling x");
+  auto e = detail::error_from_kj(disc, "calling x");
   CHECK(e.code() == ErrorCode::disconnected);
   CHECK(e.retryable());
   CHECK_THAT(e.message(), Catch::Matchers::Contains("calling x") &&
                               Catch::Matchers::Contains("peer gone"));
   kj::Exception over(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str("busy"));
-  CHECK(detail::error_from_exception(over).code() == ErrorCode::overloaded);
+  CHECK(detail::error_from_kj(over).code() == ErrorCode::overloaded);
   kj::Exception failed(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str("bug"));
-  CHECK(detail::error_from_exception(failed).code() == ErrorCode::internal);
-  CHECK_FALSE(detail::error_from_exception(failed).retryable());
+  CHECK(detail::error_from_kj(failed).code() == ErrorCode::internal);
+  CHECK_FALSE(detail::error_from_kj(failed).retryable());
+  // A method the other end does not have: the request was wrong, not the server.
+  kj::Exception unimplemented(kj::Exception::Type::UNIMPLEMENTED, __FILE__, __LINE__, kj::str("no such method"));
+  CHECK(detail::error_from_kj(unimplemented).code() == ErrorCode::bad_request);
+  // An agentd::Error carried through a promise comes back whole, in its context.
+  auto carried = detail::error_from_kj(
+      detail::to_kj_exception(std::make_exception_ptr(Error(ErrorCode::unknown_agent, "gone", "a1"))),
+      "calling a1");
+  CHECK(carried.code() == ErrorCode::unknown_agent);
+  CHECK(carried.agent_id() == "a1");
+  CHECK(carried.message() == "calling a1: gone");
 }
 
 TEST_CASE("values too deep or not UTF-8 are refused when read, naming where", "[value_codec]") {

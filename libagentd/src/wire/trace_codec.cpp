@@ -1,0 +1,46 @@
+#include "trace_codec.h"
+
+#include "value_codec.h"
+
+namespace agentd::detail {
+
+void write_trace_span(const TraceSpan& s, wire::Span::Builder out) {
+  out.setCallId(to_kj(s.call_id));
+  out.setAgentId(to_kj(s.agent_id));
+  out.setAgentClass(to_kj(s.agent_class));
+  out.setKind(to_kj(s.kind));
+  out.setMethod(to_kj(s.method));
+  auto consumed = out.initConsumed(static_cast<unsigned>(s.consumed.size()));
+  for (unsigned i = 0; i < s.consumed.size(); ++i) consumed.set(i, to_kj(s.consumed[i]));
+  out.setEnqueuedUnixNs(s.enqueued_unix_ns);
+  out.setQueueWaitNs(s.queue_wait_ns);
+  out.setRunNs(s.run_ns);
+  out.setModelCalls(s.model_calls);
+  out.setPromptTokens(s.prompt_tokens);
+  out.setCompletionTokens(s.completion_tokens);
+  out.setOutcome(to_kj(s.outcome));
+  out.setErrorMessage(to_kj(s.error_message));
+  out.setSeq(s.seq);
+}
+
+TraceSpan read_trace_span(wire::Span::Reader in) {
+  TraceSpan t;
+  t.seq = in.getSeq();
+  t.call_id = to_std(in.getCallId());
+  t.agent_id = to_std(in.getAgentId());
+  t.agent_class = to_std(in.getAgentClass());
+  t.kind = to_std(in.getKind());
+  t.method = to_std(in.getMethod());
+  for (auto c : in.getConsumed()) t.consumed.push_back(to_std(c));
+  t.enqueued_unix_ns = in.getEnqueuedUnixNs();
+  t.queue_wait_ns = in.getQueueWaitNs();
+  t.run_ns = in.getRunNs();
+  t.model_calls = in.getModelCalls();
+  t.prompt_tokens = in.getPromptTokens();
+  t.completion_tokens = in.getCompletionTokens();
+  t.outcome = to_std(in.getOutcome());
+  t.error_message = to_std(in.getErrorMessage());
+  return t;
+}
+
+}  // namespace agentd::detail
