@@ -32,6 +32,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace agentd::test;
@@ -288,13 +289,14 @@ TEST_CASE("a full disk fails the commit not_applied, fails every later change, a
       // The failure is on record: a later change fails at once, on this thread, with the same
       // error, even a small one that would fit.
       std::optional<Error> later;
-      bool ran = false;
+      std::optional<std::thread::id> ran_on;
       Change small = put_agent("small");
       store.submit(std::move(small), [&](const Error* e) {
-        ran = true;
+        ran_on = std::this_thread::get_id();
         if (e) later = *e;
       });
-      CHECK(ran);
+      REQUIRE(ran_on);
+      CHECK(*ran_on == std::this_thread::get_id());
       REQUIRE(later);
       CHECK(later->code() == ErrorCode::not_applied);
       CHECK(later->message() == failed->message());
