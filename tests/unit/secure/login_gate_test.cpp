@@ -109,7 +109,7 @@ LoginThrottle::Limits slow_refill(double per_address, double overall) {
 
 }  // namespace
 
-TEST_CASE("the right token gets the server, one per connection; a wrong or missing one gets an "
+TEST_CASE("the right token gets the server, one per connection, and a wrong or missing one gets an "
           "error saying what to do",
           "[secure][login_gate]") {
   Gates g({"right-token", "second-token"});

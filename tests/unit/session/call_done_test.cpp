@@ -113,7 +113,7 @@ TEST_CASE("a lost call is interrupted when the server came back as another one",
   CHECK(detail::unknown_lost_call(l.state, t, 60000).code() == ErrorCode::interrupted);
 }
 
-TEST_CASE("each CallDone redeems its ticket once; an answer that cannot be read fails its call "
+TEST_CASE("each CallDone redeems its ticket once, and an answer that cannot be read fails its call "
           "alone",
           "[session][call_done]") {
   Loop l;
