@@ -2,7 +2,8 @@
 // faults: a full disk (the process's file size limit, which makes SQLite's writes fail with
 // EFBIG as a full disk does with ENOSPC), a database or directory this process may not write,
 // damaged databases (garbage bytes, a truncated file, an empty file, another program's
-// database, a damaged row), and the directory lock held by another opener. What is asserted is
+// database, a damaged row), the directory lock held by another opener, and a run that died
+// (a forked child that exits without closing the store). What is asserted is
 // what an operator and a client rely on: every error says what is wrong, with which file, and
 // what to do; a failed write is reported to its change and to every later one; nothing that was
 // acknowledged is lost, and a refused start leaves the files as they were.
@@ -479,4 +480,62 @@ TEST_CASE("a state dir is used by one store at a time: a second opener is refuse
   // Released: the next store opens and finds both agents.
   StateStore next(dir);
   CHECK(load_all(next).agents.size() == 2);
+}
+
+TEST_CASE("after a run that died, the calls it was running come back interrupted and the "
+          "acknowledged ones are kept",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  // A child process opens the store, commits two calls, starts a third and dies without closing
+  // (as kill -9 would leave it: no checkpoint, the run record not marked clean).
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      StateStore store(dir);
+      bool ok = !commit(store, put_agent("a")) &&
+                !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+                !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
+      store.journal().begin("call-3", "a");
+      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(fs::exists(db + "-wal"));  // the last commits are in the write-ahead log only
+
+  SECTION("a restart restores them") {
+    StateStore store(dir);
+    auto c = load_all(store);
+    REQUIRE(c.agents.size() == 1);
+    CHECK(texts(c.agents[0].memory) == std::vector<std::string>{"one", "two"});
+    CHECK(c.agents[0].state == Value{{"count", 2}});
+    std::optional<Error> interrupted;
+    std::vector<std::string> ids;
+    for (const auto& r : c.results) {
+      ids.push_back(r.call_id);
+      if (r.call_id == "call-3") interrupted = std::get<Error>(*r.outcome);
+    }
+    CHECK(ids == std::vector<std::string>{"call-1", "call-2", "call-3"});
+    REQUIRE(interrupted);
+    CHECK(interrupted->code() == ErrorCode::interrupted);
+    CHECK_FALSE(interrupted->retryable());
+    CHECK(interrupted->agent_id() == "a");
+    CHECK_THAT(interrupted->message(), Contains("call call-3 was running") &&
+                                           Contains("not safe to retry blindly"));
+  }
+  SECTION("without its write-ahead log the start is refused, naming what is missing") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    Error e = error_of([&] { StateStore store(dir); });
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("acknowledged commit(s) are missing") &&
+                                Contains(db + "-wal") && Contains(dir + "/agentd.run"));
+  }
 }
