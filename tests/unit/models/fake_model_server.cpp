@@ -38,7 +38,7 @@ FakeModelServer::FakeModelServer() {
   int out[2];
   int in[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(in, O_CLOEXEC) != 0) die(std::strerror(errno));
-  const std::string script = std::string(AGENTD_SOURCE_DIR) + "/tests/models/fake_model_server.py";
+  const std::string script = std::string(AGENTD_SOURCE_DIR) + "/tests/unit/models/fake_model_server.py";
   pid_ = fork();
   if (pid_ < 0) die(std::strerror(errno));
   if (pid_ == 0) {

@@ -1,4 +1,4 @@
-// AgentScope's model config templates (tests/models/agentscope_templates/, in AgentScope's own
+// AgentScope's model config templates (tests/unit/models/agentscope_templates/, in AgentScope's own
 // JSON form and field names) load unchanged, get each provider's default base URL, and build a
 // model without any I/O; a type agentd does not implement is refused, naming it.
 #include "chat_models.h"
@@ -19,7 +19,7 @@ using agentd::detail::parse_model_configs;
 
 namespace {
 std::string template_path(const std::string& name) {
-  return std::string(AGENTD_SOURCE_DIR) + "/tests/models/agentscope_templates/" + name + ".json";
+  return std::string(AGENTD_SOURCE_DIR) + "/tests/unit/models/agentscope_templates/" + name + ".json";
 }
 }  // namespace
 

@@ -1,0 +1,541 @@
+// StateStore (host/state_store.h, state_store_open.cpp) on a temporary directory, with injected
+// faults: a full disk (the process's file size limit, which makes SQLite's writes fail with
+// EFBIG as a full disk does with ENOSPC), a database or directory this process may not write,
+// damaged databases (garbage bytes, a truncated file, an empty file, another program's
+// database, a damaged row), the directory lock held by another opener, and a run that died
+// (a forked child that exits without closing the store). What is asserted is
+// what an operator and a client rely on: every error says what is wrong, with which file, and
+// what to do; a failed write is reported to its change and to every later one; nothing that was
+// acknowledged is lost, and a refused start leaves the files as they were.
+//
+// The durability of a real server across kill -9 is tests/integration/durability_test.cpp's
+// and retry_safety_test.cpp's; these drive the store directly, without a server.
+#include "state_store.h"
+
+#include "error_of.h"
+#include "server_process.h"  // TempDir
+#include "test_names.h"
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace agentd::test;
+using agentd::test::error_of;
+using agentd::detail::StateStore;
+namespace fs = std::filesystem;
+namespace detail = agentd::detail;
+
+namespace {
+
+using Change = StateStore::Change;
+
+// The row of a new agent: its args, its own saved state and its memory so far.
+Change put_agent(const std::string& id, const std::vector<Msg>& memory = {}) {
+  Change c;
+  c.kind = Change::Kind::put_agent;
+  c.agent_id = id;
+  c.name = id + "-name";
+  c.class_name = "EchoAgent";
+  c.args = detail::encode_value(Value{{"prefix", "p:"}});
+  c.has_state = true;
+  c.state = detail::encode_value(Value{{"count", 0}});
+  for (const auto& m : memory) detail::append_framed(c.memory, detail::encode_msg(m));
+  return c;
+}
+
+// A call of agent id that added added to its memory (from position from on), changed its state
+// to count and finished with reply as the result of call_id.
+Change call(const std::string& id, std::int64_t from, const std::vector<Msg>& added, int count,
+            const std::string& call_id, const Msg& reply) {
+  Change c;
+  c.kind = Change::Kind::call;
+  c.agent_id = id;
+  c.has_state = true;
+  c.state = detail::encode_value(Value{{"count", count}});
+  c.memory_from = from;
+  for (const auto& m : added) detail::append_framed(c.memory, detail::encode_msg(m));
+  c.call_id = call_id;
+  c.outcome = detail::encode_outcome(detail::Outcome(reply));
+  return c;
+}
+
+// Submits change and waits for its commit: nullopt when it was committed, else the error its
+// done callback was given.
+std::optional<Error> commit(StateStore& store, Change change) {
+  std::optional<Error> failed;
+  bool done = false;
+  store.submit(std::move(change), [&](const Error* e) {
+    done = true;
+    if (e != nullptr) failed = *e;
+  });
+  store.flush();
+  REQUIRE(done);
+  return failed;
+}
+
+const StateStore::AgentRow* find_agent(const StateStore::Contents& c, const std::string& id) {
+  for (const auto& a : c.agents)
+    if (a.id == id) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> texts(const std::vector<Msg>& msgs) {
+  std::vector<std::string> out;
+  for (const auto& m : msgs) out.push_back(m.text());
+  return out;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+StateStore::Contents load_all(StateStore& store) {
+  return store.load(1000, std::chrono::hours(24));
+}
+
+// A state dir holding agent "kept" with memory m0..m(n-1) and the result of call "call-0",
+// closed cleanly (the write-ahead log checkpointed into agentd.db).
+void make_state(const std::string& dir, int n = 4) {
+  StateStore store(dir);
+  std::vector<Msg> memory;
+  for (int i = 0; i < n; ++i) memory.emplace_back("kept", "m" + std::to_string(i));
+  REQUIRE_FALSE(commit(store, put_agent("kept", memory)));
+  REQUIRE_FALSE(commit(store, call("kept", n, {Msg("user", "q")}, 1, "call-0", Msg("kept", "a"))));
+  store.set_server_id("server-1");
+}
+
+// The process's file size limit, lowered for the scope (SIGXFSZ ignored, so a write past it
+// fails with EFBIG instead of killing the process). The limit is the whole process's: nothing
+// else in this test writes files while it holds.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved_) == 0);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lowered) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  void (*old_handler_)(int) = SIG_DFL;
+};
+
+// Opens a StateStore on dir in a child process running as user nobody (as root every file is
+// writable, so a permission problem needs another user), and returns what its constructor threw
+// ("opened" when it did not throw).
+std::string open_as_nobody(const std::string& dir) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string what = "opened";
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      what = "cannot become nobody";
+    } else {
+      try {
+        StateStore store(dir);
+      } catch (const Error& e) {
+        what = std::string(agentd::to_string(e.code())) + ": " + e.message();
+      } catch (const std::exception& e) {
+        what = std::string("not an agentd::Error: ") + e.what();
+      }
+    }
+    (void)!::write(fds[1], what.data(), what.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the state store keeps what it acknowledged: agents, memory, state, results, server id",
+          "[host][state_store]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  std::vector<std::string> done_order;
+  {
+    StateStore store(dir);
+    CHECK(store.file() == dir + "/agentd.db");
+    CHECK(fs::exists(store.file()));
+    // The directory is created private: it holds every agent's memory.
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    CHECK(store.server_id().empty());
+    store.set_server_id("server-1");
+
+    // Queued from this thread, committed by the writer: each done runs once, in order, with no
+    // error.
+    for (const char* id : {"a", "b", "gone"})
+      store.submit(put_agent(id, {Msg("user", std::string("hello ") + id)}),
+                   [&done_order, id](const Error* e) {
+                     done_order.push_back(std::string(id) + (e ? " failed" : ""));
+                   });
+    store.submit(call("a", 1, {Msg("user", "q1"), Msg("a", "r1")}, 1, "call-1", Msg("a", "r1")),
+                 [&done_order](const Error* e) { done_order.push_back(e ? "call-1 failed" : "call-1"); });
+    Change del;
+    del.kind = Change::Kind::delete_agent;
+    del.agent_id = "gone";
+    store.submit(std::move(del), [&done_order](const Error* e) {
+      done_order.push_back(e ? "delete failed" : "delete");
+    });
+    store.flush();
+    CHECK(done_order == std::vector<std::string>{"a", "b", "gone", "call-1", "delete"});
+    CHECK_FALSE(store.failure());
+    auto stats = store.stats();
+    CHECK(stats.commits >= 1);
+    CHECK(stats.changes == 5);
+    CHECK(stats.error.empty());
+    CHECK(stats.bytes > 0);
+  }  // closed: the next open is a clean restart
+
+  StateStore again(dir);
+  CHECK(again.server_id() == "server-1");
+  auto c = load_all(again);
+  REQUIRE(c.agents.size() == 2);
+  CHECK(c.agents[0].id == "a");  // creation order
+  CHECK(c.agents[1].id == "b");
+  CHECK(find_agent(c, "gone") == nullptr);
+  const auto& a = c.agents[0];
+  CHECK(a.name == "a-name");
+  CHECK(a.class_name == "EchoAgent");
+  CHECK(a.args == Value{{"prefix", "p:"}});
+  CHECK(a.state == Value{{"count", 1}});
+  CHECK(texts(a.memory) == std::vector<std::string>{"hello a", "q1", "r1"});
+  CHECK(texts(c.agents[1].memory) == std::vector<std::string>{"hello b"});
+  REQUIRE(c.results.size() == 1);
+  CHECK(c.results[0].call_id == "call-1");
+  CHECK(c.results[0].agent_id == "a");
+  REQUIRE(std::holds_alternative<Msg>(*c.results[0].outcome));
+  CHECK(std::get<Msg>(*c.results[0].outcome).text() == "r1");
+  CHECK(c.forgotten_until_unix_ms == 0);  // nothing was ever trimmed
+}
+
+TEST_CASE("a full disk fails the commit not_applied, fails every later change, and loses nothing "
+          "acknowledged",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  const std::string big(256 << 10, 'z');  // a few of these pass any limit set below
+  int acknowledged = 0;
+  std::optional<Error> failed;
+  {
+    StateStore store(dir);
+    REQUIRE_FALSE(commit(store, put_agent("a")));
+    std::uintmax_t size = 0;
+    for (const char* suffix : {"", "-wal"}) {
+      std::error_code ec;
+      const auto n = fs::file_size(db + suffix, ec);
+      if (!ec) size = std::max(size, n);
+    }
+    {
+      FileSizeLimit limit(size + (64 << 10));
+      for (int i = 0; i < 50 && !failed; ++i) {
+        failed = commit(store, call("a", i, {Msg("user", big + std::to_string(i))}, i + 1,
+                                    "call-" + std::to_string(i), Msg("a", "ok")));
+        if (!failed) ++acknowledged;
+      }
+      REQUIRE(failed);
+      CHECK(failed->code() == ErrorCode::not_applied);
+      CHECK(failed->retryable());
+      // What failed, where, and what to do.
+      CHECK_THAT(failed->message(), Contains("could not save agent state to " + db) &&
+                                        Contains("not applied") &&
+                                        Contains("Everything acknowledged before is kept") &&
+                                        Contains("free space") && Contains("restart"));
+
+      // The failure is on record: a later change fails at once, on this thread, with the same
+      // error, even a small one that would fit.
+      std::optional<Error> later;
+      std::optional<std::thread::id> ran_on;
+      Change small = put_agent("small");
+      store.submit(std::move(small), [&](const Error* e) {
+        ran_on = std::this_thread::get_id();
+        if (e) later = *e;
+      });
+      REQUIRE(ran_on);
+      CHECK(*ran_on == std::this_thread::get_id());
+      REQUIRE(later);
+      CHECK(later->code() == ErrorCode::not_applied);
+      CHECK(later->message() == failed->message());
+      REQUIRE(store.failure());
+      CHECK(store.failure()->message() == failed->message());
+      CHECK(store.stats().error == failed->message());
+    }
+  }  // closed with the limit lifted
+
+  // Reopened: every acknowledged call is there, in order, and neither the failed one nor the
+  // change after it.
+  StateStore again(dir);
+  auto c = load_all(again);
+  REQUIRE(c.agents.size() == 1);
+  CHECK(find_agent(c, "small") == nullptr);
+  const auto& a = c.agents[0];
+  REQUIRE(a.memory.size() == static_cast<std::size_t>(acknowledged));
+  for (int i = 0; i < acknowledged; ++i) CHECK(a.memory[i].text() == big + std::to_string(i));
+  CHECK(a.state == Value{{"count", acknowledged}});
+  CHECK(c.results.size() == static_cast<std::size_t>(acknowledged));
+  for (const auto& r : c.results) CHECK(r.call_id != "call-" + std::to_string(acknowledged));
+  // And the store writes again once the disk has room.
+  CHECK_FALSE(commit(again, put_agent("after")));
+}
+
+TEST_CASE("a state dir this process may not write is refused as a permission problem, not as "
+          "damage",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  make_state(dir);
+  const std::string before = read_bytes(db);
+  const bool root = ::geteuid() == 0;
+  // Opens dir as a user the mode bits apply to: nobody when this is root, else this process.
+  auto refused = [&]() -> std::string {
+    if (root) return open_as_nobody(dir);
+    try {
+      StateStore store(dir);
+    } catch (const Error& e) {
+      return std::string(agentd::to_string(e.code())) + ": " + e.message();
+    }
+    return "opened";
+  };
+  if (root) {
+    // nobody may enter the temporary directory; the state dir is its own.
+    fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::others_exec);
+    REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+    for (const auto& e : fs::directory_iterator(dir))
+      REQUIRE(::chown(e.path().c_str(), 65534, 65534) == 0);
+  }
+
+  SECTION("a read-only database file") {
+    fs::permissions(db, fs::perms::owner_read);
+    const std::string what = refused();
+    CHECK_THAT(what, Catch::StartsWith("config_error"));
+    CHECK_THAT(what, Contains("--state-dir " + dir) && Contains(db + " is not writable") &&
+                         Contains("mode 0400") && Contains("Make it writable") &&
+                         Contains("not damaged"));
+    CHECK_THAT(what, !Contains("backup") && !Contains("move the directory away"));
+    fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
+  }
+  SECTION("a read-only directory") {
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+    const std::string what = refused();
+    CHECK_THAT(what, Catch::StartsWith("config_error"));
+    CHECK_THAT(what, Contains(dir + " is not writable") && Contains("not damaged"));
+    CHECK_THAT(what, !Contains("backup"));
+    fs::permissions(dir, fs::perms::owner_all);
+  }
+  // Untouched, and whole once access is fixed.
+  CHECK(read_bytes(db) == before);
+  if (root) REQUIRE(::chown(dir.c_str(), 0, 0) == 0);
+  StateStore store(dir);
+  auto c = load_all(store);
+  REQUIRE(c.agents.size() == 1);
+  CHECK(c.agents[0].memory.size() == 5);
+}
+
+TEST_CASE("a damaged database is refused naming the file and what to do, and is left as it was",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  make_state(dir, 200);  // many pages, so half the file is a real loss
+  REQUIRE_FALSE(fs::exists(db + "-wal"));  // a clean close checkpointed everything into db
+  const std::string whole = read_bytes(db);
+  REQUIRE(whole.size() > 16 * 4096);
+
+  // Whatever refuses it (the open or the load), the error names the file and says what to do.
+  auto refusal = [&]() -> Error {
+    return error_of([&] {
+      StateStore store(dir);
+      load_all(store);
+    });
+  };
+
+  SECTION("garbage bytes") {
+    std::string garbage(8192, '\0');
+    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 7 + 3);
+    write_bytes(db, garbage);
+    Error e = refusal();
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("cannot open the state database") &&
+                                Contains("restore it from a backup"));
+    CHECK(read_bytes(db) == garbage);  // nothing written over it
+  }
+  SECTION("an empty (0-byte) file") {
+    write_bytes(db, "");
+    Error e = refusal();
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("empty (0 bytes)") &&
+                                Contains("restore it from a backup"));
+    CHECK(fs::exists(db));
+    CHECK(fs::file_size(db) == 0);
+  }
+  SECTION("a truncated file") {
+    const std::string half = whole.substr(0, whole.size() / 2);
+    write_bytes(db, half);
+    Error e = refusal();
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("restore it from a backup"));
+    CHECK(read_bytes(db) == half);
+  }
+  SECTION("another program's SQLite database") {
+    fs::remove(db);
+    fs::remove(dir + "/agentd.run");
+    REQUIRE(std::system(("sqlite3 '" + db + "' 'CREATE TABLE notes (x)'").c_str()) == 0);
+    const std::string theirs = read_bytes(db);
+    Error e = refusal();
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("not an agentd state store") &&
+                                Contains("another --state-dir"));
+    CHECK(read_bytes(db) == theirs);
+  }
+  SECTION("a damaged row is named, its raw bytes are not") {
+    REQUIRE(std::system(("sqlite3 '" + db + "' \"UPDATE agents SET args = X'01ff02fe' WHERE id = "
+                         "'kept'\"")
+                            .c_str()) == 0);
+    fs::remove(dir + "/agentd.run");  // the edit is a commit the run record did not see
+    Error e = refusal();
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("cannot read agent 'kept'") &&
+                                Contains("restore it from a backup"));
+  }
+}
+
+TEST_CASE("a state dir is used by one store at a time: a second opener is refused and the first "
+          "goes on",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  auto first = std::make_unique<StateStore>(dir);
+  REQUIRE_FALSE(commit(*first, put_agent("a")));
+
+  auto check_refused = [&](const std::string& path) {
+    Error e = error_of([&] { StateStore second(path); });
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains("--state-dir " + path) &&
+                                Contains("another as_server is using this state dir") &&
+                                Contains("give each server its own --state-dir"));
+  };
+  check_refused(dir);
+  // The lock is on the directory: another path to it is the same state dir.
+  fs::create_directory_symlink(dir, tmp.path() + "/alias");
+  check_refused(tmp.path() + "/alias");
+
+  // The refusals changed nothing for the first store.
+  CHECK_FALSE(first->failure());
+  REQUIRE_FALSE(commit(*first, put_agent("b")));
+  first.reset();
+
+  // Any other holder of the lock (e.g. another process) keeps a store out the same way.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  check_refused(dir);
+  ::close(fd);
+
+  // Released: the next store opens and finds both agents.
+  StateStore next(dir);
+  CHECK(load_all(next).agents.size() == 2);
+}
+
+TEST_CASE("after a run that died, the calls it was running come back interrupted and the "
+          "acknowledged ones are kept",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  // A child process opens the store, commits two calls, starts a third and dies without closing
+  // (as kill -9 would leave it: no checkpoint, the run record not marked clean).
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      StateStore store(dir);
+      bool ok = !commit(store, put_agent("a")) &&
+                !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+                !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
+      store.journal().begin("call-3", "a");
+      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(fs::exists(db + "-wal"));  // the last commits are in the write-ahead log only
+
+  SECTION("a restart restores them") {
+    StateStore store(dir);
+    auto c = load_all(store);
+    REQUIRE(c.agents.size() == 1);
+    CHECK(texts(c.agents[0].memory) == std::vector<std::string>{"one", "two"});
+    CHECK(c.agents[0].state == Value{{"count", 2}});
+    std::optional<Error> interrupted;
+    std::vector<std::string> ids;
+    for (const auto& r : c.results) {
+      ids.push_back(r.call_id);
+      if (r.call_id == "call-3") interrupted = std::get<Error>(*r.outcome);
+    }
+    CHECK(ids == std::vector<std::string>{"call-1", "call-2", "call-3"});
+    REQUIRE(interrupted);
+    CHECK(interrupted->code() == ErrorCode::interrupted);
+    CHECK_FALSE(interrupted->retryable());
+    CHECK(interrupted->agent_id() == "a");
+    CHECK_THAT(interrupted->message(), Contains("call call-3 was running") &&
+                                           Contains("not safe to retry blindly"));
+  }
+  SECTION("without its write-ahead log the start is refused, naming what is missing") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    Error e = error_of([&] { StateStore store(dir); });
+    CHECK(e.code() == ErrorCode::config_error);
+    CHECK_THAT(e.message(), Contains(db) && Contains("acknowledged commit(s) are missing") &&
+                                Contains(db + "-wal") && Contains(dir + "/agentd.run"));
+  }
+}
