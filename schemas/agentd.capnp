@@ -322,7 +322,8 @@ interface Gate {
   # The bootstrap capability of every connection to an as_server. Nothing else is reachable
   # without logging in. With authentication on (as_server --auth-token-file), token must be one
   # of the server's tokens; with it off, any token (the empty one too) is accepted. A wrong token
-  # gets error.code = unauthenticated and no server; repeated failures from one address are
-  # answered more and more slowly.
+  # gets error.code = unauthenticated and no server. Failed logins are rate-limited per address
+  # and per server (token buckets): past the limit, an address's logins are refused at once,
+  # unchecked, until its allowance grows back; nothing is answered slowly.
   login @0 (token :Text) -> (server :AgentServer, error :Error);
 }
