@@ -45,7 +45,7 @@ AgentHost::~AgentHost() {
   // period passed) are destroyed, which cancels what they wait on.
 }
 
-AgentHost::Locked::~Locked() {
+AgentHost::Locked::~Locked() noexcept(false) {
   if (host_.deferred_.empty()) return;  // the usual case: unlocks, nothing to run
   ResultPool::Ready ready;
   ready.append(std::move(host_.deferred_));

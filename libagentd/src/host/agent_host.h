@@ -12,18 +12,21 @@
 // own: mailbox.h (the queued calls and which runs next), call_runner.h (one path that runs a
 // call's agent code, for blocking and asynchronous agents alike), persistence.h (what a call
 // changed, as state store changes), call_stats.h (counters and the span ring), call_watch.h
-// (deadlines, slow calls), restore.h (agents back from the store at start), host_exit.cpp.
+// (deadlines, slow calls), restore.h (agents back from the store at start); create, clone and
+// remove are in host_lifecycle.cpp, the exit path in host_exit.cpp.
 //
 // Threads and the lock. One mutex, private to the host and NOT recursive, guards the agents,
 // their mailboxes, the pool and the statistics. Nothing that may call back into the host runs
 // under it: pool waiters, calls' on_done, creation callbacks and the like are collected while
 // it is held (defer()) and run, in order, by the thread that held it, right after it unlocks.
-// - Loop thread (the one that constructed the host): everything public. on_loop(), when_result
-//   waiters, on_done, CreateDone and on_chunk run there. Asynchronous agents' code runs there,
+// - Loop thread (the one that constructed the host): creation, cloning, removal, enqueue(),
+//   begin_stop() and the set_*() calls (before serving). CreateDone, on_done, when_result()
+//   waiters and on_chunk run there, without the lock. Asynchronous agents' code runs there,
 //   without the lock.
+// - Any thread: on_loop(), the result-pool members, input_waiter() and the waiter it returns,
+//   after_saved(), and the read-only queries (exists, info, list, the counters and spans).
 // - Worker threads (the WorkerPool): blocking agent code, without the lock; then they take it to
-//   finish the call (and run what it deferred after unlocking). The public members marked "Any
-//   thread" may be called from them.
+//   finish the call, and run what that deferred after unlocking.
 // - The lifecycle pool: constructors and destructors (agent code, without the lock).
 // - The state store's writer thread: runs each batch's completions under the lock (done scope,
 //   set_store()), then what they deferred after unlocking; completions never take the lock
@@ -31,7 +34,8 @@
 //   submits under the lock, except after_saved()).
 // - The call watch's thread (call_watch.h): its tick takes the lock.
 // Lock order: the host lock first, then the locks it calls into (the bridge's, a worker pool's,
-// the store's queue, the call watch's), which never call back. Blocking agent code never runs on the loop thread.
+// the store's queue, the call watch's), which never call back. Blocking agent code never runs
+// on the loop thread.
 // Commit before publish: with a state store, a call's outcome reaches its waiters only after what
 // the call changed is committed (commit_and_publish()).
 #pragma once
@@ -255,7 +259,8 @@ class AgentHost : private CallRunner::Host {
   class Locked {
    public:
     explicit Locked(const AgentHost& host) : host_(host), lock_(host.mu_) {}
-    ~Locked();
+    // What a deferred callback throws reaches the caller, as it did when callbacks ran inline.
+    ~Locked() noexcept(false);
     Locked(const Locked&) = delete;
     Locked& operator=(const Locked&) = delete;
 
