@@ -375,51 +375,41 @@ std::function<void(std::string_view)> AgentHost::chunk_sink(const Call& call) {
 
 void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) {
   call.reset();  // the mailbox holds it until finish_head()
-  Continuation::Window window;  // a worker keeps the first blocking call made runnable now
+  // A worker keeps the first blocking call made runnable from here on: its agent's next call
+  // when there is one (pumped below, before the waiters run), else a call the waiters free
+  // (the next link of a chain). Either way what this call released reaches the loop before
+  // anything its agent's next call releases: an agent's outcomes keep their order.
+  Continuation::Window window;
   SpanRecord span;
   bool sink = false;
-  // Its agent's next call starts only after the waiters this call released have run: the
-  // order in which an agent's outcomes reach the loop is the order its calls ran.
-  auto next = [this, &slot] {
-    mailboxes_.finish_head(*slot);
-    if (slot->removed)
-      destroy_agent(*slot);
-    else
-      mailboxes_.pump(slot);
-  };
-  bool next_done = false;
   {
     Locked lock(*this);
-    const std::shared_ptr<Call>& c = slot->mailbox.front();
-    watch_finish(*slot, *c);
-    if (c->out_error)
+    call = mailboxes_.finish_head(*slot);
+    watch_finish(*slot, *call);
+    if (call->out_error)
       ++slot->failed;
     else
       ++slot->completed;
     sink = static_cast<bool>(span_sink_);
-    stats_.finished(*slot, *c, std::chrono::steady_clock::now(), sink ? &span : nullptr);
+    const auto now = std::chrono::steady_clock::now();
+    stats_.finished(*slot, *call, now, sink ? &span : nullptr);
     if (spdlog::should_log(spdlog::level::debug)) {
       spdlog::debug("call finished: agent={} class={} kind={}{}{} call_id={} outcome={} "
                     "run_ms={:.3f}",
-                    slot->id, slot->class_name, kind_name(c->kind),
-                    c->method.empty() ? "" : " method=", c->method,
-                    c->call_id.empty() ? "-" : c->call_id,
-                    c->out_error ? fmt::format("error({})", to_string(c->out_error->code()))
-                                 : std::string("ok"),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - c->started)
-                            .count() * 1000);
+                    slot->id, slot->class_name, kind_name(call->kind),
+                    call->method.empty() ? "" : " method=", call->method,
+                    call->call_id.empty() ? "-" : call->call_id,
+                    call->out_error ? fmt::format("error({})", to_string(call->out_error->code()))
+                                    : std::string("ok"),
+                    std::chrono::duration<double>(now - call->started).count() * 1000);
     }
     // With a state store, published once the call's change is committed.
-    commit_and_publish(slot, c);
-    if (deferred_.empty()) {
-      next();
-      next_done = true;
-    }
-  }  // runs the waiters the call released (a dependent call may continue on this worker)
-  if (!next_done) {
-    Locked lock(*this);
-    next();
-  }
+    commit_and_publish(slot, call);
+    if (slot->removed)
+      destroy_agent(*slot);
+    else
+      mailboxes_.pump(slot);
+  }  // runs the waiters the call released, without the lock
   if (sink) span_sink_(span);  // e.g. --trace-file: I/O without the host lock
 }
 
