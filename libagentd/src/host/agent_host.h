@@ -278,8 +278,8 @@ class AgentHost : private CallRunner::Host {
   // What Agent::emit_chunk feeds while call runs: hands each chunk to call.on_chunk on the loop
   // thread (through on_loop(), so in order with the call's completion). Empty when nobody reads.
   std::function<void(std::string_view)> chunk_sink(const Call& call) override;
-  // Takes the lock: counts the call, keeps its span, commits and publishes it; then (after the
-  // waiters it released) takes its agent's next call. A worker keeps the first blocking call
+  // Takes the lock: counts the call, keeps its span, commits and publishes it, and pumps its
+  // agent; the waiters it released run after unlocking. A worker keeps the first blocking call
   // that becomes runnable meanwhile (mailbox.h, Continuation).
   void finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) override;
 
