@@ -3,26 +3,51 @@
 // Every agent is an actor: its calls run one at a time, in the order they were enqueued, on the
 // worker pool; different agents run in parallel. A call whose input is a placeholder waits in
 // the mailbox until that input is there, and the calls behind it wait too (sequential semantics).
+// Asynchronous agents (AsyncAgent) run their calls as coroutines on the loop thread, started and
+// resumed at the top of a loop turn by the LoopScheduler; a suspended call keeps its agent busy
+// exactly as a running blocking call does.
 //
 // The host owns the results of its calls (a ResultPool) and is the only one that touches them.
+// It keeps lifecycle (create, clone, remove) and coordination; the jobs are in files of their
+// own: mailbox.h (the queued calls and which runs next), call_runner.h (one path that runs a
+// call's agent code, for blocking and asynchronous agents alike), persistence.h (what a call
+// changed, as state store changes), call_stats.h (counters and the span ring), call_watch.h
+// (deadlines, slow calls), restore.h (agents back from the store at start); create, clone and
+// remove are in host_lifecycle.cpp, the exit path in host_exit.cpp.
 //
-// Thread-safe: one recursive mutex, private to the host, guards the agents and the pool. The
-// loop thread enqueues calls; workers run agent code without the lock, then take it to publish
-// the result, hand inputs to waiting calls and pick up the next runnable call themselves (a
-// dependent call continues on the same worker: no thread hop between links of a chain).
-// Blocking agent code (constructors, reply, observe, call, destructors) never runs on the loop
-// thread. Asynchronous agents (AsyncAgent) run their calls as coroutines on the loop thread,
-// started and resumed at the top of a loop turn by the LoopScheduler, without the lock; a
-// suspended call keeps its agent busy exactly as a running blocking call does.
-// What must run on the loop thread (answers to RPCs) is handed there through the bridge: see
-// when_result() and on_loop().
+// Threads and the lock. One mutex, private to the host and NOT recursive, guards the agents,
+// their mailboxes, the pool and the statistics. Nothing that may call back into the host runs
+// under it: pool waiters, calls' on_done, creation callbacks and the like are collected while
+// it is held (defer()) and run, in order, by the thread that held it, right after it unlocks.
+// - Loop thread (the one that constructed the host): creation, cloning, removal, enqueue(),
+//   begin_stop() and the set_*() calls (before serving). CreateDone, on_done, when_result()
+//   waiters and on_chunk run there, without the lock. Asynchronous agents' code runs there,
+//   without the lock.
+// - Any thread: on_loop(), the result-pool members, input_waiter() and the waiter it returns,
+//   after_saved(), and the read-only queries (exists, info, list, the counters and spans).
+// - Worker threads (the WorkerPool): blocking agent code, without the lock; then they take it to
+//   finish the call, and run what that deferred after unlocking.
+// - The lifecycle pool: constructors and destructors (agent code, without the lock).
+// - The state store's writer thread: runs each batch's completions under the lock (done scope,
+//   set_store()), then what they deferred after unlocking; completions never take the lock
+//   themselves (a submit() that fails at once runs its completion inline, and the host only
+//   submits under the lock, except after_saved()).
+// - The call watch's thread (call_watch.h): its tick takes the lock.
+// Lock order: the host lock first, then the locks it calls into (the bridge's, a worker pool's,
+// the store's queue, the call watch's), which never call back. Blocking agent code never runs
+// on the loop thread.
+// Commit before publish: with a state store, a call's outcome reaches its waiters only after what
+// the call changed is committed (commit_and_publish()).
 #pragma once
 
 #include <agentd/agent.h>
 #include <agentd/error.h>
 
+#include "call_runner.h"
 #include "call_stats.h"
+#include "mailbox.h"
 #include "result_pool.h"
+#include "span_record.h"
 #include "state_store.h"
 
 #include <kj/async.h>
@@ -62,65 +87,8 @@ struct AgentInfoRow {
   std::uint64_t failed = 0;
 };
 
-// One queued call. The host owns it from enqueue() until its completion has run.
-struct Call {
-  // snapshot: reads the agent's args, save_state() and memory (clone_agent), in call order.
-  enum class Kind { reply, observe, method, method_async, memory, snapshot };
-  Kind kind = Kind::reply;
-  std::string call_id;  // reply / method_async: the result pool key
-  std::string method;   // method / method_async
-  Value args;           // method / method_async
-
-  // The input (reply / observe). Not ready while a placeholder is unresolved.
-  bool input_ready = true;
-  OutcomePtr input;  // null: no input (an empty Msg is passed)
-
-  // Set by enqueue(): the span's enqueue time (steady for the queue wait, wall for export).
-  std::chrono::steady_clock::time_point enqueued;
-  std::chrono::system_clock::time_point enqueued_wall;
-  // Call ids of the placeholders this call consumes as input (set before enqueue()).
-  std::vector<std::string> consumed;
-
-  // Its deadline (call_watch.h): timeout after enqueue, when timeout > 0; timeout_by names what
-  // set it (an option, or the caller) for the message. A caller may set timeout before enqueue;
-  // else the host's defaults apply (set_watch()).
-  std::chrono::milliseconds timeout{0};
-  const char* timeout_by = "the call's own timeout";
-  std::chrono::steady_clock::time_point deadline{};
-  // Set (host lock) when the deadline passed after the call was dispatched: its timeout was
-  // published then, and what it produces is discarded. Read by its worker without the lock.
-  std::atomic<bool> expired{false};
-  // Set by the worker just before agent code (after which it no longer checks expired).
-  std::atomic<bool> running{false};
-
-  // Filled on the worker.
-  std::chrono::steady_clock::time_point started;  // when agent code began to run
-  std::optional<Msg> out_msg;
-  Value out_value;
-  std::vector<Msg> out_memory;
-  std::optional<Error> out_error;
-  // The agent's model use during this call (an agent runs one call at a time, so the change in
-  // its usage counter is this call's).
-  std::uint64_t model_calls = 0;
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-
-  // reply / method_async: set when the caller reads the reply's chunks (Agent::emit_chunk).
-  // Runs on the loop thread, once per chunk in emission order, all before the call's outcome
-  // reaches its waiters; empty: chunks are dropped.
-  std::function<void(std::string&& chunk)> on_chunk;
-
-  // Runs on the loop thread once the call has run or failed (method, observe, memory).
-  kj::Function<void(Call&)> on_done;
-  bool has_on_done = false;  // kj::Function has no "empty" test
-
-  // With a state store: what the call changed, made by the thread that ran it and committed
-  // before the call's outcome is published (a pointer: queued calls stay small).
-  std::unique_ptr<StateStore::Change> change;
-  // With a state store, a call with a call id: its slot in the run journal from the moment its
-  // agent code starts until its outcome is committed and published.
-  std::uint32_t journal_slot = RunJournal::kNoSlot;
-};
+// The row of the agent in slot (lock held).
+AgentInfoRow row_of(const AgentSlot& slot);
 
 // What a new agent starts from besides its constructor: a restart restores it, a clone copies
 // it (applied on the constructor's worker: memory first, then load_state(state)).
@@ -130,34 +98,13 @@ struct AgentSeed {
   bool persist = true;  // false: already in the state store (a restart)
 };
 
-struct AgentSlot;
-
-// The trace span of one agent call that ran (AgentServer.traces, --trace-file).
-struct SpanRecord {
-  std::uint64_t seq = 0;  // 1, 2, ... in finishing order
-  std::string call_id;
-  std::string agent_id;
-  std::string agent_class;
-  const char* kind = "";
-  std::string method;
-  std::vector<std::string> consumed;
-  std::int64_t enqueued_unix_ns = 0;
-  std::int64_t queue_wait_ns = 0;  // enqueue -> start
-  std::int64_t run_ns = 0;
-  std::string outcome;  // "ok" or the error code's name
-  std::string error_message;
-  std::uint64_t model_calls = 0;  // model calls made while this call ran, with their tokens
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-};
-
 // Durability (as_server --state-dir): with a StateStore set, every call's effect on its agent
 // (memory added, save_state()) and its result are committed together before the call's outcome
 // is published to anyone; creation and deletion are committed before they are acknowledged
 // (see after_saved()). Agents keep running meanwhile: an agent's next call may start before the
 // previous one's commit, since commits are applied in order and a crash loses both or neither
 // unreported.
-class AgentHost {
+class AgentHost : private CallRunner::Host {
  public:
   // catalog, services, workers, lifecycle, bridge and scheduler are borrowed and outlive the
   // host. Agent calls run on workers; constructors and destructors (creation, deletion) on
@@ -167,7 +114,7 @@ class AgentHost {
   AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
             WorkerPool& lifecycle, Bridge& bridge, LoopScheduler& scheduler,
             ResultPool::Limits result_limits);
-  ~AgentHost();
+  ~AgentHost() override;
 
   // Runs fn on the loop thread: now when called there, else through the bridge. Any thread.
   void on_loop(kj::Function<void()> fn);
@@ -299,7 +246,7 @@ class AgentHost {
   LatencyHistogram call_latency() const;
 
   // Trace spans of finished calls, kept in a ring of kMaxSpans (oldest dropped first).
-  static constexpr std::size_t kMaxSpans = 4096;
+  static constexpr std::size_t kMaxSpans = CallStats::kMaxSpans;
   // The newest min(limit, kept) spans, oldest first; limit 0: all kept.
   std::vector<SpanRecord> recent_spans(std::size_t limit) const;
   // Called on the worker that finished a call, without the host lock, once per span.
@@ -307,21 +254,53 @@ class AgentHost {
   void set_span_sink(std::function<void(const SpanRecord&)> sink) { span_sink_ = std::move(sink); }
 
  private:
-  // All with the lock held.
-  void pump(const std::shared_ptr<AgentSlot>& slot);
-  void run_on_worker(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  // The thread about to run call's agent code (no lock): with a store, its run journal slot.
-  void note_running(const AgentSlot& slot, Call& call);
-  // span: filled when a span sink is set (written after the lock is released).
-  void finish_call(const std::shared_ptr<AgentSlot>& slot, SpanRecord* span);
-  void publish(const std::shared_ptr<Call>& call);
-  // Worker thread, without the lock: runs call (and the calls it hands over to this thread).
-  void worker_run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  void fail(std::shared_ptr<Call> call, Error error);
+  // The host lock. On release, runs what was deferred while it was held (in order, without the
+  // lock; what those run may take it again).
+  class Locked {
+   public:
+    explicit Locked(const AgentHost& host) : host_(host), lock_(host.mu_) {}
+    // What a deferred callback throws reaches the caller, as it did when callbacks ran inline.
+    ~Locked() noexcept(false);
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    const AgentHost& host_;
+    std::unique_lock<std::mutex> lock_;
+  };
+  // Lock held: fn runs once the lock is released (on the thread that held it).
+  void defer(kj::Function<void()> fn);
+  void defer(ResultPool::Ready ready) { deferred_.append(std::move(ready)); }
+
+  // CallRunner::Host: the thread running a call, without the lock.
+  StateStore* store() const override { return store_.load(); }
+  bool skip_expired(const AgentSlot& slot, Call& call) override;
   // What Agent::emit_chunk feeds while call runs: hands each chunk to call.on_chunk on the loop
   // thread (through on_loop(), so in order with the call's completion). Empty when nobody reads.
-  std::function<void(std::string_view)> chunk_sink(const Call& call);
+  std::function<void(std::string_view)> chunk_sink(const Call& call) override;
+  // Takes the lock: counts the call, keeps its span, commits and publishes it, and pumps its
+  // agent; the waiters it released run after unlocking. A worker keeps the first blocking call
+  // that becomes runnable meanwhile (mailbox.h, Continuation).
+  void finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) override;
+
+  // All with the lock held.
+  // Mailboxes' dispatch: a blocking call goes to a worker (or this worker's continuation), an
+  // asynchronous one to the loop thread (at the top of a turn: never here, under the lock).
+  void dispatch(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call);
+  // A call that failed without running: counted, and published.
+  void fail(std::shared_ptr<Call> call, Error error);
+  void publish(const std::shared_ptr<Call>& call);
+  // Commits call.change, then publishes the call; without one publishes at once.
+  void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void destroy_agent(AgentSlot& slot);
+  void enqueue_locked(const std::string& id, std::shared_ptr<Call> call);
+  ResultPool::Waiter input_waiter_locked(const std::string& agent_id,
+                                         const std::shared_ptr<Call>& call);
+  // save: record the deletion in the store (not when the server's agents go at exit, or when
+  // remove_all() records one change for all).
+  bool remove_one(const std::string& id, bool save);
+  // A worker's loop: runs call, then each call handed to this worker as it finished.
+  void worker_loop(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
 
   // call_watch.cpp. Lock held, except watch_tick (the watch's thread) and skip_expired (the
   // worker, before agent code).
@@ -330,34 +309,9 @@ class AgentHost {
   void watch_finish(AgentSlot& slot, Call& call);
   void watch_tick(std::chrono::steady_clock::time_point now);
   void expire(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
-  bool skip_expired(const AgentSlot& slot, Call& call) const;
   // where: the call's state at its deadline.
   enum class Stalled { queued, waiting_for_worker, running };
   Error timeout_error(const AgentSlot& slot, const Call& call, Stalled where) const;
-
-  // Asynchronous agents. start_async (lock held, any thread) schedules run_async on the loop
-  // thread, which runs the call's coroutine (no lock held) until it finishes or suspends.
-  struct AsyncRun;
-  void start_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  void run_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  AsyncRun drive_async(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
-  // Loop thread, without the lock: the coroutine of call has finished.
-  void finish_async(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call);
-
-  // The thread that ran call (no lock): fills call.change with what it changed in the store.
-  void record_change(AgentSlot& slot, Call& call);
-  // The put_agent change of a new agent (its constructor's worker, no lock).
-  StateStore::Change initial_change(AgentSlot& slot, const Agent& agent);
-  // Into c, what the store lacks of the agent (the thread running it, no lock): its
-  // save_state() when its bytes changed since the last save, the messages added to its memory
-  // since then (all of them, replacing the stored ones, after a clear()).
-  void record_own_state(AgentSlot& slot, const Agent& agent, StateStore::Change& c);
-  void record_new_memory(AgentSlot& slot, const Memory& memory, StateStore::Change& c);
-  // save: record the deletion in the store (not when the server's agents go at exit, or when
-  // remove_all() records one change for all).
-  bool remove_one(const std::string& id, bool save);
-  // Commits call.change, then publishes the call (lock held); without one publishes at once.
-  void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
 
   const ClassCatalog& catalog_;
   AgentServices& services_;
@@ -367,28 +321,23 @@ class AgentHost {
   Bridge& bridge_;
   LoopScheduler& scheduler_;
   const std::thread::id loop_thread_;
-  // The frames of asynchronous calls that have started and not finished (loop thread only).
-  std::unordered_set<void*> async_frames_;
 
-  // Recursive: pool waiters run under it and call back into the host.
-  mutable std::recursive_mutex mu_;
+  mutable std::mutex mu_;  // not recursive: see the top of this file
+  // What runs once the lock is released (defer()); guarded by it.
+  mutable ResultPool::Ready deferred_;
   ResultPool results_;
   std::unordered_map<std::string, std::shared_ptr<AgentSlot>> agents_;
-  std::size_t running_ = 0;
-  std::uint64_t completed_ = 0;
-  std::uint64_t failed_ = 0;
-  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_class_;
-  LatencyHistogram latency_;
-  std::vector<SpanRecord> spans_;  // ring: spans_[span_seq_ % kMaxSpans] is written next
-  std::uint64_t span_seq_ = 0;     // spans recorded so far
+  Mailboxes mailboxes_;
+  CallStats stats_;
   std::function<void(const SpanRecord&)> span_sink_;
   bool stopping_ = false;
   Limits limits_;
-  std::size_t queued_ = 0;  // calls in every mailbox (waiting or running)
   Watch watch_options_;
   std::uint64_t timed_out_ = 0;
   std::uint64_t slow_total_ = 0;
   std::unique_ptr<CallWatch> watch_;  // null: nothing watched; stopped first in ~AgentHost
+  // Last: destroyed first, with the asynchronous calls still suspended (they use the above).
+  CallRunner runner_{*this};
 };
 
 }  // namespace agentd::detail

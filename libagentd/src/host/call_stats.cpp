@@ -1,5 +1,9 @@
 #include "call_stats.h"
 
+#include "mailbox.h"
+
+#include <algorithm>
+
 namespace agentd::detail {
 
 void LatencyHistogram::observe(double seconds) {
@@ -11,6 +15,72 @@ void LatencyHistogram::observe(double seconds) {
   }
   ++count;
   sum += seconds;
+}
+
+void CallStats::finished(const AgentSlot& slot, const Call& call,
+                         std::chrono::steady_clock::time_point finished, SpanRecord* span_out) {
+  using std::chrono::duration_cast;
+  using std::chrono::nanoseconds;
+  SpanRecord s;
+  s.call_id = call.call_id;
+  s.agent_id = slot.id;
+  s.agent_class = slot.class_name;
+  s.kind = kind_name(call.kind);
+  s.method = call.method;
+  s.consumed = call.consumed;
+  s.enqueued_unix_ns = duration_cast<nanoseconds>(call.enqueued_wall.time_since_epoch()).count();
+  s.queue_wait_ns =
+      std::max<std::int64_t>(0, duration_cast<nanoseconds>(call.started - call.enqueued).count());
+  s.run_ns = duration_cast<nanoseconds>(finished - call.started).count();
+  s.model_calls = call.model_calls;
+  s.prompt_tokens = call.prompt_tokens;
+  s.completion_tokens = call.completion_tokens;
+  if (call.out_error) {
+    s.outcome = std::string(to_string(call.out_error->code()));
+    s.error_message = call.out_error->message();
+  } else {
+    s.outcome = "ok";
+  }
+  const std::chrono::duration<double> run_time = finished - call.started;
+  const SpanRecord& kept = record(slot.class_name, !call.out_error, run_time.count(), std::move(s));
+  if (span_out != nullptr) *span_out = kept;
+}
+
+void CallStats::failed_without_running(const std::string& class_name) {
+  ++failed_;
+  ++by_class_[class_name.empty() ? "(none)" : class_name].second;
+}
+
+const SpanRecord& CallStats::record(const std::string& class_name, bool ok, double run_seconds,
+                                    SpanRecord span) {
+  auto& counts = by_class_[class_name];
+  if (ok) {
+    ++completed_;
+    ++counts.first;
+  } else {
+    ++failed_;
+    ++counts.second;
+  }
+  latency_.observe(run_seconds);
+  span.seq = ++span_seq_;
+  if (spans_.size() < max_spans_) {
+    spans_.push_back(std::move(span));
+    return spans_.back();
+  }
+  SpanRecord& slot = spans_[(span_seq_ - 1) % max_spans_];
+  slot = std::move(span);
+  return slot;
+}
+
+std::vector<SpanRecord> CallStats::recent_spans(std::size_t limit) const {
+  std::size_t n = spans_.size();
+  if (limit != 0 && limit < n) n = limit;
+  std::vector<SpanRecord> out;
+  out.reserve(n);
+  // The ring holds seqs span_seq_ - spans_.size() + 1 .. span_seq_ at index (seq - 1) % size.
+  for (std::uint64_t seq = span_seq_ - n + 1; seq <= span_seq_; ++seq)
+    out.push_back(spans_[(seq - 1) % max_spans_]);
+  return out;
 }
 
 }  // namespace agentd::detail

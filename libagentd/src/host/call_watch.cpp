@@ -1,7 +1,7 @@
 #include "call_watch.h"
 
 #include "agent_host.h"
-#include "agent_slot.h"
+#include "mailbox.h"
 #include "worker_pool.h"
 
 #include <fmt/format.h>
@@ -113,7 +113,7 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 void AgentHost::set_watch(Watch w) {
   std::unique_ptr<CallWatch> old;
   {
-    std::lock_guard lock(mu_);
+    Locked lock(*this);
     watch_options_ = std::move(w);
     old = std::move(watch_);
   }
@@ -128,12 +128,12 @@ void AgentHost::set_watch(Watch w) {
   auto watch = std::make_unique<CallWatch>(period, [this](CallWatch::Clock::time_point now) {
     watch_tick(now);
   });
-  std::lock_guard lock(mu_);
+  Locked lock(*this);
   watch_ = std::move(watch);
 }
 
 AgentHost::WatchStats AgentHost::watch_stats() const {
-  std::lock_guard lock(mu_);
+  Locked lock(*this);
   return WatchStats{watch_ ? watch_->slow_now() : 0, slow_total_, timed_out_};
 }
 
@@ -209,7 +209,7 @@ Error AgentHost::timeout_error(const AgentSlot& slot, const Call& call, Stalled 
                slot.id, slot.class_name, /*retryable=*/false);
 }
 
-bool AgentHost::skip_expired(const AgentSlot& slot, Call& call) const {
+bool AgentHost::skip_expired(const AgentSlot& slot, Call& call) {
   // Dekker-style with expire(): it sets expired then reads running; this sets running then
   // reads expired (both sequentially consistent), so one of the two sees the other.
   call.running.store(true);
@@ -223,7 +223,7 @@ bool AgentHost::skip_expired(const AgentSlot& slot, Call& call) const {
 void AgentHost::watch_tick(std::chrono::steady_clock::time_point now) {
   std::vector<std::string> lines;
   {
-    std::lock_guard lock(mu_);
+    Locked lock(*this);
     if (!watch_) return;
     for (auto& due : watch_->take_due(now)) {
       auto slot = due.slot.lock();
@@ -255,20 +255,19 @@ void AgentHost::expire(const std::shared_ptr<AgentSlot>& slot, const std::shared
   const bool dispatched = it == box.begin() && slot->busy && !slot->constructing;
   if (!dispatched) {
     Error e = timeout_error(*slot, *call, Stalled::queued);
-    box.erase(it);
-    --queued_;
+    mailboxes_.drop(*slot, it);
     ++slot->failed;
     fail(call, std::move(e));
-    if (!slot->removed) pump(slot);  // it may have held up the calls behind it
+    if (!slot->removed) mailboxes_.pump(slot);  // it may have held up the calls behind it
     return;
   }
-  // Its placeholder fails now; the rest of the call is finish_call()'s.
+  // Its placeholder fails now; the rest of the call is finished()'s.
   call->expired.store(true);
   // An asynchronous call runs on the loop from its dispatch on.
   const bool ran = slot->async != nullptr || call->running.load();
   Error e = timeout_error(*slot, *call, ran ? Stalled::running : Stalled::waiting_for_worker);
   if (call->kind == Call::Kind::reply || call->kind == Call::Kind::method_async)
-    results_.complete(call->call_id, e);
+    defer(results_.complete(call->call_id, e));
   if (call->has_on_done) {
     auto stand_in = std::make_shared<Call>();
     stand_in->kind = call->kind;
@@ -277,7 +276,7 @@ void AgentHost::expire(const std::shared_ptr<AgentSlot>& slot, const std::shared
     stand_in->out_error = std::move(e);
     stand_in->on_done = kj::mv(call->on_done);
     call->has_on_done = false;
-    on_loop([stand_in]() { stand_in->on_done(*stand_in); });
+    defer([this, stand_in]() { on_loop([stand_in]() { stand_in->on_done(*stand_in); }); });
   }
 }
 

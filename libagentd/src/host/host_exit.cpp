@@ -8,7 +8,7 @@
 // tasks, one per lifecycle thread.
 #include "agent_host.h"
 
-#include "agent_slot.h"
+#include "mailbox.h"
 #include "worker_pool.h"
 
 #include <fmt/format.h>
@@ -29,14 +29,13 @@ void AgentHost::remove_all_at_exit() {
   };
   auto idle = std::make_shared<std::vector<Gone>>();
   {
-    std::lock_guard lock(mu_);
+    Locked lock(*this);
     agents.swap(agents_);
     idle->reserve(agents.size());
     for (auto& [id, slot] : agents) {
       slot->removed = true;
-      auto queued = take_waiting(*slot);
+      auto queued = mailboxes_.take_waiting(*slot);
       if (!queued.empty()) {
-        queued_ -= queued.size();
         Error e(ErrorCode::stopping, "the server is shutting down; this call did not run", id,
                 slot->class_name);
         for (auto& c : queued) fail(c, e);

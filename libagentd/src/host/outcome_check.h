@@ -1,7 +1,7 @@
 // The check every call's outcome passes before anyone sees it. Private to libagentd.
 #pragma once
 
-#include "agent_host.h"
+#include "mailbox.h"
 
 #include <string>
 

@@ -15,9 +15,25 @@ bool ResultPool::add_pending(const std::string& call_id, std::string producer) {
   return true;
 }
 
-void ResultPool::complete(const std::string& call_id, Outcome outcome) {
+void ResultPool::Ready::append(Ready&& other) {
+  if (items_.empty()) {
+    items_ = std::move(other.items_);
+  } else {
+    for (auto& item : other.items_) items_.push_back(std::move(item));
+  }
+  other.items_.clear();
+}
+
+void ResultPool::Ready::run() {
+  auto items = std::move(items_);
+  items_.clear();
+  for (auto& [w, outcome] : items) w(outcome);
+}
+
+ResultPool::Ready ResultPool::complete(const std::string& call_id, Outcome outcome) {
+  Ready ready;
   auto it = entries_.find(call_id);
-  if (it == entries_.end() || it->second.outcome) return;  // evicted or finished: nothing waits
+  if (it == entries_.end() || it->second.outcome) return ready;  // evicted or finished: none wait
   Entry& e = it->second;
   e.outcome = std::make_shared<const Outcome>(std::move(outcome));
   e.since = Clock::now();
@@ -25,26 +41,28 @@ void ResultPool::complete(const std::string& call_id, Outcome outcome) {
   auto waiters = std::move(e.waiters);
   OutcomePtr out = e.outcome;
   while (finished_order_.size() > limits_.max_size) evict(finished_order_.front().first);
-  for (auto& w : waiters) w(out);
+  for (auto& w : waiters) ready.add(kj::mv(w), out);
+  return ready;
 }
 
-void ResultPool::when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown) {
+ResultPool::Ready ResultPool::when_ready(const std::string& call_id, Waiter w,
+                                         bool wait_for_unknown) {
+  Ready ready;
   auto it = entries_.find(call_id);
   if (it == entries_.end()) {
     if (evicted_.count(call_id) || !wait_for_unknown) {
-      w(std::make_shared<const Outcome>(gone_error(call_id)));
-      return;
+      ready.add(kj::mv(w), std::make_shared<const Outcome>(gone_error(call_id)));
+      return ready;
     }
     it = entries_.try_emplace(call_id).first;
     it->second.since = Clock::now();
   }
   Entry& e = it->second;
-  if (e.outcome) {
-    OutcomePtr out = e.outcome;
-    w(out);
-  } else {
+  if (e.outcome)
+    ready.add(kj::mv(w), e.outcome);
+  else
     e.waiters.push_back(kj::mv(w));
-  }
+  return ready;
 }
 
 OutcomePtr ResultPool::peek(const std::string& call_id) const {
@@ -91,7 +109,8 @@ Error ResultPool::gone_error(const std::string& call_id) const {
                            call_id));
 }
 
-void ResultPool::sweep(Clock::time_point now) {
+ResultPool::Ready ResultPool::sweep(Clock::time_point now) {
+  Ready ready;
   while (!finished_order_.empty() && now - finished_order_.front().second >= limits_.max_age)
     evict(finished_order_.front().first);
   // Consumers waiting for ids no producer announced in time.
@@ -104,8 +123,9 @@ void ResultPool::sweep(Clock::time_point now) {
         ErrorCode::unknown_call,
         fmt::format("no call {} arrived at this server within {} s of being asked for", id,
                     limits_.unknown_wait.count() / 1000.0)));
-    for (auto& w : node.mapped().waiters) w(err);
+    for (auto& w : node.mapped().waiters) ready.add(kj::mv(w), err);
   }
+  return ready;
 }
 
 }  // namespace agentd::detail

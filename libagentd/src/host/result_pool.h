@@ -1,8 +1,9 @@
 // ResultPool: the results of reply/callAsync calls, keyed by the client-chosen call id.
 // Readable many times until evicted by size (oldest finished first) or age.
 // Not thread-safe: its owner, the AgentHost, calls it under the host's lock from any thread
-// (workers complete results, the loop thread registers waiters), and waiters run under that lock
-// on whichever thread completed the result.
+// (workers complete results, the loop thread registers waiters). The pool never runs a waiter
+// itself: complete(), when_ready() and sweep() return the waiters whose outcome is there (Ready),
+// and the owner runs them once it has released its lock (a waiter may call back into it).
 #pragma once
 
 #include <agentd/error.h>
@@ -38,26 +39,42 @@ class ResultPool {
     std::chrono::milliseconds unknown_wait = std::chrono::seconds(30);  // see when_ready()
   };
 
+  // Waiters with their outcome, to run (in order) by whoever holds them, without its lock.
+  class Ready {
+   public:
+    void add(Waiter w, OutcomePtr outcome) { items_.emplace_back(kj::mv(w), kj::mv(outcome)); }
+    void append(Ready&& other);
+    bool empty() const { return items_.empty(); }
+    std::size_t size() const { return items_.size(); }
+    // Runs each waiter once, in the order added; the Ready is empty afterwards.
+    void run();
+
+   private:
+    std::vector<std::pair<Waiter, OutcomePtr>> items_;
+  };
+
   explicit ResultPool(Limits limits) : limits_(limits) {}
 
   // A producer announces call_id. Returns false when the id is taken (pending, finished or
   // recently evicted); a consumer that asked for the id before the producer arrived is fine.
   bool add_pending(const std::string& call_id, std::string producer);
 
-  // The producer finished. Runs every waiter (synchronously, in registration order).
-  void complete(const std::string& call_id, Outcome outcome);
+  // The producer finished. Returns every waiter, in registration order, to run.
+  [[nodiscard]] Ready complete(const std::string& call_id, Outcome outcome);
 
-  // Runs w once the result of call_id is there (at once if it is). For an id never seen,
-  // wait_for_unknown = true waits up to limits.unknown_wait for a producer (calls may arrive on
-  // another connection after their consumer); otherwise, and for evicted ids, w gets an error.
-  void when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown);
+  // w is to run once the result of call_id is there: returned at once (to run) if it is, else
+  // returned by complete() or sweep(). For an id never seen, wait_for_unknown = true waits up to
+  // limits.unknown_wait for a producer (calls may arrive on another connection after their
+  // consumer); otherwise, and for evicted ids, w gets an error at once.
+  [[nodiscard]] Ready when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown);
 
   // The finished outcome, if any (nullptr when pending, unknown or evicted).
   OutcomePtr peek(const std::string& call_id) const;
   bool contains(const std::string& call_id) const { return entries_.count(call_id) > 0; }
 
-  // Evicts by age and fails overdue waits for unknown ids. Call periodically (about 1/s).
-  void sweep(Clock::time_point now = Clock::now());
+  // Evicts by age and fails overdue waits for unknown ids (returned, to run). Call
+  // periodically (about 1/s).
+  [[nodiscard]] Ready sweep(Clock::time_point now = Clock::now());
 
   std::size_t size() const { return entries_.size(); }
   std::size_t finished() const { return finished_order_.size(); }

@@ -130,8 +130,9 @@ class Server {
   std::string status_text() const;
 
  private:
-  // Restores the agents and results in store_ (the constructor, before serving); throws
-  // Error(config_error) naming the agents that cannot come back and the database file.
+  // Restores the agents and results in store_ (the constructor, before serving; the policy is
+  // host/restore.h); throws Error(config_error) naming the agents that cannot come back and the
+  // database file.
   void restore();
   kj::Promise<void> accept_loop(kj::ConnectionReceiver& listener, bool local);
   void listen_unix();  // listeners.cpp

@@ -1,7 +1,7 @@
 // --trace-file: appends each finished call's span as one OpenTelemetry-style JSON line.
 #pragma once
 
-#include "agent_host.h"
+#include "span_record.h"
 
 #include <cstdio>
 #include <mutex>

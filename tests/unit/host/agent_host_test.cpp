@@ -211,3 +211,72 @@ TEST_CASE("deleting an agent fails its queued calls with unknown_agent", "[agent
   f.host.enqueue("a", late);
   CHECK(std::get<Error>(*f.outcome("c3")).code() == ErrorCode::unknown_agent);
 }
+
+TEST_CASE("what a call's outcome runs may call back into the host", "[agent_host]") {
+  // The host lock is not recursive: waiters and completions run after it is released.
+  Fixture f;
+  f.create("a");
+  bool called = false;
+  f.host.when_result(
+      "c1",
+      [&](const OutcomePtr& o) {
+        CHECK(std::get<Msg>(*o).content == "one>a");
+        CHECK(f.host.peek_result("c1") != nullptr);
+        CHECK(f.host.info("a")->completed >= 1);
+        f.host.enqueue("a", f.reply_call("a", "c2", "two"));
+        called = true;
+      },
+      /*wait_for_unknown=*/true);
+  f.host.enqueue("a", f.reply_call("a", "c1", "one"));
+  REQUIRE(f.run_until([&] { return called; }));
+  CHECK(std::get<Msg>(*f.outcome("c2")).content == "two>a");
+  // A waiter registered for a finished result runs at once (after the lock), and may call in.
+  bool again = false;
+  f.host.when_result(
+      "c2", [&](const OutcomePtr&) { again = f.host.exists("a"); }, false);
+  CHECK(again);
+}
+
+TEST_CASE("an agent's outcomes reach the loop in the order its calls ran", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  std::vector<std::string> order;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = "o" + std::to_string(i);
+    expected.push_back(id);
+    auto c = f.reply_call("a", id, "x");
+    f.host.when_result(
+        id, [&order, id](const OutcomePtr&) { order.push_back(id); }, false);
+    f.host.enqueue("a", c);
+  }
+  REQUIRE(f.run_until([&] { return order.size() == expected.size(); }));
+  CHECK(order == expected);
+}
+
+TEST_CASE("a clone starts from its source's memory, taken in call order", "[agent_host]") {
+  Fixture f;
+  f.create("a");
+  f.host.enqueue("a", f.reply_call("a", "c1", "remembered"));
+  std::optional<std::variant<AgentInfoRow, Error>> done;
+  auto err = f.host.clone("a", "b", "b", [&](std::variant<AgentInfoRow, Error> r) {
+    done = std::move(r);
+  });
+  REQUIRE_FALSE(err);
+  REQUIRE(f.run_until([&] { return done.has_value(); }));
+  REQUIRE(std::holds_alternative<AgentInfoRow>(*done));
+  CHECK(std::get<AgentInfoRow>(*done).id == "b");
+  auto memory = std::make_shared<Call>();
+  memory->kind = Call::Kind::memory;
+  memory->has_on_done = true;
+  std::vector<Msg> seen;
+  bool read = false;
+  memory->on_done = [&](Call& c) {
+    seen = c.out_memory;
+    read = true;
+  };
+  f.host.enqueue("b", memory);
+  REQUIRE(f.run_until([&] { return read; }));
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].text() == "remembered");
+}

@@ -49,11 +49,11 @@ TEST_CASE("a pending result reaches every waiter when it completes, in order", "
 
   std::vector<int> order;
   Seen a, b;
-  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(1); a.got.push_back(o); }, false);
-  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(2); b.got.push_back(o); }, false);
+  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(1); a.got.push_back(o); }, false).run();
+  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(2); b.got.push_back(o); }, false).run();
   CHECK(a.got.empty());
 
-  pool.complete(id("c1"), Msg("agentA", "done"));
+  pool.complete(id("c1"), Msg("agentA", "done")).run();
   CHECK(order == std::vector<int>{1, 2});
   CHECK(a.msg().content == "done");
   CHECK(b.msg().content == "done");
@@ -65,9 +65,9 @@ TEST_CASE("a pending result reaches every waiter when it completes, in order", "
 TEST_CASE("a finished result can be read many times, at once", "[result_pool]") {
   ResultPool pool(limits(10));
   pool.add_pending(id("c1"), "a");
-  pool.complete(id("c1"), Msg("a", 7));
+  pool.complete(id("c1"), Msg("a", 7)).run();
   Seen s;
-  for (int i = 0; i < 3; ++i) pool.when_ready(id("c1"), s.waiter(), false);
+  for (int i = 0; i < 3; ++i) pool.when_ready(id("c1"), s.waiter(), false).run();
   REQUIRE(s.got.size() == 3);
   CHECK(s.msg(2).content == 7);
   CHECK(s.got[0] == s.got[2]);  // the same stored outcome
@@ -77,14 +77,14 @@ TEST_CASE("a failed call's error reaches waiters", "[result_pool]") {
   ResultPool pool(limits(10));
   pool.add_pending(id("c1"), "a");
   Seen s;
-  pool.when_ready(id("c1"), s.waiter(), false);
-  pool.complete(id("c1"), Error(ErrorCode::agent_failed, "boom", "a", "Cls"));
+  pool.when_ready(id("c1"), s.waiter(), false).run();
+  pool.complete(id("c1"), Error(ErrorCode::agent_failed, "boom", "a", "Cls")).run();
   CHECK(s.error().code() == ErrorCode::agent_failed);
   CHECK(s.error().agent_id() == "a");
   // A second completion of the same call is ignored.
-  pool.complete(id("c1"), Msg("a", "late"));
+  pool.complete(id("c1"), Msg("a", "late")).run();
   Seen again;
-  pool.when_ready(id("c1"), again.waiter(), false);
+  pool.when_ready(id("c1"), again.waiter(), false).run();
   CHECK(again.error().code() == ErrorCode::agent_failed);
 }
 
@@ -92,10 +92,10 @@ TEST_CASE("duplicate call ids are refused: pending, finished or evicted", "[resu
   ResultPool pool(limits(1));
   CHECK(pool.add_pending(id("c1"), "a"));
   CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // pending
-  pool.complete(id("c1"), Msg("a", 1));
+  pool.complete(id("c1"), Msg("a", 1)).run();
   CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // finished
   pool.add_pending(id("c2"), "a");
-  pool.complete(id("c2"), Msg("a", 2));          // evicts c1 (size 1)
+  pool.complete(id("c2"), Msg("a", 2)).run();          // evicts c1 (size 1)
   CHECK_FALSE(pool.contains(id("c1")));
   CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // evicted, still remembered
 }
@@ -105,20 +105,20 @@ TEST_CASE("the oldest finished results are evicted beyond max_size, with an expi
   ResultPool pool(limits(2));
   for (const std::string& cid : {id("c1"), id("c2"), id("c3")}) {
     pool.add_pending(cid, "a");
-    pool.complete(cid, Msg("a", cid));
+    pool.complete(cid, Msg("a", cid)).run();
   }
   CHECK(pool.finished() == 2);
   CHECK(pool.evictions() == 1);
   Seen s;
-  pool.when_ready(id("c1"), s.waiter(), false);
+  pool.when_ready(id("c1"), s.waiter(), false).run();
   CHECK(s.error().code() == ErrorCode::expired);
   CHECK_THAT(s.error().message(), Contains(id("c1")) && Contains("expired"));
   // Waiting for an unknown id does not resurrect an evicted one either.
   Seen w;
-  pool.when_ready(id("c1"), w.waiter(), true);
+  pool.when_ready(id("c1"), w.waiter(), true).run();
   CHECK(w.error().code() == ErrorCode::expired);
   Seen ok;
-  pool.when_ready(id("c3"), ok.waiter(), false);
+  pool.when_ready(id("c3"), ok.waiter(), false).run();
   CHECK(ok.msg().content == id("c3"));
 }
 
@@ -127,26 +127,26 @@ TEST_CASE("pending results are never evicted by size", "[result_pool]") {
   pool.add_pending(id("slow"), "a");
   for (const std::string& cid : {id("f1"), id("f2"), id("f3")}) {
     pool.add_pending(cid, "a");
-    pool.complete(cid, Msg("a", cid));
+    pool.complete(cid, Msg("a", cid)).run();
   }
   Seen s;
-  pool.when_ready(id("slow"), s.waiter(), false);
+  pool.when_ready(id("slow"), s.waiter(), false).run();
   CHECK(s.got.empty());
-  pool.complete(id("slow"), Msg("a", "finally"));
+  pool.complete(id("slow"), Msg("a", "finally")).run();
   CHECK(s.msg().content == "finally");
 }
 
 TEST_CASE("finished results expire by age on sweep", "[result_pool]") {
   ResultPool pool(limits(100, 10s));
   pool.add_pending(id("old"), "a");
-  pool.complete(id("old"), Msg("a", 1));
+  pool.complete(id("old"), Msg("a", 1)).run();
   auto t0 = ResultPool::Clock::now();
-  pool.sweep(t0 + 1s);
+  pool.sweep(t0 + 1s).run();
   CHECK(pool.contains(id("old")));
-  pool.sweep(t0 + 11s);
+  pool.sweep(t0 + 11s).run();
   CHECK_FALSE(pool.contains(id("old")));
   Seen s;
-  pool.when_ready(id("old"), s.waiter(), false);
+  pool.when_ready(id("old"), s.waiter(), false).run();
   CHECK(s.error().code() == ErrorCode::expired);
 }
 
@@ -154,24 +154,24 @@ TEST_CASE("an unknown id fails at once unless the caller waits for its producer"
           "[result_pool]") {
   ResultPool pool(limits(10, 3600s, 5s));
   Seen now;
-  pool.when_ready(id("never"), now.waiter(), false);
+  pool.when_ready(id("never"), now.waiter(), false).run();
   CHECK(now.error().code() == ErrorCode::unknown_call);
 
   // A consumer may arrive before its producer (another connection): it waits.
   Seen early;
-  pool.when_ready(id("later"), early.waiter(), true);
+  pool.when_ready(id("later"), early.waiter(), true).run();
   CHECK(early.got.empty());
   CHECK(pool.add_pending(id("later"), "a"));  // the producer is not a duplicate
-  pool.complete(id("later"), Msg("a", "here"));
+  pool.complete(id("later"), Msg("a", "here")).run();
   CHECK(early.msg().content == "here");
 
   // No producer within unknown_wait: a retryable unknown_call.
   Seen late;
-  pool.when_ready(id("ghost"), late.waiter(), true);
+  pool.when_ready(id("ghost"), late.waiter(), true).run();
   auto t0 = ResultPool::Clock::now();
-  pool.sweep(t0 + 1s);
+  pool.sweep(t0 + 1s).run();
   CHECK(late.got.empty());
-  pool.sweep(t0 + 6s);
+  pool.sweep(t0 + 6s).run();
   REQUIRE(late.got.size() == 1);
   CHECK(late.error().code() == ErrorCode::unknown_call);
   CHECK(late.error().retryable());
