@@ -3,8 +3,8 @@
 #include "agent_services.h"
 #include "call_batch.h"
 #include "call_done.h"
-#include "child_process.h"
 #include "client_core.h"
+#include "endpoint.h"
 #include "placeholder.h"
 #include "value_codec.h"
 
@@ -25,10 +25,13 @@ AgentAddress parse_agent_ref(const Value& ref) {
                     ref.dump(-1, ' ', false, Value::error_handler_t::replace));
   std::string address = ref[kRefKey].value("address", std::string{});
   AgentAddress out;
-  if (!split_host_port(address, out.host, out.port))
+  auto endpoint = net::Endpoint::try_parse(address);
+  if (!endpoint || endpoint->is_unix())
     throw Error(ErrorCode::bad_args,
                 "the agent reference names no reachable server (\"" + address +
                     "\"); agents in local mode cannot be reached from other processes");
+  out.host = endpoint->host;
+  out.port = endpoint->port;
   out.id = ref[kRefKey]["id"].get<std::string>();
   out.server_id = ref[kRefKey].value("server_id", std::string{});
   return out;
