@@ -192,7 +192,11 @@ AgentRef connect_agent(Agent& caller, const Value& ref) {
   if (caller.services() == nullptr) return AgentRef::from_value(ref);
   auto where = detail::parse_agent_ref(ref);
   // The hosting server's shared link to that server (no connection or thread of its own).
-  auto core = caller.services()->link_to(where.host, where.port, where.server_id);
+  auto link = std::dynamic_pointer_cast<detail::ClientLink>(
+      caller.services()->link_to(where.host, where.port, where.server_id));
+  if (!link)
+    throw Error(ErrorCode::internal, "this server's agent connector made no client link");
+  auto core = std::move(link->core);
   if (detail::AsyncLoop* loop = detail::current_async_loop();
       loop != nullptr && loop->on_loop_thread()) {
     // Asynchronous agent code must not wait here: the reference's own name and class stand in

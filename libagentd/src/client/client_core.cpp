@@ -4,9 +4,7 @@
 #include "call_done.h"
 #include "dial.h"
 #include "endpoint.h"
-#include "pooled_connector.h"
 #include "subprocess.h"
-#include "server.h"
 #include "tls.h"
 #include "tokens.h"
 
@@ -34,7 +32,7 @@ struct ClientLoop {
     local = nullptr;
   }
   LoopState state;
-  kj::Own<Server> local;
+  kj::Own<ClientCore::InProcess> local;
 };
 
 SendLimits send_limits(const ClientOptions& o) {
@@ -357,15 +355,9 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     quit_ = kj::mv(quit.fulfiller);
     loop.tasks.add(loop.bridge.run());
     if (target.mode == Mode::local) {
-      ServerOptions so;
-      so.plugins = target.local.plugins;
-      so.plugin_dirs = target.local.plugin_dirs;
-      so.model_config_path = target.local.model_config_path;
-      so.max_workers = target.local.max_workers;
-      so.server_id = "local-" + new_id().substr(0, 8);
-      client_loop.local = kj::heap<Server>(so, io, target.local.classes, pooled_agent_connector());
+      client_loop.local = target.in_process(io);
       loop.server = client_loop.local->bootstrap();
-      set_server_id(client_loop.local->id());
+      set_server_id(client_loop.local->server_id());
       address_ = "local";
       loop.tasks.add(client_loop.local->run());
     } else {

@@ -93,7 +93,7 @@ ConnectorFactory pooled_agent_connector() {
   return [](Server& server) -> AgentConnector {
     auto links = std::make_shared<PeerLinks>(server);
     return [links](const std::string& host, std::uint16_t port, const std::string& server_id) {
-      return links->link(host, port, server_id);
+      return std::make_shared<ClientLink>(links->link(host, port, server_id));
     };
   };
 }
