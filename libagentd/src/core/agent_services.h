@@ -1,8 +1,8 @@
 // AgentServices: what the hosting server gives each agent (models, a way to the agents it names
 // by reference). The host and agents program against this interface; the server implements it
 // (server/server_services.h), so nothing below the server depends on how it is done.
-// AgentLink: a link to another server's agents, opaque here: the client layer makes them (its
-// ClientCore is one) and reads them (connect_agent), so core names no client type.
+// AgentLink: a link to another server's agents, opaque here: the client layer defines the one
+// kind (client_core.h's ClientLink) and reads it (connect_agent), so core names no client type.
 #pragma once
 
 #include <agentd/model.h>
