@@ -1,6 +1,7 @@
 #include "local_servers.h"
 
-#include "child_process.h"  // ChildProcess::find_server_binary, parse_ready_line
+#include "child_process.h"  // ChildProcess::find_server_binary
+#include "ready_line.h"     // parse_ready_line
 
 #include <agentd/value_limits.h>
 #include "subprocess.h"
@@ -255,9 +256,11 @@ std::vector<LocalServer> up(const UpOptions& opts) {
       if (s.ready) continue;
       auto log = read_file(s.server.log_path);
       std::istringstream lines(log);
-      std::string line, host;
+      std::string line;
       while (std::getline(lines, line)) {
-        if (agentd::detail::parse_ready_line(line, host, s.server.port, s.server.server_id)) {
+        if (auto ready = agentd::net::parse_ready_line(line)) {
+          s.server.port = ready->endpoint.port;
+          s.server.server_id = ready->server_id;
           s.ready = true;
           break;
         }

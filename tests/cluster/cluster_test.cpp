@@ -2,7 +2,7 @@
 // server, members down at creation time, refs and placeholders mixing across servers, cluster
 // files and address lists, DNS names, and child servers. (DNS names resolving to several
 // addresses are tested through agentctl, under nss_wrapper: tests/agentctl.)
-#include "child_process.h"  // split_host_port
+#include "endpoint.h"
 #include "server_process.h"
 #include "test_names.h"
 
@@ -25,6 +25,7 @@ using agentd::Cluster;
 using agentd::ClusterOptions;
 using agentd::Placement;
 namespace detail = agentd::detail;
+namespace net = agentd::net;
 
 namespace {
 
@@ -245,9 +246,8 @@ TEST_CASE("spawn_children starts servers that stop with the cluster", "[cluster]
   }
   // The children have stopped with the cluster.
   for (const auto& a : addresses) {
-    std::string host;
-    std::uint16_t port = 0;
-    REQUIRE(detail::split_host_port(a, host, port));
-    CHECK(wait_until([&] { return !can_connect(port); }, 10s));
+    auto endpoint = net::Endpoint::try_parse(a);
+    REQUIRE(endpoint);
+    CHECK(wait_until([&] { return !can_connect(endpoint->port); }, 10s));
   }
 }

@@ -1,30 +1,28 @@
-// Fuzzes the host:port parser (split_host_port) and the ready-line parser (parse_ready_line) of
-// libagentd/src/core/child_process. They must never crash; what they accept must make sense: a
-// port in 1..65535, and "host:port" written back parses to the same host and port.
-#include "child_process.h"
+// Fuzzes the endpoint parser (net::Endpoint) and the ready-line parser (net::parse_ready_line)
+// of libagentd/src/net. They must never crash; what they accept must make sense: a port in
+// 1..65535 (none for unix:PATH), and the endpoint written back parses to the same endpoint.
+#include "endpoint.h"
 #include "fuzz_support.h"
+#include "ready_line.h"
 
 #include <string>
 
-using namespace agentd::detail;
+using agentd::net::Endpoint;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
 
-  std::string host;
-  std::uint16_t port = 0;
-  if (split_host_port(text, host, port)) {
-    if (port == 0) agentd::fuzz::invariant_failed("split_host_port accepted port 0");
-    std::string again_host;
-    std::uint16_t again_port = 0;
-    if (!split_host_port(host + ":" + std::to_string(port), again_host, again_port) ||
-        again_host != host || again_port != port)
-      agentd::fuzz::invariant_failed("host:port written back does not parse the same");
+  if (auto e = Endpoint::try_parse(text)) {
+    if (!e->is_unix() && (e->port == 0 || e->host.empty()))
+      agentd::fuzz::invariant_failed("Endpoint accepted port 0 or no host");
+    auto again = Endpoint::try_parse(e->text());
+    if (!again || *again != *e)
+      agentd::fuzz::invariant_failed("an endpoint written back does not parse the same");
   }
 
-  std::string ready_host, server_id;
-  std::uint16_t ready_port = 0;
-  if (parse_ready_line(text, ready_host, ready_port, server_id) && ready_port == 0)
-    agentd::fuzz::invariant_failed("parse_ready_line accepted port 0");
+  if (auto ready = agentd::net::parse_ready_line(text)) {
+    if (!ready->endpoint.is_unix() && ready->endpoint.port == 0)
+      agentd::fuzz::invariant_failed("parse_ready_line accepted port 0");
+  }
   return 0;
 }

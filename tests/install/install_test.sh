@@ -4,6 +4,8 @@
 #   - nothing lands outside the prefix (the install manifest);
 #   - an out-of-tree plugin and programs built with the CMake package (agentd_add_plugin), and a
 #     plugin and program built with plain `pkg-config --cflags --libs agentd` (no other flags);
+#   - the client library alone: programs linked with agentd::client or `pkg-config agentd-client`
+#     need libagentd-client.so and not libagentd.so, and work;
 #   - child mode finds the installed as_server by itself, from C++ and from Python;
 #   - the installed unit files name the prefix's paths and pass systemd-analyze verify.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR [CONSUMER_CXX_FLAGS]
@@ -28,7 +30,8 @@ for f in include/agentd/agentd.h include/agentd/client.h bin/as_server bin/agent
 done
 LIBDIR=$(dirname "$(find "$ROOT" -name 'libagentd.so' -print -quit)")
 [ -n "$LIBDIR" ] || { echo "FAIL: libagentd.so was not installed"; exit 1; }
-for f in cmake/agentd/agentdConfig.cmake cmake/agentd/agentdTargets.cmake pkgconfig/agentd.pc; do
+for f in cmake/agentd/agentdConfig.cmake cmake/agentd/agentdTargets.cmake pkgconfig/agentd.pc \
+         pkgconfig/agentd-client.pc libagentd-client.so; do
   [ -e "$LIBDIR/$f" ] || { echo "FAIL: $LIBDIR/$f was not installed"; exit 1; }
 done
 find "$ROOT" -name 'as_server.service' | grep -q . || { echo "FAIL: unit files not installed"; exit 1; }
@@ -89,6 +92,12 @@ for prog in greet greet_found; do
   [ "$out" = "hello, world" ] || { echo "FAIL: $prog printed '$out', not 'hello, world'"; exit 1; }
 done
 echo "ok: find_package(agentd) plugin + programs (as_server named, and found): $out"
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+for prog in greet greet_found; do
+  needed "$WORK/consumer/$prog" | grep -q '^libagentd-client\.so' && ! needed "$WORK/consumer/$prog" | grep -q '^libagentd\.so' ||
+    { echo "FAIL: $prog (agentd::client) needs: $(needed "$WORK/consumer/$prog" | tr '\n' ' ')"; exit 1; }
+done
+echo "ok: agentd::client programs need libagentd-client.so only"
 
 if command -v pkg-config >/dev/null; then
   # Exactly what a user types: no --define-prefix, no -std flag of their own.
@@ -105,6 +114,18 @@ if command -v pkg-config >/dev/null; then
     { cat "$WORK/pc.log"; echo "FAIL: a build with pkg-config --cflags --libs agentd (${pc[*]}) failed"; exit 1; }
   out=$(cd "$WORK" && "$WORK/pc/greet") || { echo "FAIL: the pkg-config program failed"; exit 1; }
   [ "$out" = "hello, world" ] || { echo "FAIL: the pkg-config program printed '$out'"; exit 1; }
+  # A program on the client library alone.
+  read -r -a pcc <<<"$(pkg-config --cflags --libs agentd-client)"
+  # shellcheck disable=SC2086
+  c++ $CONSUMER_FLAGS -o "$WORK/pc/greet_client" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
+      -DGREET_PLUGIN="\"$WORK/pc/libgreet_agent.so\"" "${pcc[@]}" "-Wl,-rpath,$libdir" \
+      >>"$WORK/pc.log" 2>&1 ||
+    { cat "$WORK/pc.log"; echo "FAIL: a build with pkg-config --cflags --libs agentd-client (${pcc[*]}) failed"; exit 1; }
+  ! needed "$WORK/pc/greet_client" | grep -q '^libagentd\.so' ||
+    { echo "FAIL: the agentd-client program needs libagentd.so"; exit 1; }
+  out=$(cd "$WORK" && "$WORK/pc/greet_client") || { echo "FAIL: the agentd-client program failed"; exit 1; }
+  [ "$out" = "hello, world" ] || { echo "FAIL: the agentd-client program printed '$out'"; exit 1; }
+  echo "ok: pkg-config agentd-client: ${pcc[*]}: program"
   plugindir=$(pkg-config --variable=plugindir agentd)
   [ -e "$plugindir/libecho_agent.so" ] || { echo "FAIL: pkg-config plugindir $plugindir has no plugins"; exit 1; }
   echo "ok: pkg-config agentd: ${pc[*]}: plugin + program (plugins in $plugindir)"

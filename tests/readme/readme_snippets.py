@@ -51,9 +51,10 @@ def run(cmd, what, **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ("--readme", "--cxx", "--include", "--lib", "--as-server", "--python-dir",
-              "--sanitized"):
+    for a in ("--readme", "--cxx", "--include", "--as-server", "--python-dir", "--sanitized"):
         ap.add_argument(a, required=True)
+    # libagentd and the client library it is built on (a plugin links both).
+    ap.add_argument("--lib", required=True, action="append")
     o = ap.parse_args()
     if o.sanitized.upper() in ("ON", "1", "TRUE", "YES"):
         print("SKIP: a sanitized build: the snippets would need the sanitizer runtime; "
@@ -64,12 +65,12 @@ def main():
     if kinds != ["main", "plugin", "python"]:
         print(f"FAIL: expected marked blocks of kinds main, plugin, python; found {kinds}")
         return 1
-    libdir = os.path.dirname(o.lib)
+    libdir = os.path.dirname(o.lib[0])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTD_AS_SERVER", "LD_LIBRARY_PATH")}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env["PYTHONPATH"] = o.python_dir
     cxx = [o.cxx, "-std=c++20", "-I", o.include, "-o"]
-    link = [o.lib, f"-Wl,-rpath,{libdir}"]
+    link = o.lib + [f"-Wl,-rpath,{libdir}"]
     with tempfile.TemporaryDirectory() as work:
         for n, (kind, line, code) in enumerate(found):
             where = f"the {kind} block at README.md:{line}"

@@ -1,6 +1,6 @@
 #include "server_process.h"
 
-#include "child_process.h"
+#include "ready_line.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -180,43 +180,26 @@ std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::strin
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->err_path_ = temp_path("as_server-err");
   p->process_ = spawn_server(args, detail::Redirect::pipe(), p->err_path_);
-  const int stdout_fd = p->process_.stdout_pipe().get();
-
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string buf;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+  auto w = net::wait_ready_line(p->process_, timeout, &p->out_seen_);
+  switch (w.outcome) {
+    case net::ReadyWait::Outcome::ready:
+      p->host_ = w.ready->endpoint.host;
+      p->port_ = w.ready->endpoint.port;
+      p->server_id_ = w.ready->server_id;
+      p->ready_line_ = w.line;
+      return p;
+    case net::ReadyWait::Outcome::timed_out: {
       std::string err = p->stderr_text();
       p->kill_now();
       throw std::runtime_error("as_server printed no ready line in time; stderr: " + err);
     }
-    pollfd pfd{stdout_fd, POLLIN, 0};
-    int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
-    if (n > 0) {
-      char chunk[512];
-      ssize_t got = ::read(stdout_fd, chunk, sizeof chunk);
-      if (got > 0) {
-        buf.append(chunk, static_cast<std::size_t>(got));
-        p->out_seen_.append(chunk, static_cast<std::size_t>(got));
-      }
-      std::size_t nl;
-      while ((nl = buf.find('\n')) != std::string::npos) {
-        std::string line = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        if (detail::parse_ready_line(line, p->host_, p->port_, p->server_id_)) {
-          p->ready_line_ = line;
-          return p;
-        }
-      }
-      if (got <= 0) {
-        auto r = p->wait_exit(10s);
-        throw std::runtime_error("as_server exited before it was ready (status " +
-                                 std::to_string(r.exit_code) + "); stderr: " + r.err);
-      }
-    }
+    case net::ReadyWait::Outcome::closed:
+    case net::ReadyWait::Outcome::exited:
+      break;
   }
+  auto r = p->wait_exit(10s);
+  throw std::runtime_error("as_server exited before it was ready (status " +
+                           std::to_string(r.exit_code) + "); stderr: " + r.err);
 }
 
 ServerProcess::~ServerProcess() {

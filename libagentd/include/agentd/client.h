@@ -352,7 +352,10 @@ class Client {
   static Client connect(const std::string& host, std::uint16_t port, ClientOptions options = {});
   // Throws Error when as_server cannot be found or does not start (naming why).
   static Client spawn_child(ChildOptions options = {});
-  // Throws Error(plugin_error / config_error) like as_server would.
+  // Throws Error(plugin_error / config_error) like as_server would. Local mode runs a server in
+  // this process, so it is in libagentd (CMake agentd::agentd, pkg-config agentd), not in the
+  // client library: a program linked with agentd::client alone that calls it fails to link with
+  // "undefined reference to agentd::Client::local".
   static Client local(LocalOptions options = {});
 
   Client(Client&&) noexcept;

@@ -3,8 +3,8 @@
 #include "agent_services.h"
 #include "call_batch.h"
 #include "call_done.h"
-#include "child_process.h"
 #include "client_core.h"
+#include "endpoint.h"
 #include "info_codec.h"
 #include "placeholder.h"
 #include "value_codec.h"
@@ -26,10 +26,13 @@ AgentAddress parse_agent_ref(const Value& ref) {
                     ref.dump(-1, ' ', false, Value::error_handler_t::replace));
   std::string address = ref[kRefKey].value("address", std::string{});
   AgentAddress out;
-  if (!split_host_port(address, out.host, out.port))
+  auto endpoint = net::Endpoint::try_parse(address);
+  if (!endpoint || endpoint->is_unix())
     throw Error(ErrorCode::bad_args,
                 "the agent reference names no reachable server (\"" + address +
                     "\"); agents in local mode cannot be reached from other processes");
+  out.host = endpoint->host;
+  out.port = endpoint->port;
   out.id = ref[kRefKey]["id"].get<std::string>();
   out.server_id = ref[kRefKey].value("server_id", std::string{});
   return out;
@@ -181,7 +184,11 @@ AgentRef connect_agent(Agent& caller, const Value& ref) {
   if (caller.services() == nullptr) return AgentRef::from_value(ref);
   auto where = detail::parse_agent_ref(ref);
   // The hosting server's shared link to that server (no connection or thread of its own).
-  auto core = caller.services()->link_to(where.host, where.port, where.server_id);
+  auto link = std::dynamic_pointer_cast<detail::ClientLink>(
+      caller.services()->link_to(where.host, where.port, where.server_id));
+  if (!link)
+    throw Error(ErrorCode::internal, "this server's agent connector made no client link");
+  auto core = std::move(link->core);
   if (detail::AsyncLoop* loop = detail::current_async_loop();
       loop != nullptr && loop->on_loop_thread()) {
     // Asynchronous agent code must not wait here: the reference's own name and class stand in

@@ -1,5 +1,5 @@
-// The public agentd::Client: its factories (connect, spawn_child, local) and the requests
-// answered by the server as a whole. Agents are created in create_agents.cpp.
+// The public agentd::Client: its factories (connect, spawn_child; local is in local/) and the
+// requests answered by the server as a whole. Agents are created in create_agents.cpp.
 #include <agentd/client.h>
 
 #include "agent_ref.h"
@@ -84,14 +84,6 @@ Client Client::spawn_child(ChildOptions options) {
     ::rmdir(dir->path().c_str());
   }
   return client;
-}
-
-Client Client::local(LocalOptions options) {
-  ClientCore::Target t;
-  t.mode = ClientCore::Mode::local;
-  ClientOptions copts = options.client;
-  t.local = std::move(options);
-  return Client(std::make_shared<ClientCore>(std::move(t), copts));
 }
 
 Client::Client(Client&&) noexcept = default;

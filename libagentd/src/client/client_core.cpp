@@ -2,9 +2,9 @@
 
 #include "counting_stream.h"
 #include "call_done.h"
-#include "pooled_connector.h"
+#include "dial.h"
+#include "endpoint.h"
 #include "subprocess.h"
-#include "server.h"
 #include "tls.h"
 #include "tokens.h"
 
@@ -32,7 +32,7 @@ struct ClientLoop {
     local = nullptr;
   }
   LoopState state;
-  kj::Own<Server> local;
+  kj::Own<ClientCore::InProcess> local;
 };
 
 SendLimits send_limits(const ClientOptions& o) {
@@ -45,119 +45,64 @@ SendLimits send_limits(const ClientOptions& o) {
   return l;
 }
 
-// One connection to an as_server, logged in, or why it could not be made.
-struct Connection {
-  kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<RpcConnection> rpc;
-  wire::AgentServer::Client server = nullptr;
-  std::string server_id;
-  std::string address;  // advertised; empty when the server advertises none
-  std::optional<Error> error;
-  enum class Stage { resolve, connect, tls, login, info } stage = Stage::resolve;
-};
+// Where Client::connect(host, port) goes; a host and port that make no endpoint fail as a
+// connection that cannot be made.
+net::Endpoint endpoint_of(const std::string& host, std::uint16_t port) {
+  try {
+    return net::Endpoint::from(host, port);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::disconnected,
+                fmt::format("cannot connect to as_server at {}:{}: {}", host, port, e.message()));
+  }
+}
 
-// Loop thread: connects to host:port (or "unix:PATH"), with TLS when tls is set, logs in with
-// token and asks the server who it is; each step bounded by limit. Never rejects: a failure is
-// in the result's error (disconnected, or unauthenticated when the login is refused). bytes and
-// tls are borrowed and outlive the connection.
-kj::Promise<kj::Own<Connection>> open_connection(kj::AsyncIoContext& io, std::string host,
-                                                 std::uint16_t port, TlsConfig* tls,
-                                                 ByteCount& bytes, std::string token,
-                                                 std::chrono::milliseconds limit) {
-  auto c = kj::heap<Connection>();
-  Connection* cp = c.get();
-  auto& timer = io.provider->getTimer();
-  const auto ms = limit.count() * kj::MILLISECONDS;
-  const std::string where =
-      host.rfind("unix:", 0) == 0 ? host : fmt::format("{}:{}", host, port);
-  auto done =
-      timer.timeoutAfter(ms, io.provider->getNetwork().parseAddress(to_kj(host), port))
-          .then([cp, &timer, ms](kj::Own<kj::NetworkAddress> addr) {
-            cp->stage = Connection::Stage::connect;
-            return timer.timeoutAfter(ms, addr->connect()).attach(kj::mv(addr));
-          })
-          .then([cp, &timer, ms, tls, host](kj::Own<kj::AsyncIoStream> raw)
-                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-            if (tls == nullptr) return kj::mv(raw);
-            cp->stage = Connection::Stage::tls;
-            return timer.timeoutAfter(ms, tls->connect(kj::mv(raw), host));
-          })
-          .then([cp, &timer, ms, &bytes, where, token = kj::mv(token)](
-                    kj::Own<kj::AsyncIoStream> raw) {
-            cp->stream = kj::heap<CountingStream>(kj::mv(raw), bytes);
-            cp->rpc = kj::heap<RpcConnection>(*cp->stream);
-            // Log in at the gate; info goes pipelined on the server the login returns.
-            auto login = cp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();
-            login.setToken(to_kj(token));
-            auto logged_in = login.send();
-            cp->server = logged_in.getServer();
-            auto info_sent = cp->server.infoRequest().send();
-            cp->stage = Connection::Stage::login;
-            return timer.timeoutAfter(ms, kj::mv(logged_in))
-                .then([cp, &timer, ms, where, info_sent = kj::mv(info_sent)](
-                          capnp::Response<wire::Gate::LoginResults> answer) mutable
-                      -> kj::Promise<void> {
-                  if (answer.hasError()) {
-                    Error refused = read_error(answer.getError());
-                    cp->error = Error(ErrorCode::unauthenticated,
-                                      fmt::format("as_server at {} refused the login: {}", where,
-                                                  refused.message()));
-                    return kj::READY_NOW;
-                  }
-                  cp->stage = Connection::Stage::info;
-                  return timer.timeoutAfter(ms, kj::mv(info_sent))
-                      .then([cp](capnp::Response<wire::AgentServer::InfoResults> info) {
-                        cp->server_id = to_std(info.getInfo().getServerId());
-                        cp->address = to_std(info.getInfo().getAdvertiseAddress());
-                      });
-                });
-          })
-          .catch_([cp, where, host, tls](kj::Exception&& e) {
-            const std::string why = e.getDescription().cStr();
-            switch (cp->stage) {
-              case Connection::Stage::resolve:
-              case Connection::Stage::connect:
-                cp->error = Error(ErrorCode::disconnected,
-                                  fmt::format("cannot connect to as_server at {}: {}; is it "
-                                              "running there?",
-                                              where, why));
-                return;
-              case Connection::Stage::tls:
-                cp->error = Error(
-                    ErrorCode::disconnected,
-                    fmt::format("TLS handshake with as_server at {} failed: {} (a server "
-                                "without --tls-cert closes TLS connections: connect without "
-                                "tls_ca to a plaintext server; otherwise its certificate must "
-                                "be signed by a CA in tls_ca and name {})",
-                                where, why, host));
-                return;
-              case Connection::Stage::login:
-                if (tls != nullptr) {
-                  cp->error = Error(
-                      ErrorCode::disconnected,
-                      fmt::format("as_server at {} closed the TLS connection before answering: "
-                                  "it may require a client certificate signed by its "
-                                  "--tls-client-ca (tls_cert and tls_key): {}",
-                                  where, why));
-                  return;
-                }
-                [[fallthrough]];
-              case Connection::Stage::info:
-                cp->error = Error(ErrorCode::disconnected,
-                                  fmt::format("{} accepted the connection but did not answer as "
-                                              "an as_server: {}",
-                                              where, why));
-                return;
-            }
-          });
-  return done.then([c = kj::mv(c)]() mutable {
-    if (c->error) {  // nothing half-made is kept: capabilities first, then the connection
-      c->server = nullptr;
-      c->rpc = nullptr;
-      c->stream = nullptr;
-    }
-    return kj::mv(c);
-  });
+// Loop thread: dials to with TLS when tls is set, logs in with token and asks the server who it
+// is; each stage bounded by limit. bytes and tls are borrowed and outlive the connection.
+kj::Promise<kj::Own<net::Dialed>> open_connection(kj::AsyncIoContext& io, const net::Endpoint& to,
+                                                  TlsConfig* tls, ByteCount& bytes,
+                                                  std::string token,
+                                                  std::chrono::milliseconds limit) {
+  return net::dial(io, to,
+                   {.tls = tls, .bytes = &bytes, .token = std::move(token), .stage_limit = limit});
+}
+
+// Why a dial to the as_server at to failed, as the client tells it: disconnected, or
+// unauthenticated when the login is refused. nullopt when it did not fail.
+std::optional<Error> dial_error(const net::Dialed& d, const net::Endpoint& to, bool tls) {
+  const std::string where = to.text();
+  if (d.refused)
+    return Error(ErrorCode::unauthenticated,
+                 fmt::format("as_server at {} refused the login: {}", where,
+                             d.refused->message()));
+  if (!d.failed) return std::nullopt;
+  const std::string why = d.failed->getDescription().cStr();
+  switch (d.stage) {
+    case net::DialStage::resolve:
+    case net::DialStage::connect:
+      return Error(ErrorCode::disconnected,
+                   fmt::format("cannot connect to as_server at {}: {}; is it running there?",
+                               where, why));
+    case net::DialStage::tls:
+      return Error(ErrorCode::disconnected,
+                   fmt::format("TLS handshake with as_server at {} failed: {} (a server "
+                               "without --tls-cert closes TLS connections: connect without "
+                               "tls_ca to a plaintext server; otherwise its certificate must "
+                               "be signed by a CA in tls_ca and name {})",
+                               where, why, to.host));
+    case net::DialStage::login:
+      if (tls && !to.is_unix())
+        return Error(ErrorCode::disconnected,
+                     fmt::format("as_server at {} closed the TLS connection before answering: "
+                                 "it may require a client certificate signed by its "
+                                 "--tls-client-ca (tls_cert and tls_key): {}",
+                                 where, why));
+      [[fallthrough]];
+    case net::DialStage::info:
+      break;
+  }
+  return Error(ErrorCode::disconnected,
+               fmt::format("{} accepted the connection but did not answer as an as_server: {}",
+                           where, why));
 }
 
 }  // namespace
@@ -166,14 +111,12 @@ kj::Promise<kj::Own<Connection>> open_connection(kj::AsyncIoContext& io, std::st
 // on the loop thread. Lives in thread_main, beside the loop state it serves; its timers and
 // connection attempts are tasks of that loop state, destroyed before it.
 struct ClientCore::Reconnector {
-  Reconnector(ClientCore& c, LoopState& l, kj::AsyncIoContext& i, std::string h, std::uint16_t p,
-              TlsConfig* t)
-      : core(c), loop(l), io(i), host(std::move(h)), port(p), tls(t) {}
+  Reconnector(ClientCore& c, LoopState& l, kj::AsyncIoContext& i, net::Endpoint e, TlsConfig* t)
+      : core(c), loop(l), io(i), to(std::move(e)), tls(t) {}
   ClientCore& core;
   LoopState& loop;
   kj::AsyncIoContext& io;
-  std::string host;
-  std::uint16_t port;
+  net::Endpoint to;
   TlsConfig* tls;  // null: plaintext
   bool trying = false;
   std::chrono::steady_clock::time_point lost_at{};
@@ -221,11 +164,11 @@ struct ClientCore::Reconnector {
       return kj::READY_NOW;
     }
     ++attempts;
-    return open_connection(io, host, port, tls, loop.bytes, client_token(o.token),
+    return open_connection(io, to, tls, loop.bytes, client_token(o.token),
                            std::min(o.connect_timeout, left))
-        .then([this](kj::Own<Connection> c) {
-          if (c->error) {
-            last_error = c->error->message();
+        .then([this](kj::Own<net::Dialed> c) {
+          if (auto error = dial_error(*c, to, tls != nullptr)) {
+            last_error = error->message();
             schedule();
             return;
           }
@@ -233,7 +176,7 @@ struct ClientCore::Reconnector {
         });
   }
 
-  void connected(kj::Own<Connection> c) {
+  void connected(kj::Own<net::Dialed> c) {
     trying = false;
     // The old connection's capabilities go before it does; the connection itself on the next
     // turn, once nothing on this turn's stack refers to it.
@@ -412,35 +355,27 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     quit_ = kj::mv(quit.fulfiller);
     loop.tasks.add(loop.bridge.run());
     if (target.mode == Mode::local) {
-      ServerOptions so;
-      so.plugins = target.local.plugins;
-      so.plugin_dirs = target.local.plugin_dirs;
-      so.model_config_path = target.local.model_config_path;
-      so.max_workers = target.local.max_workers;
-      so.server_id = "local-" + new_id().substr(0, 8);
-      client_loop.local = kj::heap<Server>(so, io, target.local.classes, pooled_agent_connector());
+      client_loop.local = target.in_process(io);
       loop.server = client_loop.local->bootstrap();
-      set_server_id(client_loop.local->id());
+      set_server_id(client_loop.local->server_id());
       address_ = "local";
       loop.tasks.add(client_loop.local->run());
     } else {
       // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
-      const bool unix_socket = target.host.rfind("unix:", 0) == 0;
-      if (unix_socket) tls.reset();
-      std::string where =
-          unix_socket ? target.host : fmt::format("{}:{}", target.host, target.port);
-      auto c = open_connection(io, target.host, target.port, tls.get(), loop.bytes,
-                               client_token(options_.token), options_.connect_timeout)
+      net::Endpoint to = endpoint_of(target.host, target.port);
+      if (to.is_unix()) tls.reset();
+      auto c = open_connection(io, to, tls.get(), loop.bytes, client_token(options_.token),
+                               options_.connect_timeout)
                    .wait(io.waitScope);
-      if (c->error) throw *c->error;
+      if (auto error = dial_error(*c, to, tls != nullptr)) throw *error;
       loop.stream = kj::mv(c->stream);
       loop.rpc = kj::mv(c->rpc);
       loop.server = kj::mv(c->server);
       set_server_id(c->server_id);
       set_server(loop, c->server_id);
-      address_ = c->address.empty() ? where : c->address;
+      address_ = c->advertised.empty() ? to.text() : c->advertised;
       if (target.mode == Mode::independent && options_.reconnect_deadline.count() > 0) {
-        reconnector.emplace(*this, loop, io, target.host, target.port, tls.get());
+        reconnector.emplace(*this, loop, io, to, tls.get());
         loop.on_lost = [r = &*reconnector]() { r->lost(); };
         loop.look_up_lost_calls = true;
       } else if (target.mode == Mode::child) {

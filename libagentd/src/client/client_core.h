@@ -1,7 +1,7 @@
 // ClientCore: one client connection, behind every Client, AgentRef and Placeholder made from it.
 // A KJ event-loop thread owns the connection and its session (loop_state.h): over TCP to an
 // as_server (independent mode, or a child process the core stops when it goes), or to a Server
-// in this process (local mode). User threads reach that thread through post() and block on
+// in this process (local mode, which the local layer above gives as an InProcess). User threads reach that thread through post() and block on
 // plain condition variables (sync.h) for answers.
 // An attached core has no thread: it lives on a server's loop and uses a connection the server
 // owns; that is how a server's agents reach other agents (pooled_connector.h).
@@ -9,6 +9,7 @@
 
 #include <agentd/client.h>
 
+#include "agent_services.h"
 #include "call_batch.h"
 #include "child_process.h"
 #include "kj_errors.h"
@@ -36,11 +37,22 @@ class ClientCore {
  public:
   enum class Mode { independent, child, local };
 
+  // Local mode: what the client talks to instead of a connection (local/local_mode.cpp makes a
+  // Server). Made on the loop thread, and destroyed there after the capabilities into it.
+  class InProcess {
+   public:
+    virtual ~InProcess() noexcept(false) = default;  // as KJ objects' are
+    virtual wire::AgentServer::Client bootstrap() = 0;
+    virtual std::string server_id() const = 0;
+    virtual kj::Promise<void> run() = 0;  // the loop runs it as a task
+  };
+  using MakeInProcess = std::function<kj::Own<InProcess>(kj::AsyncIoContext& io)>;
+
   struct Target {
     Mode mode = Mode::independent;
     std::string host;
     std::uint16_t port = 0;
-    LocalOptions local;
+    MakeInProcess in_process;  // local mode
     // Child mode: the child's private directory (its Unix socket), kept until the child stops.
     std::shared_ptr<void> child_dir;
   };
@@ -190,6 +202,13 @@ class ClientCore {
   std::deque<std::string> server_ids_;  // guarded by server_ids_mu_; never shrinks
   const std::string no_server_id_;
   std::uint16_t port_ = 0;
+};
+
+// What a server's agents hold to reach another server (AgentLink in agent_services.h): a core
+// attached to that server's loop (local/pooled_connector.h makes them; connect_agent reads them).
+struct ClientLink final : AgentLink {
+  explicit ClientLink(std::shared_ptr<ClientCore> c) : core(std::move(c)) {}
+  std::shared_ptr<ClientCore> core;
 };
 
 }  // namespace agentd::detail

@@ -82,7 +82,7 @@ std::vector<Cluster::State::Member> connect_all(const std::vector<cluster::Addre
     threads.emplace_back([&, i] {
       try {
         out[i].client = std::make_shared<Client>(
-            Client::connect(addresses[i].host, addresses[i].port, options));
+            Client::connect(addresses[i].endpoint.host, addresses[i].endpoint.port, options));
         out[i].info.up = true;
       } catch (const Error& e) {
         if (e.code() == ErrorCode::unauthenticated || e.code() == ErrorCode::config_error)
@@ -151,7 +151,7 @@ Cluster Cluster::spawn_children(std::size_t n, ChildOptions child, ClusterOption
         m.info.address = c->address();
         m.info.source = "child";
         m.info.up = true;
-        m.address = {c->address(), c->port(), "child"};
+        m.address = {net::Endpoint::try_parse(c->address()).value_or(net::Endpoint{}), "child"};
         m.client = std::move(c);
       } catch (const Error& e) {
         std::lock_guard lock(mu);

@@ -1,6 +1,6 @@
 #include "membership.h"
 
-#include "child_process.h"  // split_host_port
+#include "endpoint.h"
 #include "tokens.h"
 
 #include <agentd/error.h>
@@ -21,13 +21,16 @@ namespace {
 
 constexpr std::string_view kDns = "dns:";
 
-bool parses(const std::string& spec) {
-  std::string host;
-  std::uint16_t port = 0;
-  std::string_view rest = spec;
-  if (rest.substr(0, kDns.size()) == kDns) rest.remove_prefix(kDns.size());
-  return detail::split_host_port(rest, host, port) && !host.empty();
+// The endpoint spec names ("host:port", or "dns:NAME:PORT" for NAME's addresses); nullopt
+// when it names none (unix: endpoints are not cluster members).
+std::optional<net::Endpoint> endpoint_of(std::string_view spec) {
+  if (spec.substr(0, kDns.size()) == kDns) spec.remove_prefix(kDns.size());
+  auto e = net::Endpoint::try_parse(spec);
+  if (!e || e->is_unix()) return std::nullopt;
+  return e;
 }
+
+bool parses(const std::string& spec) { return endpoint_of(spec).has_value(); }
 
 // Every address name resolves to, for port: IPv4 first, each sorted, no duplicates.
 std::vector<Address> resolve_name(const std::string& spec, const std::string& name,
@@ -51,13 +54,13 @@ std::vector<Address> resolve_name(const std::string& spec, const std::string& na
     } else if (a->ai_family == AF_INET6) {
       inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text,
                 sizeof text);
-      v6.insert(fmt::format("[{}]", text));
+      v6.insert(text);
     }
   }
   freeaddrinfo(found);
   std::vector<Address> out;
-  for (const auto& h : v4) out.push_back({h, port, spec});
-  for (const auto& h : v6) out.push_back({h, port, spec});
+  for (const auto& h : v4) out.push_back({net::Endpoint{h, port, {}}, spec});
+  for (const auto& h : v6) out.push_back({net::Endpoint{h, port, {}}, spec});
   return out;
 }
 
@@ -94,16 +97,15 @@ std::vector<Address> resolve(const std::vector<std::string>& specs) {
   std::set<std::string> seen;
   for (const auto& spec : specs) {
     bool dns = spec.rfind(kDns, 0) == 0;
-    std::string host;
-    std::uint16_t port = 0;
-    if (!detail::split_host_port(dns ? spec.substr(kDns.size()) : spec, host, port) || host.empty())
+    auto endpoint = endpoint_of(spec);
+    if (!endpoint)
       throw Error(ErrorCode::bad_args,
                   fmt::format("cluster member \"{}\": expected HOST:PORT or dns:NAME:PORT", spec));
     std::vector<Address> these;
     if (dns)
-      these = resolve_name(spec, host, port);
+      these = resolve_name(spec, endpoint->host, endpoint->port);
     else
-      these.push_back({host, port, spec});
+      these.push_back({*endpoint, spec});
     for (auto& a : these)
       if (seen.insert(a.text()).second) out.push_back(std::move(a));
   }

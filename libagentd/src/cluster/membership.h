@@ -4,6 +4,8 @@
 
 #include <agentd/cluster.h>
 
+#include "endpoint.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,10 +15,9 @@ namespace agentd::cluster {
 
 // One server to connect to, and the spec that named it.
 struct Address {
-  std::string host;  // as Client::connect takes it; IPv6 addresses in brackets
-  std::uint16_t port = 0;
+  net::Endpoint endpoint;
   std::string source;
-  std::string text() const { return host + ":" + std::to_string(port); }
+  std::string text() const { return endpoint.text(); }  // "host:port", "[v6]:port"
 };
 
 // What a cluster file says (paths made absolute against the file's directory).

@@ -1,9 +1,10 @@
 // AgentServices: what the hosting server gives each agent (models, a way to the agents it names
 // by reference). The host and agents program against this interface; the server implements it
 // (server/server_services.h), so nothing below the server depends on how it is done.
+// AgentLink: a link to another server's agents, opaque here: the client layer defines the one
+// kind (client_core.h's ClientLink) and reads it (connect_agent), so core names no client type.
 #pragma once
 
-#include <agentd/client.h>
 #include <agentd/model.h>
 #include <agentd/value.h>
 
@@ -14,7 +15,13 @@
 namespace agentd::detail {
 
 class UsageCounter;  // models/model_registry.h
-class ClientCore;    // client/client_core.h
+
+// A connection this server's agents share to one server (made by the connector main() chooses:
+// local/pooled_connector.h). Thread-safe to hold and drop.
+class AgentLink {
+ public:
+  virtual ~AgentLink() = default;
+};
 
 class AgentServices {
  public:
@@ -35,14 +42,14 @@ class AgentServices {
   // the server at host:port, whose id is server_id (empty: not known). connect_agent() builds
   // agent references on it. Throws Error (bad_args when this server cannot reach other agents,
   // disconnected).
-  virtual std::shared_ptr<ClientCore> link_to(const std::string& host, std::uint16_t port,
-                                              const std::string& server_id) = 0;
+  virtual std::shared_ptr<AgentLink> link_to(const std::string& host, std::uint16_t port,
+                                             const std::string& server_id) = 0;
 };
 
 // How a server reaches the servers its agents name by reference: link_to() as a function.
-// main() chooses it (as_server and local mode pass the client layer's, which shares the
+// main() chooses it (as_server and local mode pass local/pooled_connector.h's, which shares the
 // server's own peer connections); a server without one refuses.
-using AgentConnector = std::function<std::shared_ptr<ClientCore>(
+using AgentConnector = std::function<std::shared_ptr<AgentLink>(
     const std::string& host, std::uint16_t port, const std::string& server_id)>;
 
 }  // namespace agentd::detail

@@ -1,7 +1,8 @@
 #include "peer_pool.h"
 
-#include "child_process.h"  // split_host_port
 #include "counting_stream.h"
+#include "dial.h"
+#include "endpoint.h"
 #include "kj_errors.h"
 #include "task_errors.h"
 #include "rpc_connection.h"
@@ -56,9 +57,7 @@ Error refused_by(const Error& login, const std::string& origin) {
 
 // One pooled connection to an origin, from the dial to its loss.
 struct PeerPool::Peer : public kj::Refcounted {
-  enum class Stage { connect, tls, login };
   std::string origin;
-  Stage stage = Stage::connect;  // how far the dial got (to tell what a failure means)
   kj::ForkedPromise<void> ready = nullptr;  // connected and logged in, or refused set
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<RpcConnection> client;
@@ -134,55 +133,39 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
   ref.dead = killed.promise.fork();
   // The certificate must name the host as placeholders name it (the origin's advertised
   // address).
-  std::string host = origin;
-  std::uint16_t port = 0;
-  split_host_port(origin, host, port);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  auto connect =
-      io_.provider->getNetwork()
-          .parseAddress(to_kj(origin))
-          .then([](kj::Own<kj::NetworkAddress> addr) {
-            return addr->connect().attach(kj::mv(addr));
-          })
-          .then([this, &ref, host](kj::Own<kj::AsyncIoStream> stream)
-                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-            if (options_.tls == nullptr) return kj::mv(stream);
-            ref.stage = Peer::Stage::tls;
-            return options_.tls->connect(kj::mv(stream), host);
-          })
-          .then([this, &ref](kj::Own<kj::AsyncIoStream> stream) {
-            ref.stage = Peer::Stage::login;
-            ref.stream = bytes_ ? kj::heap<CountingStream>(kj::mv(stream), *bytes_)
-                                   : kj::mv(stream);
-            ref.client = kj::heap<RpcConnection>(*ref.stream);
-            auto login = ref.client->bootstrap().castAs<wire::Gate>().loginRequest();
-            login.setToken(to_kj(options_.token));
-            auto logged_in = login.send();
-            ref.server = logged_in.getServer();
-            auto info = ref.server.infoRequest().send();
-            return logged_in.then(
-                [&ref, info = kj::mv(info)](capnp::Response<wire::Gate::LoginResults> r) mutable
-                -> kj::Promise<void> {
-                  if (r.hasError()) {
-                    ref.refused = refused_by(read_error(r.getError()), ref.origin);
-                    ref.server = nullptr;
-                    return kj::READY_NOW;
-                  }
-                  return info.then([&ref](capnp::Response<wire::AgentServer::InfoResults> i) {
-                    ref.server_id = to_std(i.getInfo().getServerId());
-                  });
-                });
-          });
+  auto to = net::Endpoint::try_parse(origin);
+  std::string host = to ? to->host : origin;
   // One dial gets a third of --peer-connect-timeout (at most 10 s): a frozen origin accepts
   // the TCP connection (the kernel does) but never answers.
   const auto limit = ping_timeout();
-  auto timed = io_.provider->getTimer().timeoutAfter(limit.count() * kj::MILLISECONDS,
-                                                     kj::mv(connect));
-  ref.ready = timed
-                  .catch_([this, &ref, host, limit](kj::Exception&& e) {
+  kj::Promise<kj::Own<net::Dialed>> dialed = nullptr;
+  if (to) {
+    dialed = net::dial(io_, *to,
+                       {.tls = options_.tls, .bytes = bytes_, .token = options_.token,
+                        .total_limit = limit});
+  } else {
+    auto d = kj::heap<net::Dialed>();
+    d->failed.emplace(KJ_EXCEPTION(FAILED, "not an endpoint (HOST:PORT)", origin));
+    dialed = kj::mv(d);
+  }
+  ref.ready = dialed
+                  .then([this, &ref, host, limit](kj::Own<net::Dialed> d) {
+                    if (d->ok()) {
+                      ref.stream = kj::mv(d->stream);
+                      ref.client = kj::mv(d->rpc);
+                      ref.server = kj::mv(d->server);
+                      ref.server_id = kj::mv(d->server_id);
+                      return;
+                    }
+                    if (d->refused) {
+                      ref.refused = refused_by(*d->refused, ref.origin);
+                      return;
+                    }
+                    const kj::Exception& e = *d->failed;
                     const std::string why = e.getDescription().cStr();
                     const bool tls = options_.tls != nullptr;
-                    if (ref.stage == Peer::Stage::tls && e.getType() == kj::Exception::Type::FAILED) {
+                    if (d->stage == net::DialStage::tls &&
+                        e.getType() == kj::Exception::Type::FAILED) {
                       // The handshake ran and failed: a configuration problem, not a transient.
                       std::string fix;
                       if (why.find("ostname") != std::string::npos)
@@ -207,7 +190,8 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
                                                       ref.origin, fix));
                       return;
                     }
-                    if (tls && ref.stage == Peer::Stage::login &&
+                    if (tls &&
+                        (d->stage == net::DialStage::login || d->stage == net::DialStage::info) &&
                         why.find("alert") != std::string::npos) {
                       ref.refused = Error(
                           ErrorCode::unauthenticated,

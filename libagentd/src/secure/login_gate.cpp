@@ -4,11 +4,6 @@
 
 #include <agentd/error.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -16,17 +11,10 @@ namespace agentd::detail {
 
 namespace {
 
-// The address part of "address:port" (what the throttle counts failures by).
-std::string address_of(const std::string& peer) {
-  if (!peer.empty() && peer[0] == '[') return peer.substr(0, peer.find(']') + 1);
-  auto colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
-
 class GateImpl final : public wire::Gate::Server {
  public:
-  GateImpl(GateContext& ctx, std::string peer, MakeServer make_server)
-      : ctx_(ctx), peer_(std::move(peer)), address_(address_of(peer_)),
+  GateImpl(GateContext& ctx, std::string peer, std::string address, MakeServer make_server)
+      : ctx_(ctx), peer_(std::move(peer)), address_(std::move(address)),
         make_server_(kj::mv(make_server)) {}
 
   kj::Promise<void> login(LoginContext context) override {
@@ -107,31 +95,9 @@ wire::Gate::Client make_refusing_gate(std::string why) {
   return kj::heap<RefusingGate>(std::move(why));
 }
 
-wire::Gate::Client make_gate(GateContext& ctx, std::string peer, MakeServer make_server) {
-  return kj::heap<GateImpl>(ctx, std::move(peer), kj::mv(make_server));
-}
-
-std::string peer_name(kj::AsyncIoStream& stream) {
-  sockaddr_storage ss{};
-  uint len = sizeof ss;
-  try {
-    stream.getpeername(reinterpret_cast<sockaddr*>(&ss), &len);
-  } catch (const kj::Exception&) {
-    return "unknown";
-  }
-  char text[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
-    return fmt::format("{}:{}", text, ntohs(a->sin_port));
-  }
-  if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
-    return fmt::format("[{}]:{}", text, ntohs(a->sin6_port));
-  }
-  if (ss.ss_family == AF_UNIX) return "unix";
-  return "unknown";
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer, std::string address,
+                             MakeServer make_server) {
+  return kj::heap<GateImpl>(ctx, std::move(peer), std::move(address), kj::mv(make_server));
 }
 
 }  // namespace agentd::detail

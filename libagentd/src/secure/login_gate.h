@@ -12,8 +12,6 @@
 
 #include <string>
 
-struct sockaddr;
-
 namespace agentd::detail {
 
 // What every gate of one server shares; owned by the server, outlives its gates.
@@ -22,19 +20,16 @@ struct GateContext {
   LoginThrottle throttle;
 };
 
-// The gate of one connection from peer ("address:port", for logs and the throttle, which keys by
-// the address part). make_server makes the AgentServer for this connection on the first good
+// The gate of one connection from peer ("address:port", for logs), whose failed logins the
+// throttle counts by address (the address part of peer, net::address_part). make_server makes the AgentServer for this connection on the first good
 // login, told the digest of the token that logged in; later logins on the connection get the
 // same one.
 using MakeServer = kj::Function<wire::AgentServer::Client(const TokenSet::Digest& token)>;
-wire::Gate::Client make_gate(GateContext& ctx, std::string peer, MakeServer make_server);
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer, std::string address,
+                             MakeServer make_server);
 
 // A gate that refuses every login with unauthenticated and why (a plaintext client on a TLS
 // server is told so over the only protocol it speaks).
 wire::Gate::Client make_refusing_gate(std::string why);
-
-// "1.2.3.4:5678", "[::1]:5678" or "unix" for a connected stream's peer; "unknown" when the
-// stream cannot tell.
-std::string peer_name(kj::AsyncIoStream& stream);
 
 }  // namespace agentd::detail

@@ -195,13 +195,10 @@ class Server {
   // local: from the Unix socket, plaintext even when TCP clients must use TLS. Until the login,
   // the connection holds a place in pre_login_. (server_connections.cpp)
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, bool local = false);
-  // The first byte tells TLS from plaintext; then any TLS handshake, then serve_rpc(). slot is
-  // the connection's place in pre_login_, owned by serve()'s promise (outlives this one's).
+  // net::accept_connection() (the first byte tells TLS from plaintext; then any TLS
+  // handshake), then serve_rpc(). slot is the connection's place in pre_login_, owned by
+  // serve()'s promise (outlives this one's).
   kj::Promise<void> handshake(kj::Own<kj::AsyncIoStream> stream, std::string peer, bool local,
-                              PreLoginSlot& slot);
-  // After a TLS handshake: serve_rpc() once the client sends something; a client that hangs up
-  // first is logged (it may not trust this server's certificate).
-  kj::Promise<void> serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer,
                               PreLoginSlot& slot);
   // The RPC connection, its bootstrap the Gate; a login there frees slot (see handshake()).
   // tls: stream is a TLS session; tls_expected: a plaintext client on a TLS server, whose login

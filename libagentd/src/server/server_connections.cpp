@@ -3,8 +3,10 @@
 // --max-unauthenticated-connections), then the RPC connection.
 #include "server.h"
 
+#include "accept.h"
 #include "connection_guard.h"
 #include "counting_stream.h"
+#include "endpoint.h"
 
 #include <fmt/format.h>
 #include <optional>
@@ -56,7 +58,7 @@ struct Server::Connection {
 };
 
 kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
-  std::string peer = local ? "unix:" + options_.unix_socket : peer_name(*raw);
+  std::string peer = local ? "unix:" + options_.unix_socket : net::peer_name(*raw);
   // Until it logs in, the connection is one of a bounded number and has until the login
   // deadline; either closes it by cancelling what serves it.
   auto slot = pre_login_.admit(peer);
@@ -69,74 +71,14 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
 
 kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool local,
                                     PreLoginSlot& slot) {
-  // The first byte tells a TLS handshake from a Cap'n Proto message.
-  return sniff_first_byte(kj::mv(raw))
-      .then(
-          [this, peer, local, &slot](Sniffed s) mutable -> kj::Promise<void> {
-            if (s.empty) return kj::READY_NOW;
-            if (local && !s.tls)
-              return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, false, slot);
-            if (local) {
-              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
-                           "(closed)",
-                           peer);
-              return kj::READY_NOW;
-            }
-            if (s.tls && !tls_.server) {
-              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
-                           "(closed; connect without TLS, or serve it with --tls-cert and "
-                           "--tls-key)",
-                           peer);
-              return kj::READY_NOW;
-            }
-            if (!s.tls && tls_.server) {
-              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
-                           "is refused saying so)",
-                           peer);
-              return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, true, slot);
-            }
-            if (!s.tls) return serve_rpc(kj::mv(s.stream), kj::mv(peer), false, false, slot);
-            return tls_.server->accept(kj::mv(s.stream))
-                .then(
-                    [this, peer, &slot](kj::Own<kj::AsyncIoStream> stream) mutable {
-                      return serve_tls(kj::mv(stream), kj::mv(peer), slot);
-                    },
-                    [peer](kj::Exception&& e) {
-                      spdlog::warn("TLS handshake with {} failed: {}", peer,
-                                   e.getDescription().cStr());
-                    });
-          },
-          [peer](kj::Exception&& e) {
-            spdlog::debug("connection from {} closed before it said anything: {}", peer,
-                          e.getDescription().cStr());
-          });
-}
-
-namespace {
-
-void log_hung_up_after_handshake(const std::string& peer, const std::string& how) {
-  spdlog::warn("{} finished the TLS handshake, then hung up without a request ({}): it may not "
-               "trust this server's certificate (--tls-cert) or find another name in it; an "
-               "as_server dialing this one needs the CA that signed it as its --peer-tls-ca",
-               peer, how);
-}
-
-}  // namespace
-
-kj::Promise<void> Server::serve_tls(kj::Own<kj::AsyncIoStream> stream, std::string peer,
-                                    PreLoginSlot& slot) {
-  // A TLS client that does not trust this server's certificate (or finds another name in it)
-  // finishes the handshake, checks the certificate, and hangs up before sending anything: say
-  // so here too, since a peer server is where that mistake is usually made. (The login
-  // deadline bounds the wait.)
-  return sniff_first_byte(kj::mv(stream))
-      .then(
-          [this, peer, &slot](Sniffed s) mutable -> kj::Promise<void> {
-            if (!s.empty) return serve_rpc(kj::mv(s.stream), kj::mv(peer), true, false, slot);
-            log_hung_up_after_handshake(peer, "closed the connection");
-            return kj::READY_NOW;
-          },
-          [peer](kj::Exception&& e) { log_hung_up_after_handshake(peer, e.getDescription().cStr()); });
+  return net::accept_connection(kj::mv(raw), peer,
+                                {.tls = tls_.server.get(), .unix_socket = local})
+      .then([this, peer, &slot](kj::Maybe<net::Accepted> accepted) mutable -> kj::Promise<void> {
+        KJ_IF_MAYBE(a, accepted) {
+          return serve_rpc(kj::mv(a->stream), kj::mv(peer), a->tls, a->tls_expected, slot);
+        }
+        return kj::READY_NOW;
+      });
 }
 
 kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool tls,
@@ -158,7 +100,7 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
                   ? make_refusing_gate(
                         "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
                         "or --tls-ca FILE for agentctl and agentd-bench)")
-                  : make_gate(gate_, kj::mv(peer), [this, c, stream, &slot](const TokenSet::Digest& token) {
+                  : make_gate(gate_, peer, net::address_part(peer), [this, c, stream, &slot](const TokenSet::Digest& token) {
                       // Logged in: the normal limits from now on, and no login deadline.
                       slot.logged_in();
                       c->token = token;

@@ -28,8 +28,8 @@ void ServerServices::forget_agent(const std::string& agent_id) {
   usage_.erase(agent_id);
 }
 
-std::shared_ptr<ClientCore> ServerServices::link_to(const std::string& host, std::uint16_t port,
-                                                    const std::string& server_id) {
+std::shared_ptr<AgentLink> ServerServices::link_to(const std::string& host, std::uint16_t port,
+                                                   const std::string& server_id) {
   AgentConnector connector;
   {
     std::lock_guard lock(connector_mu_);

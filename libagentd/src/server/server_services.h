@@ -26,8 +26,8 @@ class ServerServices final : public AgentServices {
                                    const std::string& agent_id) override;
   std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id) override;
   void forget_agent(const std::string& agent_id) override;
-  std::shared_ptr<ClientCore> link_to(const std::string& host, std::uint16_t port,
-                                      const std::string& server_id) override;
+  std::shared_ptr<AgentLink> link_to(const std::string& host, std::uint16_t port,
+                                     const std::string& server_id) override;
 
   // Thread-safe: the model usage of agent_id's calls so far (zeros when it made none).
   ModelUsage agent_usage(const std::string& agent_id) const;

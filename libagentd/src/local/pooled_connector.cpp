@@ -1,6 +1,7 @@
 #include "pooled_connector.h"
 
 #include "client_core.h"
+#include "endpoint.h"
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ class PeerLinks : public std::enable_shared_from_this<PeerLinks> {
   // Agent code, on a worker thread: the open link to host:port, made on the loop if needed.
   std::shared_ptr<ClientCore> link(const std::string& host, std::uint16_t port,
                                    const std::string& server_id) {
-    std::string origin = fmt::format("{}:{}", host, port);
+    std::string origin = net::Endpoint::from(host, port).text();
     {
       std::lock_guard lock(mu_);
       if (auto it = links_.find(origin); it != links_.end() && it->second->open()) return it->second;
@@ -92,7 +93,7 @@ ConnectorFactory pooled_agent_connector() {
   return [](Server& server) -> AgentConnector {
     auto links = std::make_shared<PeerLinks>(server);
     return [links](const std::string& host, std::uint16_t port, const std::string& server_id) {
-      return links->link(host, port, server_id);
+      return std::make_shared<ClientLink>(links->link(host, port, server_id));
     };
   };
 }

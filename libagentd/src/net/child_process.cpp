@@ -1,15 +1,14 @@
 #include "child_process.h"
 
 #include "install_dirs.h"
+#include "ready_line.h"
 
 #include <agentd/error.h>
 
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,38 +16,6 @@
 #include <system_error>
 
 namespace agentd::detail {
-
-namespace {
-constexpr const char* kReadyPrefix = "as_server ready: listening on ";
-}  // namespace
-
-bool split_host_port(std::string_view address, std::string& host, std::uint16_t& port) {
-  auto colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return false;
-  auto digits = address.substr(colon + 1);
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc{} || end != digits.data() + digits.size() || value == 0 || value > 65535)
-    return false;
-  host = std::string(address.substr(0, colon));
-  port = static_cast<std::uint16_t>(value);
-  return true;
-}
-
-bool parse_ready_line(const std::string& line, std::string& host, std::uint16_t& port,
-                      std::string& server_id) {
-  auto at = line.find(kReadyPrefix);
-  if (at == std::string::npos) return false;
-  std::string rest = line.substr(at + std::strlen(kReadyPrefix));
-  auto space = rest.find(' ');
-  if (!split_host_port(rest.substr(0, space), host, port)) return false;
-  auto sid = rest.find("server_id=");
-  if (sid != std::string::npos) {
-    auto end = rest.find(' ', sid);
-    server_id = rest.substr(sid + 10, end == std::string::npos ? std::string::npos : end - sid - 10);
-  }
-  return true;
-}
 
 std::string ChildProcess::find_server_binary(const std::string& configured) {
   namespace fs = std::filesystem;
@@ -129,35 +96,23 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
   };
 
   // Read stdout until the ready line, the child's exit, or the deadline.
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string buf;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+  auto w = net::wait_ready_line(process, timeout);
+  switch (w.outcome) {
+    case net::ReadyWait::Outcome::ready:
+      child->endpoint_ = w.ready->endpoint;
+      child->server_id_ = w.ready->server_id;
+      return child;
+    case net::ReadyWait::Outcome::timed_out:
       child->stop(std::chrono::seconds(2));
       throw Error(ErrorCode::timeout,
                   fmt::format("as_server '{}' printed no ready line within {} ms", binary,
                               timeout.count()));
-    }
-    pollfd pfd{process.stdout_pipe().get(), POLLIN, 0};
-    int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
-    if (n < 0 && errno != EINTR)
-      throw Error(ErrorCode::internal, fmt::format("poll: {}", std::strerror(errno)));
-    if (n > 0) {
-      char chunk[512];
-      ssize_t got = ::read(process.stdout_pipe().get(), chunk, sizeof chunk);
-      if (got > 0) buf.append(chunk, static_cast<std::size_t>(got));
-      std::size_t nl;
-      while ((nl = buf.find('\n')) != std::string::npos) {
-        std::string line = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        if (parse_ready_line(line, child->host_, child->port_, child->server_id_)) return child;
-      }
-      if (got <= 0) throw exited_early(process.wait());  // stdout closed: the child is exiting
-    }
-    if (auto status = process.try_wait()) throw exited_early(*status);
+    case net::ReadyWait::Outcome::closed:  // stdout closed: the child is exiting
+      throw exited_early(process.wait());
+    case net::ReadyWait::Outcome::exited:
+      break;
   }
+  throw exited_early(*w.status);
 }
 
 void ChildProcess::stop(std::chrono::milliseconds grace) {

@@ -3,6 +3,7 @@
 // (as_server --stop-on-stdin-eof), so children never outlive their parent.
 #pragma once
 
+#include "endpoint.h"
 #include "subprocess.h"
 
 #include <sys/types.h>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -56,16 +56,16 @@ class ChildProcess {
   // has exited: the copying thread may still be reading its last words).
   std::string stderr_tail(std::size_t max_lines,
                           std::chrono::milliseconds wait = std::chrono::milliseconds(0)) const;
-  std::uint16_t port() const { return port_; }
-  const std::string& host() const { return host_; }
+  const net::Endpoint& endpoint() const { return endpoint_; }  // where it listens
+  std::uint16_t port() const { return endpoint_.port; }
+  const std::string& host() const { return endpoint_.host; }
   const std::string& server_id() const { return server_id_; }
 
  private:
   explicit ChildProcess(Subprocess process) : process_(std::move(process)) {}
   // Owns the child; its pipes: the write end of the child's stdin, the read end of its stdout.
   Subprocess process_;
-  std::uint16_t port_ = 0;
-  std::string host_;
+  net::Endpoint endpoint_;
   std::string server_id_;
   // keep_stderr: the thread copying the child's stderr, and the tail it keeps.
   void copy_stderr();
@@ -75,13 +75,5 @@ class ChildProcess {
   std::string tail_;
   bool tail_done_ = false;  // the child's stderr reached its end
 };
-
-// Splits "host:port" (the port a whole number 1..65535). False when address is not that.
-bool split_host_port(std::string_view address, std::string& host, std::uint16_t& port);
-
-// Parses as_server's ready line ("as_server ready: listening on HOST:PORT server_id=ID pid=PID").
-// Returns false when line is not one.
-bool parse_ready_line(const std::string& line, std::string& host, std::uint16_t& port,
-                      std::string& server_id);
 
 }  // namespace agentd::detail

@@ -36,9 +36,6 @@ class ConnectionGuard final : public capnp::MessageStream {
   // frame cut short: on TLS that is a peer going away, logged at debug, not a bad frame.
   ConnectionGuard(kj::AsyncIoStream& stream, std::string peer, bool tls = false);
 
-  // "ip:port" of the stream's other end ("unknown peer" when the OS cannot say).
-  static std::string peer_address(kj::AsyncIoStream& stream);
-
   const std::string& peer() const { return peer_; }
   // The reason the connection was closed for, once it was; empty otherwise.
   const std::string& closed_for() const { return closed_for_; }

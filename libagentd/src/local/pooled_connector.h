@@ -6,7 +6,7 @@
 #pragma once
 
 #include "agent_services.h"
-#include "server.h"
+#include "server.h"  // ConnectorFactory
 
 namespace agentd::detail {
 

@@ -3,10 +3,6 @@
 #include "value_codec.h"
 #include "wire_limits.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -52,29 +48,6 @@ class PrefixedInput final : public kj::AsyncInputStream {
 
 ConnectionGuard::ConnectionGuard(kj::AsyncIoStream& stream, std::string peer, bool tls)
     : stream_(stream), inner_(stream), peer_(std::move(peer)), tls_(tls) {}
-
-std::string ConnectionGuard::peer_address(kj::AsyncIoStream& stream) {
-  sockaddr_storage addr{};
-  kj::uint len = sizeof addr;
-  try {
-    stream.getpeername(reinterpret_cast<sockaddr*>(&addr), &len);
-  } catch (const kj::Exception&) {
-    return "unknown peer";  // not a socket (an in-process pipe)
-  }
-  char host[INET6_ADDRSTRLEN] = {};
-  if (addr.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return fmt::format("{}:{}", host, ntohs(in->sin_port));
-  }
-  if (addr.ss_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return fmt::format("[{}]:{}", host, ntohs(in6->sin6_port));
-  }
-  if (addr.ss_family == AF_UNIX) return "a local socket";
-  return "unknown peer";
-}
 
 void ConnectionGuard::note_closing(std::string reason) {
   if (!closed_for_.empty()) return;

@@ -1,0 +1,114 @@
+#include "accept.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace agentd::net {
+
+std::string peer_name(kj::AsyncIoStream& stream) {
+  sockaddr_storage ss{};
+  uint len = sizeof ss;
+  try {
+    stream.getpeername(reinterpret_cast<sockaddr*>(&ss), &len);
+  } catch (const kj::Exception&) {
+    return "unknown";
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+    return fmt::format("{}:{}", text, ntohs(a->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+    return fmt::format("[{}]:{}", text, ntohs(a->sin6_port));
+  }
+  if (ss.ss_family == AF_UNIX) return "unix";
+  return "unknown";
+}
+
+namespace {
+
+using MaybeAccepted = kj::Maybe<Accepted>;
+
+void log_hung_up_after_handshake(const std::string& peer, const std::string& how) {
+  spdlog::warn("{} finished the TLS handshake, then hung up without a request ({}): it may not "
+               "trust this server's certificate (--tls-cert) or find another name in it; an "
+               "as_server dialing this one needs the CA that signed it as its --peer-tls-ca",
+               peer, how);
+}
+
+// After a TLS handshake: the session once the client sends something. A TLS client that does
+// not trust this server's certificate (or finds another name in it) finishes the handshake,
+// checks the certificate, and hangs up before sending anything: say so here too, since a peer
+// server is where that mistake is usually made. (The server's login deadline bounds the wait.)
+kj::Promise<MaybeAccepted> after_handshake(kj::Own<kj::AsyncIoStream> stream, std::string peer) {
+  return detail::sniff_first_byte(kj::mv(stream))
+      .then(
+          [peer](detail::Sniffed s) -> MaybeAccepted {
+            if (!s.empty) return Accepted{kj::mv(s.stream), true, false};
+            log_hung_up_after_handshake(peer, "closed the connection");
+            return nullptr;
+          },
+          [peer](kj::Exception&& e) -> MaybeAccepted {
+            log_hung_up_after_handshake(peer, e.getDescription().cStr());
+            return nullptr;
+          });
+}
+
+}  // namespace
+
+kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw,
+                                                   std::string peer, AcceptOptions options) {
+  // The first byte tells a TLS handshake from a Cap'n Proto message.
+  return detail::sniff_first_byte(kj::mv(raw))
+      .then(
+          [peer, options](detail::Sniffed s) -> kj::Promise<MaybeAccepted> {
+            if (s.empty) return MaybeAccepted(nullptr);
+            if (options.unix_socket && !s.tls)
+              return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
+            if (options.unix_socket) {
+              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
+                           "(closed)",
+                           peer);
+              return MaybeAccepted(nullptr);
+            }
+            if (s.tls && options.tls == nullptr) {
+              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
+                           "(closed; connect without TLS, or serve it with --tls-cert and "
+                           "--tls-key)",
+                           peer);
+              return MaybeAccepted(nullptr);
+            }
+            if (!s.tls && options.tls != nullptr) {
+              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
+                           "is refused saying so)",
+                           peer);
+              return MaybeAccepted(Accepted{kj::mv(s.stream), false, true});
+            }
+            if (!s.tls) return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
+            return options.tls->accept(kj::mv(s.stream))
+                .then(
+                    [peer](kj::Own<kj::AsyncIoStream> stream) {
+                      return after_handshake(kj::mv(stream), peer);
+                    },
+                    [peer](kj::Exception&& e) -> kj::Promise<MaybeAccepted> {
+                      spdlog::warn("TLS handshake with {} failed: {}", peer,
+                                   e.getDescription().cStr());
+                      return MaybeAccepted(nullptr);
+                    });
+          },
+          [peer](kj::Exception&& e) -> kj::Promise<MaybeAccepted> {
+            spdlog::debug("connection from {} closed before it said anything: {}", peer,
+                          e.getDescription().cStr());
+            return MaybeAccepted(nullptr);
+          });
+}
+
+}  // namespace agentd::net
