@@ -8,12 +8,13 @@
 #     need libagentd-client.so and not libagentd.so, and work;
 #   - child mode finds the installed as_server by itself, from C++ and from Python;
 #   - the installed unit files name the prefix's paths and pass systemd-analyze verify.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CONSUMER_CXX_FLAGS]
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CONSUMER_CXX_FLAGS [CONSUMER_CXX]]
 # (a sanitized build passes its -fsanitize flags: the consumer must load the same runtime)
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
 CONSUMER_FLAGS=${3:-}
+CONSUMER_CXX=${4:-c++}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 ROOT=$WORK/root
@@ -81,6 +82,7 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 cmake -S "$SOURCE_DIR/tests/install/consumer" -B "$WORK/consumer" "${GEN[@]}" \
   -DCMAKE_PREFIX_PATH="$ROOT" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$CONSUMER_CXX" \
   -DCMAKE_CXX_FLAGS="$CONSUMER_FLAGS" -DCMAKE_EXE_LINKER_FLAGS="$CONSUMER_FLAGS" \
   -DCMAKE_SHARED_LINKER_FLAGS="$CONSUMER_FLAGS" -DCMAKE_MODULE_LINKER_FLAGS="$CONSUMER_FLAGS" \
   >"$WORK/configure.log" ||
@@ -106,9 +108,9 @@ if command -v pkg-config >/dev/null; then
   libdir=$(pkg-config --variable=libdir agentd)
   mkdir "$WORK/pc"
   # shellcheck disable=SC2086
-  c++ $CONSUMER_FLAGS -shared -fPIC -o "$WORK/pc/libgreet_agent.so" \
+  "$CONSUMER_CXX" $CONSUMER_FLAGS -shared -fPIC -o "$WORK/pc/libgreet_agent.so" \
       "$SOURCE_DIR/tests/install/consumer/greet_agent.cpp" "${pc[@]}" >"$WORK/pc.log" 2>&1 &&
-  c++ $CONSUMER_FLAGS -o "$WORK/pc/greet" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
+  "$CONSUMER_CXX" $CONSUMER_FLAGS -o "$WORK/pc/greet" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
       -DGREET_PLUGIN="\"$WORK/pc/libgreet_agent.so\"" "${pc[@]}" "-Wl,-rpath,$libdir" \
       >>"$WORK/pc.log" 2>&1 ||
     { cat "$WORK/pc.log"; echo "FAIL: a build with pkg-config --cflags --libs agentd (${pc[*]}) failed"; exit 1; }
@@ -117,7 +119,7 @@ if command -v pkg-config >/dev/null; then
   # A program on the client library alone.
   read -r -a pcc <<<"$(pkg-config --cflags --libs agentd-client)"
   # shellcheck disable=SC2086
-  c++ $CONSUMER_FLAGS -o "$WORK/pc/greet_client" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
+  "$CONSUMER_CXX" $CONSUMER_FLAGS -o "$WORK/pc/greet_client" "$SOURCE_DIR/tests/install/consumer/main.cpp" \
       -DGREET_PLUGIN="\"$WORK/pc/libgreet_agent.so\"" "${pcc[@]}" "-Wl,-rpath,$libdir" \
       >>"$WORK/pc.log" 2>&1 ||
     { cat "$WORK/pc.log"; echo "FAIL: a build with pkg-config --cflags --libs agentd-client (${pcc[*]}) failed"; exit 1; }
