@@ -8,6 +8,7 @@
 #include "call_watch.h"
 #include "mailbox.h"
 #include "model_registry.h"
+#include "outcome_codec.h"
 #include "persistence.h"
 #include "plugin_loader.h"
 #include "worker_pool.h"
@@ -296,8 +297,7 @@ void AgentHost::enqueue_locked(const std::string& id, std::shared_ptr<Call> call
   }
   auto it = agents_.find(id);
   if (it == agents_.end()) {
-    fail(std::move(call),
-         Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server", id), id));
+    fail(std::move(call), unknown_agent_error(id));
     return;
   }
   // A store that cannot write refuses what would change an agent; reads still run.

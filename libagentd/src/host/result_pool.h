@@ -11,6 +11,8 @@
 
 #include <kj/function.h>
 
+#include "outcome.h"
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -24,8 +26,6 @@
 
 namespace agentd::detail {
 
-// What a call produced: its message or the error that stopped it.
-using Outcome = std::variant<Msg, Error>;
 using OutcomePtr = std::shared_ptr<const Outcome>;
 
 class ResultPool {

@@ -9,16 +9,13 @@
 #include <agentd/msg.h>
 
 #include "agentd.capnp.h"
+#include "outcome.h"
 
 #include <cstdint>
 #include <string>
 #include <variant>
 
 namespace agentd::detail {
-
-// What a call produced: its message or the error that stopped it. (host/result_pool.h names the
-// same type for the pool.)
-using Outcome = std::variant<Msg, Error>;
 
 // About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.
 std::size_t error_size(const Error& e);
