@@ -54,11 +54,12 @@ TEST_CASE("resolve: addresses as given, names to every address they have, each m
           "[cluster][membership]") {
   auto listed = cluster::resolve({"127.0.0.1:7000", "[::1]:7001", "node-b:7002"});
   REQUIRE(listed.size() == 3);
-  CHECK(listed[0].host == "127.0.0.1");
-  CHECK(listed[0].port == 7000);
+  CHECK(listed[0].endpoint.host == "127.0.0.1");
+  CHECK(listed[0].endpoint.port == 7000);
   CHECK(listed[0].source == "127.0.0.1:7000");
-  CHECK(listed[1].host == "[::1]");  // as Client::connect takes it
-  CHECK(listed[1].port == 7001);
+  CHECK(listed[1].endpoint.host == "::1");  // kept without brackets, written with them
+  CHECK(listed[1].endpoint.port == 7001);
+  CHECK(listed[1].text() == "[::1]:7001");
   CHECK(listed[2].text() == "node-b:7002");  // a plain host name is the client's to resolve
 
   // dns:NAME:PORT: one member per address of the name, IPv4 first, each naming the spec.
@@ -68,8 +69,8 @@ TEST_CASE("resolve: addresses as given, names to every address they have, each m
   bool seen_v6 = false;
   for (const auto& a : named) {
     CHECK(a.source == "dns:localhost:7100");
-    CHECK(a.port == 7100);
-    if (a.host.front() == '[') {
+    CHECK(a.endpoint.port == 7100);
+    if (a.endpoint.host.find(':') != std::string::npos) {
       seen_v6 = true;
     } else {
       CHECK_FALSE(seen_v6);  // no IPv4 address after an IPv6 one
