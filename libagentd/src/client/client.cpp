@@ -217,10 +217,11 @@ ClientStats Client::stats() {
   };
   // Read on the loop thread (which owns the counters); not a server round trip.
   auto st = std::make_shared<Sync<Bytes>>();
-  core_->post([c = core_.get(), st]() {
-    auto& loop = c->loop();
-    st->set(Bytes{loop.bytes.in, loop.bytes.out});
-  });
+  if (!core_->post([c = core_.get(), st]() {
+        auto& loop = c->loop();
+        st->set(Bytes{loop.bytes.in, loop.bytes.out});
+      }))
+    throw detail::ClientCore::closed_error("client stats");
   Bytes b = st->wait(core_->options().timeout, "client stats");
   ClientStats s;
   s.bytes_sent = b.out;

@@ -331,7 +331,7 @@ void ClientCore::check_not_on_loop(const std::string& what) {
 }
 
 void ClientCore::check_open(const std::string& what) const {
-  if (!open()) throw Error(ErrorCode::disconnected, what + ": the client is closed");
+  if (!open()) throw closed_error(what);
 }
 
 void ClientCore::thread_main(Target target, std::promise<void> started) {

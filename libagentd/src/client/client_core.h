@@ -87,10 +87,16 @@ class ClientCore {
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
-  // Any thread: run fn on the loop thread. Dropped once the client is closed.
-  void post(kj::Function<void()> fn) {
+  // Any thread: run fn on the loop thread. Dropped once the client is closed: false then, and
+  // a caller waiting for what fn would set must fail instead (closed_error).
+  bool post(kj::Function<void()> fn) {
     Bridge* b = bridge_.load();
-    if (b != nullptr) b->post(kj::mv(fn));
+    if (b == nullptr) return false;
+    b->post(kj::mv(fn));
+    return true;
+  }
+  static Error closed_error(const std::string& what) {
+    return Error(ErrorCode::disconnected, what + ": the client is closed");
   }
 
   // Any thread but the loop's: run body on the loop thread and wait for what it sets.

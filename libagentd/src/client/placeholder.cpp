@@ -42,12 +42,14 @@ void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state) {
   core.requests_.fetch_add(1, std::memory_order_relaxed);
   spec.call_id = state.call_id;
   spec.inline_limit = kInlineLimit;
-  core.post([c = &core, spec = std::move(spec), slot = state.slot]() mutable {
+  const bool posted = core.post([c = &core, spec = std::move(spec), slot = state.slot]() mutable {
     Ticket t;
     t.slot = slot;
     t.call_id = spec.call_id;
     send_spec(c->loop(), std::move(spec), std::move(t));
   });
+  // A call made after close() fails at once rather than waiting out the client's timeout.
+  if (!posted) state.slot->fail(ClientCore::closed_error("call to agent '" + state.agent_id + "'"));
 }
 
 PlaceholderAwaiter::~PlaceholderAwaiter() {
