@@ -49,9 +49,7 @@ const CommandSpec* find_command(const std::vector<CommandSpec>& table, const std
 
 }  // namespace
 
-std::string CommandSpec::synopsis() const {
-  return args_usage.empty() ? name : name + " " + args_usage;
-}
+std::string CommandSpec::synopsis() const { return args_usage.empty() ? name : name + " " + args_usage; }
 
 std::optional<std::string> Invocation::value(const std::string& name) const {
   auto it = options.find(name);
@@ -68,8 +66,7 @@ std::chrono::milliseconds Invocation::timeout() const {
   return std::chrono::milliseconds(static_cast<std::int64_t>(g.timeout_s * 1000));
 }
 
-std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t min,
-                                        std::int64_t max) {
+std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t min, std::int64_t max) {
   if (!text.empty() && text[0] == '-') return std::nullopt;
   try {
     std::size_t used = 0;
@@ -83,26 +80,52 @@ std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t mi
 
 std::vector<CommandSpec> command_table() {
   return {
-      {"status", {"info"}, "", "show the server's id, version, load, agents, classes and models",
+      {"status",
+       {"info"},
+       "",
+       "show the server's id, version, load, agents, classes and models",
        "With --cluster: one row per member (address, up or down, pid, uptime, agents, calls,\n"
        "rss) and the totals; exits 3 when any member is down.",
-       {}, 0, 0, cmd_status},
-      {"list", {"ls"}, "", "list the agents on the server (ID, NAME, CLASS, call counts)",
-       "With --cluster: the agents of every member, with a SERVER column.", {}, 0, 0, cmd_list},
-      {"create", {}, "CLASS NAME", "create an agent; prints its id",
+       {},
+       0,
+       0,
+       cmd_status},
+      {"list",
+       {"ls"},
+       "",
+       "list the agents on the server (ID, NAME, CLASS, call counts)",
+       "With --cluster: the agents of every member, with a SERVER column.",
+       {},
+       0,
+       0,
+       cmd_list},
+      {"create",
+       {},
+       "CLASS NAME",
+       "create an agent; prints its id",
        "CLASS is a class the server offers (see `agentctl status`).\n"
        "With --count N, creates N agents named NAME0 .. NAME<N-1> in bulk and prints their ids,\n"
        "one per line; all or nothing (on a failure none is left).",
        {{"--args", "JSON", "constructor arguments, a JSON object (default {})"},
         {"--id", "ID", "the agent id (default: generated)"},
         {"--count", "N", "create N agents of CLASS at once"}},
-       2, 2, cmd_create},
-      {"clone", {}, "AGENT_ID [NAME]", "create a copy of an agent; prints the copy's id",
+       2,
+       2,
+       cmd_create},
+      {"clone",
+       {},
+       "AGENT_ID [NAME]",
+       "create a copy of an agent; prints the copy's id",
        "The copy has the agent's class and args, a copy of its memory and of its own saved\n"
        "state (save_state()), taken after the calls already made on it. NAME defaults to the\n"
        "copy's id.",
-       {{"--id", "ID", "the copy's id (default: generated)"}}, 1, 2, cmd_clone},
-      {"call", {"reply"}, "AGENT_ID MESSAGE",
+       {{"--id", "ID", "the copy's id (default: generated)"}},
+       1,
+       2,
+       cmd_clone},
+      {"call",
+       {"reply"},
+       "AGENT_ID MESSAGE",
        "send MESSAGE to an agent as a user message and print its reply",
        "AGENT_ID is the agent's id, or its name when no other agent has that name (as for\n"
        "method, memory and delete).\n"
@@ -112,33 +135,66 @@ std::vector<CommandSpec> command_table() {
        {{"--name", "NAME", "the sender's name (default user)"},
         {"--content-json", "", "MESSAGE is a JSON value, not text"},
         {"--stream", "", "print the reply's chunks as the agent emits them"}},
-       2, 2, cmd_call},
-      {"method", {}, "AGENT_ID METHOD [JSON]",
+       2,
+       2,
+       cmd_call},
+      {"method",
+       {},
+       "AGENT_ID METHOD [JSON]",
        "call a named method of an agent synchronously and print its value",
-       "JSON is the method's argument (default {}).", {}, 2, 3, cmd_method},
+       "JSON is the method's argument (default {}).",
+       {},
+       2,
+       3,
+       cmd_method},
       {"memory", {}, "AGENT_ID", "print an agent's memory", "", {}, 1, 1, cmd_memory},
-      {"delete", {"rm"}, "AGENT_ID...|--all", "delete agents",
+      {"delete",
+       {"rm"},
+       "AGENT_ID...|--all",
+       "delete agents",
        "Each AGENT_ID is an id, or a name no other agent has. Every agent given is tried: one\n"
        "that is not there is reported on stderr (exit 1) and the others are still deleted.",
-       {{"--all", "", "delete every agent on the server"}}, 0, 1000, cmd_delete},
-      {"reload", {}, "--file FILE", "replace the server's model configs with FILE (YAML or JSON)",
+       {{"--all", "", "delete every agent on the server"}},
+       0,
+       1000,
+       cmd_delete},
+      {"reload",
+       {},
+       "--file FILE",
+       "replace the server's model configs with FILE (YAML or JSON)",
        "FILE replaces ALL the server's model configs: configs not in FILE are removed (a\n"
        "warning names them; agents using them fail at their next call). The server then\n"
        "re-reads its --auth-token-file too, as SIGHUP does.\n"
        "To make a server re-read its own --model-config-path, send it SIGHUP instead\n"
        "(`systemctl reload as_server`, or `kill -HUP PID`); SIGHUP also re-reads its\n"
        "--auth-token-file and closes connections logged in with a token no longer there.",
-       {{"--file", "FILE", "the model config file to send"}}, 0, 0, cmd_reload},
-      {"stop", {}, "", "ask the server to stop (running calls finish first)", "",
-       {{"--wait", "", "wait until it has stopped (at most --timeout)"}}, 0, 0, cmd_stop},
-      {"ping", {}, "", "check that the server answers; prints the round trip time", "", {}, 0, 0,
-       cmd_ping},
-      {"trace", {}, "", "show the spans of the most recent finished agent calls",
+       {{"--file", "FILE", "the model config file to send"}},
+       0,
+       0,
+       cmd_reload},
+      {"stop",
+       {},
+       "",
+       "ask the server to stop (running calls finish first)",
+       "",
+       {{"--wait", "", "wait until it has stopped (at most --timeout)"}},
+       0,
+       0,
+       cmd_stop},
+      {"ping", {}, "", "check that the server answers; prints the round trip time", "", {}, 0, 0, cmd_ping},
+      {"trace",
+       {},
+       "",
+       "show the spans of the most recent finished agent calls",
        "One row per call, oldest first: call id, agent, class, kind, the call ids of the\n"
        "placeholders it consumed, queue wait and run time (ms), outcome.",
-       {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"}}, 0, 0,
+       {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"}},
+       0,
+       0,
        cmd_trace},
-      {"up", {}, "N [-- AS_SERVER_OPTIONS...]",
+      {"up",
+       {},
+       "N [-- AS_SERVER_OPTIONS...]",
        "start N local as_server processes on free ports, in the background",
        "They listen on --host and keep running after agentctl exits; their pids, ports and\n"
        "logs are recorded in $AGENTD_STATE_DIR, else $XDG_RUNTIME_DIR/agentd, else\n"
@@ -150,14 +206,28 @@ std::vector<CommandSpec> command_table() {
         {"--server-path", "PATH",
          "the as_server binary (default: $AGENTD_AS_SERVER, beside libagentd, beside agentctl, "
          "then $PATH)"}},
-       1, 1, cmd_up},
-      {"down", {}, "", "stop the servers started by `agentctl up`",
+       1,
+       1,
+       cmd_up},
+      {"down",
+       {},
+       "",
+       "stop the servers started by `agentctl up`",
        "Their logs stay in the state directory unless --remove-logs.",
-       {{"--remove-logs", "", "also remove the servers' logs"}}, 0, 0, cmd_down},
-      {"ps", {}, "", "list the servers started by `agentctl up`, running or dead",
+       {{"--remove-logs", "", "also remove the servers' logs"}},
+       0,
+       0,
+       cmd_down},
+      {"ps",
+       {},
+       "",
+       "list the servers started by `agentctl up`, running or dead",
        "With --cluster: every member's process instead (pid, uptime, cpu, rss, as the servers\n"
        "report them); exits 3 when any member is down.",
-       {}, 0, 0, cmd_ps},
+       {},
+       0,
+       0,
+       cmd_ps},
   };
 }
 
@@ -173,15 +243,13 @@ std::string main_help(const std::vector<CommandSpec>& table) {
 }
 
 std::string command_help(const CommandSpec& c) {
-  std::string out =
-      fmt::format("Usage: agentctl [GLOBAL OPTIONS] {}\n\n{}\n", c.synopsis(), c.summary);
+  std::string out = fmt::format("Usage: agentctl [GLOBAL OPTIONS] {}\n\n{}\n", c.synopsis(), c.summary);
   if (!c.details.empty()) out += "\n" + c.details + "\n";
   if (!c.aliases.empty()) out += fmt::format("\nAlias: {}\n", fmt::join(c.aliases, ", "));
   if (!c.options.empty()) {
     out += "\nOptions:\n";
     for (const auto& o : c.options)
-      out += fmt::format("  {:<26}{}\n", o.name + (o.value_name.empty() ? "" : " " + o.value_name),
-                         o.help);
+      out += fmt::format("  {:<26}{}\n", o.name + (o.value_name.empty() ? "" : " " + o.value_name), o.help);
   }
   return out + help_trailer();
 }
@@ -259,8 +327,7 @@ Parsed parse(const std::vector<CommandSpec>& table, int argc, char** argv, Invoc
       const OptionSpec* spec = nullptr;
       for (const auto& o : inv.command->options)
         if (o.name == name) spec = &o;
-      if (!spec)
-        throw UsageError(cmd_name(), fmt::format("{} has no option {}", inv.command->name, name));
+      if (!spec) throw UsageError(cmd_name(), fmt::format("{} has no option {}", inv.command->name, name));
       if (spec->value_name.empty()) {
         if (has_inline) throw UsageError(cmd_name(), name + " takes no value");
         inv.options[name];
@@ -299,8 +366,7 @@ Parsed parse(const std::vector<CommandSpec>& table, int argc, char** argv, Invoc
     std::string usage = "agentctl " + c.synopsis();
     if (inv.args.size() < c.min_args)
       throw UsageError(c.name, fmt::format("missing arguments; usage: {}", usage));
-    throw UsageError(c.name, fmt::format("unexpected argument '{}'; usage: {}",
-                                         inv.args[c.max_args], usage));
+    throw UsageError(c.name, fmt::format("unexpected argument '{}'; usage: {}", inv.args[c.max_args], usage));
   }
   if (!inv.passthrough.empty() && c.name != "up")
     throw UsageError(c.name, "arguments after `--` are only for `agentctl up`");

@@ -38,7 +38,7 @@ struct Globals {
   std::string tls_ca;      // --tls-ca: TLS, trusting this CA bundle (empty: plaintext)
   std::string tls_cert;    // --tls-cert/--tls-key: a client certificate for mutual TLS
   std::string tls_key;
-  std::string cluster;     // --cluster: status/list/ps over every member (file, dns:, list)
+  std::string cluster;  // --cluster: status/list/ps over every member (file, dns:, list)
 };
 
 struct OptionSpec {
@@ -59,7 +59,7 @@ struct CommandSpec {
   std::vector<std::string> aliases;
   std::string args_usage;  // "CLASS NAME"
   std::string summary;
-  std::string details;     // more lines for `COMMAND --help`
+  std::string details;  // more lines for `COMMAND --help`
   std::vector<OptionSpec> options;
   std::size_t min_args = 0;
   std::size_t max_args = 0;
@@ -82,9 +82,7 @@ struct Invocation {
   std::vector<std::string> values(const std::string& name) const;
   std::chrono::milliseconds timeout() const;
   // A usage error of this command.
-  UsageError usage(std::string message) const {
-    return UsageError(command->name, std::move(message));
-  }
+  UsageError usage(std::string message) const { return UsageError(command->name, std::move(message)); }
 };
 
 // agentctl's commands, in the order --help lists them.
@@ -104,7 +102,6 @@ std::string command_help(const CommandSpec& c);
 
 // text as a whole number from min to max (min >= 0): decimal digits, as std::stoll reads them
 // (leading blanks and '+' allowed), but no leading '-' (so "-0" is refused too).
-std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t min,
-                                        std::int64_t max);
+std::optional<std::int64_t> parse_whole(const std::string& text, std::int64_t min, std::int64_t max);
 
 }  // namespace agentctl

@@ -73,8 +73,7 @@ agentd::AgentRef agent_named(agentd::Client& c, const Invocation& inv, const std
     if (ids.empty()) throw;  // neither an id nor a name: the server's unknown_agent
     std::string list;
     for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
-    throw inv.usage(fmt::format("{} agents are named '{}' ({}): give the id of one", ids.size(),
-                                arg, list));
+    throw inv.usage(fmt::format("{} agents are named '{}' ({}): give the id of one", ids.size(), arg, list));
   }
 }
 
@@ -102,8 +101,10 @@ agentd::Cluster open_cluster(const Invocation& inv) {
 
 Value member_json(const MemberInfo& m) {
   Value v{{"address", m.member.address}, {"source", m.member.source}, {"up", m.info.has_value()}};
-  if (m.info) v["info"] = server_json(*m.info);
-  else v["error"] = m.member.error.empty() ? std::string("no answer") : m.member.error;
+  if (m.info)
+    v["info"] = server_json(*m.info);
+  else
+    v["error"] = m.member.error.empty() ? std::string("no answer") : m.member.error;
   return v;
 }
 
@@ -149,8 +150,8 @@ int cluster_members(const Invocation& inv, bool processes) {
     else
       print_table({"ADDRESS", "STATE", "AGENTS", "COMPLETED", "QUEUED", "RSS", "UPTIME", "SERVER_ID / ERROR"},
                   rows);
-    std::cout << fmt::format("{} of {} servers up; {} agents, {} calls completed, {} rss\n", up,
-                             infos.size(), agents, completed, human_bytes(rss));
+    std::cout << fmt::format("{} of {} servers up; {} agents, {} calls completed, {} rss\n", up, infos.size(),
+                             agents, completed, human_bytes(rss));
   }
   return up == infos.size() ? kExitOk : kExitUnreachable;
 }
@@ -173,9 +174,8 @@ int cluster_list(const Invocation& inv) {
       ++down;
       continue;
     }
-    std::sort(agents.begin(), agents.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.name, a.id) < std::tie(b.name, b.id);
-    });
+    std::sort(agents.begin(), agents.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.name, a.id) < std::tie(b.name, b.id); });
     for (const auto& a : agents) {
       auto v = agent_json(a);
       v["server"] = member.address;
@@ -199,9 +199,10 @@ Value parse_json_arg(const Invocation& inv, const std::string& what, const std::
   auto parsed = agentd::parse_value(text);
   if (parsed.too_deep) throw inv.usage(fmt::format("{} cannot be sent: {}", what, parsed.error));
   if (!parsed)
-    throw inv.usage(fmt::format("{} is not valid JSON: {} (quote it for the shell, e.g. "
-                                "'{{\"prefix\": \"> \"}}')",
-                                what, agentd::utf8_replaced(text)));
+    throw inv.usage(
+        fmt::format("{} is not valid JSON: {} (quote it for the shell, e.g. "
+                    "'{{\"prefix\": \"> \"}}')",
+                    what, agentd::utf8_replaced(text)));
   return std::move(parsed.value);
 }
 
@@ -255,14 +256,12 @@ int cmd_create(const Invocation& inv) {
   }
   if (auto count_text = inv.value("--count")) {
     auto count = parse_whole(*count_text, 1, std::numeric_limits<std::int64_t>::max());
-    if (!count)
-      throw inv.usage("--count must be a whole number of at least 1, not '" + *count_text + "'");
+    if (!count) throw inv.usage("--count must be a whole number of at least 1, not '" + *count_text + "'");
     if (inv.value("--id")) throw inv.usage("--id names one agent; it cannot go with --count");
     auto c = connect(inv);
     auto refs = c.create_agents(inv.args[0], static_cast<std::size_t>(*count), args, inv.args[1]);
     if (inv.g.json) {
-      print_json(json_array(
-          refs, [&](const agentd::AgentRef& r) { return created_json(r, c.address()); }));
+      print_json(json_array(refs, [&](const agentd::AgentRef& r) { return created_json(r, c.address()); }));
     } else {
       for (const auto& r : refs) std::cout << r.id() << "\n";
     }
@@ -385,16 +384,16 @@ int cmd_delete(const Invocation& inv) {
       if (!inv.g.json) std::cout << "deleted " << id << "\n";
     } catch (const agentd::Error& e) {
       if (!first) first = e;
-      failed.push_back({{"agent", arg}, {"code", std::string(agentd::to_string(e.code()))},
-                        {"message", e.message()}});
+      failed.push_back(
+          {{"agent", arg}, {"code", std::string(agentd::to_string(e.code()))}, {"message", e.message()}});
       if (!inv.g.json)
-        std::cerr << "agentctl delete: " << arg << ": " << agentd::to_string(e.code()) << ": "
-                  << e.message() << "\n";
+        std::cerr << "agentctl delete: " << arg << ": " << agentd::to_string(e.code()) << ": " << e.message()
+                  << "\n";
       if (e.code() == agentd::ErrorCode::disconnected) {
         // The rest cannot be reached either: say which were not tried.
         for (std::size_t j = i + 1; j < inv.args.size(); ++j) {
-          failed.push_back({{"agent", inv.args[j]}, {"code", "skipped"},
-                            {"message", "not tried: the server went away"}});
+          failed.push_back(
+              {{"agent", inv.args[j]}, {"code", "skipped"}, {"message", "not tried: the server went away"}});
           if (!inv.g.json) std::cerr << "agentctl delete: " << inv.args[j] << ": skipped\n";
         }
         break;
@@ -443,16 +442,19 @@ int cmd_reload(const Invocation& inv) {
   for (const auto& name : before)
     if (std::find(after.begin(), after.end(), name) == after.end()) dropped.push_back(name);
   if (inv.g.json) {
-    print_json({{"server", c.address()}, {"model_config_version", version}, {"file", *file},
-                {"model_configs", after}, {"removed", dropped}});
+    print_json({{"server", c.address()},
+                {"model_config_version", version},
+                {"file", *file},
+                {"model_configs", after},
+                {"removed", dropped}});
   } else {
-    std::cout << "model configs on " << c.address() << " replaced from " << *file
-              << " (version " << version << ")\n";
+    std::cout << "model configs on " << c.address() << " replaced from " << *file << " (version " << version
+              << ")\n";
     if (!dropped.empty()) {
       std::string names;
       for (const auto& n : dropped) names += (names.empty() ? "" : ", ") + n.get<std::string>();
-      std::cerr << "agentctl reload: warning: the file replaces all model configs: " << names
-                << " (not in " << *file << ") are gone; agents using them fail at their next "
+      std::cerr << "agentctl reload: warning: the file replaces all model configs: " << names << " (not in "
+                << *file << ") are gone; agents using them fail at their next "
                 << "call until a reload brings them back\n";
     }
   }
@@ -502,11 +504,13 @@ int cmd_ping(const Invocation& inv) {
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   if (inv.g.json)
-    print_json({{"server", c.address()}, {"server_id", c.server_id()},
-                {"connect_ms", ms(t1 - t0)}, {"rtt_ms", ms(t2 - t1)}});
+    print_json({{"server", c.address()},
+                {"server_id", c.server_id()},
+                {"connect_ms", ms(t1 - t0)},
+                {"rtt_ms", ms(t2 - t1)}});
   else
-    std::cout << fmt::format("pong from {} (server {}): {:.3f} ms (connect {:.3f} ms)\n",
-                             c.address(), c.server_id(), ms(t2 - t1), ms(t1 - t0));
+    std::cout << fmt::format("pong from {} (server {}): {:.3f} ms (connect {:.3f} ms)\n", c.address(),
+                             c.server_id(), ms(t2 - t1), ms(t1 - t0));
   return kExitOk;
 }
 
@@ -515,8 +519,7 @@ int cmd_trace(const Invocation& inv) {
   if (auto l = inv.value("--limit")) {
     auto n = parse_whole(*l, 0, 4096);
     if (!n)
-      throw inv.usage(
-          fmt::format("--limit must be a number from 0 to 4096 (0: all kept), not '{}'", *l));
+      throw inv.usage(fmt::format("--limit must be a number from 0 to 4096 (0: all kept), not '{}'", *l));
     limit = static_cast<std::uint32_t>(*n);
   }
   auto c = connect(inv);
@@ -535,8 +538,7 @@ int cmd_trace(const Invocation& inv) {
 int cmd_up(const Invocation& inv) {
   auto count = parse_whole(inv.args[0], 1, 256);
   if (!count)
-    throw inv.usage(
-        fmt::format("N must be a number of servers from 1 to 256, not '{}'", inv.args[0]));
+    throw inv.usage(fmt::format("N must be a number of servers from 1 to 256, not '{}'", inv.args[0]));
   UpOptions o;
   o.count = static_cast<int>(*count);
   o.host = inv.g.host;
@@ -570,13 +572,11 @@ int cmd_down(const Invocation& inv) {
   } else if (stopped.empty() && known.empty()) {
     std::cout << kNoLocalServers;
   } else {
-    for (const auto& s : stopped)
-      std::cout << "stopped " << s.address() << " (pid " << s.pid << ")\n";
+    for (const auto& s : stopped) std::cout << "stopped " << s.address() << " (pid " << s.pid << ")\n";
     for (const auto& s : known)
       if (!s.alive) std::cout << "forgot " << s.address() << " (pid " << s.pid << "): it had died\n";
     if (!remove_logs)
-      std::cerr << "their logs stay in " << state_dir()
-                << " (`agentctl down --remove-logs` removes them)\n";
+      std::cerr << "their logs stay in " << state_dir() << " (`agentctl down --remove-logs` removes them)\n";
   }
   return kExitOk;
 }
@@ -586,8 +586,7 @@ int cmd_ps(const Invocation& inv) {
   auto servers = recorded();
   if (inv.g.json) {
     auto list = servers_json(servers);
-    for (std::size_t i = 0; i < servers.size(); ++i)
-      list[i]["state"] = servers[i].alive ? "running" : "dead";
+    for (std::size_t i = 0; i < servers.size(); ++i) list[i]["state"] = servers[i].alive ? "running" : "dead";
     print_json({{"servers", list}});
   } else if (servers.empty()) {
     std::cout << kNoLocalServers;

@@ -29,11 +29,12 @@ std::string hint_for(const agentd::Error& e, const Invocation& inv) {
   // A TLS failure: the server may well be running; its certificate or ours is the matter.
   if (e.code() == ErrorCode::disconnected &&
       mentions(e.message(), {"certificate", "TLS", "tls", "SSL", "ssl", "handshake"}))
-    return fmt::format("the TLS handshake with {}:{} failed, though something answers there: "
-                       "check that the server serves TLS (--tls-cert), that --tls-ca is the CA "
-                       "that signed its certificate and that --host is a name the certificate "
-                       "carries",
-                       inv.g.host, inv.g.port);
+    return fmt::format(
+        "the TLS handshake with {}:{} failed, though something answers there: "
+        "check that the server serves TLS (--tls-cert), that --tls-ca is the CA "
+        "that signed its certificate and that --host is a name the certificate "
+        "carries",
+        inv.g.host, inv.g.port);
   if (!inv.g.cluster.empty()) {
     if (e.code() == ErrorCode::disconnected)
       return "no server of the cluster answered: are they running at the addresses above?";
@@ -43,9 +44,10 @@ std::string hint_for(const agentd::Error& e, const Invocation& inv) {
   }
   switch (e.code()) {
     case ErrorCode::disconnected:
-      return fmt::format("is as_server running at {}:{}? Point at it with --host/--port, or start "
-                         "one: `systemctl start as_server`, or `agentctl up 1` for development",
-                         inv.g.host, inv.g.port);
+      return fmt::format(
+          "is as_server running at {}:{}? Point at it with --host/--port, or start "
+          "one: `systemctl start as_server`, or `agentctl up 1` for development",
+          inv.g.host, inv.g.port);
     case ErrorCode::unknown_agent:
       return "`agentctl list` shows the agents on this server";
     case ErrorCode::unknown_class:

@@ -68,8 +68,10 @@ std::string describe_status(int status) {
   auto text = agentd::detail::describe_wait_status(status);
   if (WIFEXITED(status)) {
     int code = WEXITSTATUS(status);
-    text += code == 2 ? " (bad configuration)" : code == 3 ? " (cannot listen)"
-          : code == 4 ? " (plugin error)" : "";
+    text += code == 2   ? " (bad configuration)"
+            : code == 3 ? " (cannot listen)"
+            : code == 4 ? " (plugin error)"
+                        : "";
   }
   return text;
 }
@@ -99,8 +101,10 @@ std::vector<LocalServer> load_state(const std::string& dir) {
   if (text.empty()) return out;
   auto v = agentd::parse_value(text).value;
   if (v.is_discarded() || !v.contains("servers"))
-    throw LocalError(fmt::format("{} is not an agentctl state file; remove it if no servers "
-                                 "started by `agentctl up` are running", state_file(dir)));
+    throw LocalError(
+        fmt::format("{} is not an agentctl state file; remove it if no servers "
+                    "started by `agentctl up` are running",
+                    state_file(dir)));
   for (const auto& s : v["servers"]) out.push_back(LocalServer::from_json(s));
   return out;
 }
@@ -131,8 +135,7 @@ std::vector<std::string> child_environment() {
   auto env = agentd::detail::current_environment();
   std::erase_if(env, [](std::string_view kv) {
     return kv.starts_with("NOTIFY_SOCKET=") || kv.starts_with("WATCHDOG_USEC=") ||
-           kv.starts_with("WATCHDOG_PID=") || kv.starts_with("LISTEN_FDS=") ||
-           kv.starts_with("LISTEN_PID=");
+           kv.starts_with("WATCHDOG_PID=") || kv.starts_with("LISTEN_FDS=") || kv.starts_with("LISTEN_PID=");
   });
   return env;
 }
@@ -143,8 +146,7 @@ struct Starting {
   bool ready = false;
 };
 
-agentd::detail::Subprocess spawn_detached(const std::string& binary,
-                                          const std::vector<std::string>& args,
+agentd::detail::Subprocess spawn_detached(const std::string& binary, const std::vector<std::string>& args,
                                           const std::string& log_path) {
   agentd::detail::SpawnOptions options;
   options.argv = {binary};
@@ -159,9 +161,10 @@ agentd::detail::Subprocess spawn_detached(const std::string& binary,
   try {
     return agentd::detail::Subprocess::spawn(options);
   } catch (const agentd::detail::SpawnError& e) {
-    throw LocalError(fmt::format("cannot start as_server '{}': {} (pass --server-path or set "
-                                 "$AGENTD_AS_SERVER)",
-                                 binary, std::strerror(e.error())));
+    throw LocalError(
+        fmt::format("cannot start as_server '{}': {} (pass --server-path or set "
+                    "$AGENTD_AS_SERVER)",
+                    binary, std::strerror(e.error())));
   }
 }
 
@@ -175,8 +178,13 @@ void terminate_and_reap(agentd::detail::Subprocess& process) {
 std::string LocalServer::address() const { return fmt::format("{}:{}", host, port); }
 
 agentd::Value LocalServer::to_json() const {
-  return {{"pid", pid},   {"host", host},         {"port", port},     {"address", address()},
-          {"server_id", server_id}, {"log", log_path}, {"binary", binary},
+  return {{"pid", pid},
+          {"host", host},
+          {"port", port},
+          {"address", address()},
+          {"server_id", server_id},
+          {"log", log_path},
+          {"binary", binary},
           {"started_at", started_at}};
 }
 
@@ -202,14 +210,16 @@ std::string state_dir() {
     dir = fmt::format("/tmp/agentd-{}", ::getuid());
   }
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw LocalError(fmt::format("cannot create state directory {}: {} (set $AGENTD_STATE_DIR "
-                                 "to a writable directory)",
-                                 dir, std::strerror(errno)));
+    throw LocalError(
+        fmt::format("cannot create state directory {}: {} (set $AGENTD_STATE_DIR "
+                    "to a writable directory)",
+                    dir, std::strerror(errno)));
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-    throw LocalError(fmt::format("state directory {} is not a directory owned by you (set "
-                                 "$AGENTD_STATE_DIR to one that is)",
-                                 dir));
+    throw LocalError(
+        fmt::format("state directory {} is not a directory owned by you (set "
+                    "$AGENTD_STATE_DIR to one that is)",
+                    dir));
   return dir;
 }
 
@@ -274,9 +284,10 @@ std::vector<LocalServer> up(const UpOptions& opts) {
     }
     if (all_ready) break;
     if (Clock::now() >= deadline)
-      fail(fmt::format("as_server did not report ready within {} ms (raise --timeout; logs are "
-                       "in {})",
-                       opts.timeout.count(), dir));
+      fail(
+          fmt::format("as_server did not report ready within {} ms (raise --timeout; logs are "
+                      "in {})",
+                      opts.timeout.count(), dir));
     std::this_thread::sleep_for(kPollInterval);
   }
 

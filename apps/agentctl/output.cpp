@@ -13,13 +13,11 @@ namespace agentctl {
 using agentd::Value;
 
 // Columns padded to their widest cell, two spaces apart; the last column is not padded.
-void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(header.size());
   for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
   for (const auto& r : rows)
-    for (std::size_t i = 0; i < r.size() && i < width.size(); ++i)
-      width[i] = std::max(width[i], r[i].size());
+    for (std::size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (std::size_t i = 0; i < cells.size(); ++i) {
@@ -83,7 +81,9 @@ std::string one_line(const agentd::Msg& m, std::size_t max = 72) {
 
 // Servers refuse text that is not UTF-8, so nothing is replaced here; an older server's bytes
 // come out as U+FFFD rather than failing the whole listing.
-void print_json(const Value& v) { std::cout << v.dump(2, ' ', false, Value::error_handler_t::replace) << "\n"; }
+void print_json(const Value& v) {
+  std::cout << v.dump(2, ' ', false, Value::error_handler_t::replace) << "\n";
+}
 
 Value agent_json(const agentd::AgentInfo& a) {
   return {{"id", a.id},
@@ -95,33 +95,45 @@ Value agent_json(const agentd::AgentInfo& a) {
 }
 
 Value server_json(const agentd::ServerInfo& i) {
-  return {{"server_id", i.server_id},
-          {"address", i.advertise_address},
-          {"version", i.version},
-          {"pid", i.pid},
-          {"uptime_seconds", i.uptime_seconds},
-          {"cpu_seconds", i.cpu_seconds},
-          {"rss_bytes", i.rss_bytes},
-          {"agents", i.agent_count},
-          {"workers", i.workers},
-          {"workers_busy", i.workers_busy},
-          {"workers_max", i.workers_max},
-          {"calls", {{"completed", i.calls_completed}, {"failed", i.calls_failed},
-                     {"queued", i.calls_queued}, {"slow", i.calls_slow},
-                     {"slow_total", i.calls_slow_total}, {"timed_out", i.calls_timed_out}}},
-          {"pool", {{"size", i.pool_size}, {"max_size", i.max_pool_size},
-                    {"max_expire_seconds", i.max_expire_seconds}}},
-          {"classes", i.classes},
-          {"model_configs", i.model_configs},
-          {"model_usage", {{"config_version", i.model_config_version}, {"calls", i.model_calls},
-                           {"errors", i.model_errors},
-                           {"prompt_tokens", i.model_prompt_tokens},
-                           {"completion_tokens", i.model_completion_tokens}}},
-          {"bytes", {{"client_in", i.bytes_client_in}, {"client_out", i.bytes_client_out},
-                     {"peer_in", i.bytes_peer_in}, {"peer_out", i.bytes_peer_out}}},
-          {"state", {{"dir", i.state_dir}, {"bytes", i.state_bytes},
-                     {"last_commit_unix_ms", i.state_last_commit_unix_ms},
-                     {"error", i.state_error}}}};
+  return {
+      {"server_id", i.server_id},
+      {"address", i.advertise_address},
+      {"version", i.version},
+      {"pid", i.pid},
+      {"uptime_seconds", i.uptime_seconds},
+      {"cpu_seconds", i.cpu_seconds},
+      {"rss_bytes", i.rss_bytes},
+      {"agents", i.agent_count},
+      {"workers", i.workers},
+      {"workers_busy", i.workers_busy},
+      {"workers_max", i.workers_max},
+      {"calls",
+       {{"completed", i.calls_completed},
+        {"failed", i.calls_failed},
+        {"queued", i.calls_queued},
+        {"slow", i.calls_slow},
+        {"slow_total", i.calls_slow_total},
+        {"timed_out", i.calls_timed_out}}},
+      {"pool",
+       {{"size", i.pool_size}, {"max_size", i.max_pool_size}, {"max_expire_seconds", i.max_expire_seconds}}},
+      {"classes", i.classes},
+      {"model_configs", i.model_configs},
+      {"model_usage",
+       {{"config_version", i.model_config_version},
+        {"calls", i.model_calls},
+        {"errors", i.model_errors},
+        {"prompt_tokens", i.model_prompt_tokens},
+        {"completion_tokens", i.model_completion_tokens}}},
+      {"bytes",
+       {{"client_in", i.bytes_client_in},
+        {"client_out", i.bytes_client_out},
+        {"peer_in", i.bytes_peer_in},
+        {"peer_out", i.bytes_peer_out}}},
+      {"state",
+       {{"dir", i.state_dir},
+        {"bytes", i.state_bytes},
+        {"last_commit_unix_ms", i.state_last_commit_unix_ms},
+        {"error", i.state_error}}}};
 }
 
 namespace {
@@ -133,7 +145,8 @@ std::string state_text(const agentd::ServerInfo& i) {
   if (i.state_last_commit_unix_ms > 0) {
     using namespace std::chrono;
     const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-    last = "last commit " + human_seconds(std::max<double>(0, (now - i.state_last_commit_unix_ms) / 1000.0)) + " ago";
+    last = "last commit " + human_seconds(std::max<double>(0, (now - i.state_last_commit_unix_ms) / 1000.0)) +
+           " ago";
   }
   std::string out = fmt::format("{}, {}, {}", i.state_dir, human_bytes(i.state_bytes), last);
   if (!i.state_error.empty()) out += "; NOT SAVING: " + i.state_error;
@@ -175,27 +188,23 @@ void print_server_info(const agentd::ServerInfo& i) {
       {"cpu", fmt::format("{:.2f} s", i.cpu_seconds)},
       {"rss", human_bytes(i.rss_bytes)},
       {"agents", std::to_string(i.agent_count)},
-      {"calls", fmt::format("{} completed, {} failed, {} queued", i.calls_completed,
-                            i.calls_failed, i.calls_queued)},
-      {"workers", fmt::format("{} threads, {} / {} busy{}", i.workers, i.workers_busy,
-                              i.workers_max,
+      {"calls",
+       fmt::format("{} completed, {} failed, {} queued", i.calls_completed, i.calls_failed, i.calls_queued)},
+      {"workers", fmt::format("{} threads, {} / {} busy{}", i.workers, i.workers_busy, i.workers_max,
                               i.workers_max != 0 && i.workers_busy >= i.workers_max
                                   ? " (all busy: further blocking calls wait)"
                                   : "")},
-      {"slow", fmt::format("{} call(s) now, {} ever (over --slow-call-warn); {} timed out",
-                           i.calls_slow, i.calls_slow_total, i.calls_timed_out)},
-      {"pool", fmt::format("{} / {} results, kept {} s", i.pool_size, i.max_pool_size,
-                           i.max_expire_seconds)},
-      {"classes", i.classes.empty() ? "(none: start as_server with --plugin or --plugin-dir)"
-                                    : join(i.classes, ", ")},
-      {"models", fmt::format("{} (config version {})", join(i.model_configs, ", "),
-                             i.model_config_version)},
-      {"model use", fmt::format("{} calls, {} failed, {} prompt + {} completion tokens",
-                                i.model_calls, i.model_errors, i.model_prompt_tokens,
-                                i.model_completion_tokens)},
-      {"traffic", fmt::format("clients {} in / {} out, peers {} in / {} out",
-                              human_bytes(i.bytes_client_in), human_bytes(i.bytes_client_out),
-                              human_bytes(i.bytes_peer_in), human_bytes(i.bytes_peer_out))},
+      {"slow", fmt::format("{} call(s) now, {} ever (over --slow-call-warn); {} timed out", i.calls_slow,
+                           i.calls_slow_total, i.calls_timed_out)},
+      {"pool", fmt::format("{} / {} results, kept {} s", i.pool_size, i.max_pool_size, i.max_expire_seconds)},
+      {"classes",
+       i.classes.empty() ? "(none: start as_server with --plugin or --plugin-dir)" : join(i.classes, ", ")},
+      {"models", fmt::format("{} (config version {})", join(i.model_configs, ", "), i.model_config_version)},
+      {"model use", fmt::format("{} calls, {} failed, {} prompt + {} completion tokens", i.model_calls,
+                                i.model_errors, i.model_prompt_tokens, i.model_completion_tokens)},
+      {"traffic", fmt::format("clients {} in / {} out, peers {} in / {} out", human_bytes(i.bytes_client_in),
+                              human_bytes(i.bytes_client_out), human_bytes(i.bytes_peer_in),
+                              human_bytes(i.bytes_peer_out))},
       {"state", state_text(i)},
   });
 }
@@ -211,8 +220,8 @@ void print_agents(const std::vector<agentd::AgentInfo>& agents) {
 void print_memory(const std::vector<agentd::Msg>& memory) {
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < memory.size(); ++i)
-    rows.push_back({std::to_string(i + 1), memory[i].timestamp, memory[i].name, memory[i].role,
-                    one_line(memory[i])});
+    rows.push_back(
+        {std::to_string(i + 1), memory[i].timestamp, memory[i].name, memory[i].role, one_line(memory[i])});
   print_table({"#", "TIME", "NAME", "ROLE", "CONTENT"}, rows);
 }
 
@@ -220,13 +229,11 @@ void print_spans(const std::vector<agentd::TraceSpan>& spans) {
   auto ms = [](std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : spans)
-    rows.push_back({std::to_string(s.seq), s.call_id.empty() ? "-" : s.call_id, s.agent_id,
-                    s.agent_class, s.method.empty() ? s.kind : s.kind + ":" + s.method,
-                    s.consumed.empty() ? "-" : join(s.consumed, ","), ms(s.queue_wait_ns),
-                    ms(s.run_ns), s.outcome});
-  print_table({"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS",
-               "OUTCOME"},
-              rows);
+    rows.push_back({std::to_string(s.seq), s.call_id.empty() ? "-" : s.call_id, s.agent_id, s.agent_class,
+                    s.method.empty() ? s.kind : s.kind + ":" + s.method,
+                    s.consumed.empty() ? "-" : join(s.consumed, ","), ms(s.queue_wait_ns), ms(s.run_ns),
+                    s.outcome});
+  print_table({"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS", "OUTCOME"}, rows);
 }
 
 void print_servers(const std::vector<LocalServer>& servers, bool show_state) {

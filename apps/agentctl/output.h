@@ -34,16 +34,15 @@ agentd::Value servers_json(const std::vector<LocalServer>& servers);
 agentd::Value created_json(const agentd::AgentRef& ref, const std::string& address);
 
 // Columns padded to their widest cell, two spaces apart (the last column not padded).
-void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows);
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 std::string human_bytes(std::uint64_t n);  // "1.5 MiB"
 std::string human_seconds(double s);       // "12.5 s", "3m05s", "2h10m", "3d04h"
 
 // The human forms.
-void print_server_info(const agentd::ServerInfo& i);                // `status`
-void print_agents(const std::vector<agentd::AgentInfo>& agents);    // `list`: one row each
-void print_memory(const std::vector<agentd::Msg>& memory);          // `memory`: one row each
-void print_spans(const std::vector<agentd::TraceSpan>& spans);      // `trace`: one row each
+void print_server_info(const agentd::ServerInfo& i);              // `status`
+void print_agents(const std::vector<agentd::AgentInfo>& agents);  // `list`: one row each
+void print_memory(const std::vector<agentd::Msg>& memory);        // `memory`: one row each
+void print_spans(const std::vector<agentd::TraceSpan>& spans);    // `trace`: one row each
 // `up`, `ps`: one row each; show_state adds running/dead (`ps`).
 void print_servers(const std::vector<LocalServer>& servers, bool show_state = false);
 

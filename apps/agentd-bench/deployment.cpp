@@ -16,8 +16,7 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& address) 
   if (colon == std::string::npos)
     throw std::invalid_argument(fmt::format("--server {}: expected host:port", address));
   int port = std::stoi(address.substr(colon + 1));
-  if (port <= 0 || port > 65535)
-    throw std::invalid_argument(fmt::format("--server {}: bad port", address));
+  if (port <= 0 || port > 65535) throw std::invalid_argument(fmt::format("--server {}: bad port", address));
   return {address.substr(0, colon), static_cast<std::uint16_t>(port)};
 }
 

@@ -27,7 +27,8 @@ using namespace agentd::bench;
 
 namespace {
 
-constexpr const char* kAbout = R"(agentd-bench: the standard agentd workloads, each beside a baseline measured in the same run
+constexpr const char* kAbout =
+    R"(agentd-bench: the standard agentd workloads, each beside a baseline measured in the same run
 
 Usage: agentd-bench [options]
 
@@ -102,8 +103,7 @@ std::set<std::string> parse_workloads(const std::string& list) {
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     const bool known = item == "W10" || item == "W11" || item == "W12" ||
                        (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
-    if (!known)
-      throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W12)", item));
+    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W12)", item));
     out.insert(item);
   }
   return out;
@@ -124,79 +124,82 @@ int main(int argc, char** argv) {
   std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
-  opts.add_options()
-    ("help,h", "print this help and exit")
-    ("version", "print the version and exit")
-    ("server,s", po::value<std::vector<std::string>>(&cfg.servers)->composing()->value_name("HOST:PORT"),
-     "a running as_server to measure (repeatable); default: start own children")
-    ("token-file", po::value<std::string>(&token_file)->value_name("FILE"),
-     "log in to the --server servers with the token in FILE (default: $AGENTD_TOKEN)")
-    ("tls-ca", po::value<std::string>(&cfg.tls_ca)->value_name("FILE"),
-     "connect to the --server servers over TLS (or only to --tls-server when given), trusting "
-     "the CA certificates in FILE (PEM)")
-    ("unix-socket", po::value<std::string>(&cfg.unix_socket)->value_name("PATH"),
-     "the first --server's --unix-socket: W1 also runs over it, beside a raw Unix-socket "
-     "ping-pong")
-    ("tls-server", po::value<std::string>(&cfg.tls_server)->value_name("HOST:PORT"),
-     "a server serving TLS: W1 and W2 also run there, beside the first server's plaintext "
-     "numbers of the same run (needs --tls-ca)")
-    ("tls-cert", po::value<std::string>(&cfg.tls_cert)->value_name("FILE"),
-     "with --tls-key: a client certificate for servers that require one")
-    ("tls-key", po::value<std::string>(&cfg.tls_key)->value_name("FILE"), "the key of --tls-cert")
-    ("plugin-dir", po::value<std::string>(&cfg.plugin_dir)->default_value(default_plugin_dir())->value_name("DIR"),
-     "plugins for the children the bench starts")
-    ("as-server", po::value<std::string>(&cfg.as_server)->value_name("PATH"),
-     "as_server binary for children (default: $AGENTD_AS_SERVER, then next to agentd-bench, "
-     "then installed, then $PATH)")
-    ("workloads,w", po::value<std::string>(&workloads)->default_value(workloads)->value_name("LIST"),
-     "comma-separated workloads to run")
-    ("repeat,r", po::value<int>(), "repetitions of each workload (default 3; --quick: 1)")
-    ("quick", po::bool_switch(&cfg.quick), "small sizes for a smoke run (CI)")
-    ("json", po::bool_switch(&json), "print the results as JSON on stdout instead of the table")
-    ("threads", po::value<std::size_t>(&cfg.threads)->default_value(cfg.threads)->value_name("N"),
-     "client threads for W4's one-at-a-time create_agent row and for deleting agents")
-    ("payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
-     "message content size in W1/W2/W4/W5/W7 and the baselines")
-    ("calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")
-    ("replies", po::value<std::size_t>()->value_name("N"), "W2 replies per repeat (default 4000; quick 300)")
-    ("sleep-ms", po::value<int>()->value_name("MS"), "W3 web agent sleep (default 5000; quick 100)")
-    ("create-n", po::value<std::size_t>()->value_name("N"), "W4 agents to create (default 100000; quick 1000)")
-    ("chain", po::value<std::size_t>()->value_name("N"), "W5 chain length (default 100)")
-    ("message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")
-    ("agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")
-    ("block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)")
-    ("async-agents", po::value<std::size_t>()->value_name("N"),
-     "W7 asynchronous agents waiting at once (default 100000; quick 2000)")
-    ("wait-ms", po::value<int>()->value_name("MS"), "W7 asynchronous wait per reply (default 1000; quick 200)")
-    ("model-agents", po::value<std::size_t>()->value_name("N"),
-     "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
-     "once (default 10000; quick 200; 0: skip; needs servers the bench starts)")
-    ("bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")
-    ("sim-participants", po::value<std::size_t>()->value_name("N"),
-     "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")
-    ("sim-servers", po::value<std::size_t>()->value_name("M"), "W8 child servers (default 4)")
-    ("sim-groups-per-server", po::value<std::size_t>()->value_name("G"),
-     "W8 groups per server (default: one per 5000 participants of a server)")
-    ("sim-latency-ms", po::value<int>()->value_name("MS"),
-     "W8 participants' simulated model latency (default 1000; quick 200)")
-    ("soak-calls", po::value<std::size_t>()->value_name("N"), "W12 replies in all (default 1000000; quick 20000)")
-    ("soak-connections", po::value<std::size_t>()->value_name("N"), "W12 connections (default 100; quick 10)")
-    ("soak-window", po::value<std::size_t>()->value_name("N"), "W12 calls in flight per connection (default 250)")
-    ("soak-agents", po::value<std::size_t>()->value_name("N"), "W12 agents per connection (default 4)")
-    ("soak-without-state", po::bool_switch(&cfg.soak_without_state),
-     "W12 on a child without --state-dir (to tell the store's share of the figures)")
-    ("serve-model", po::value<unsigned>()->value_name("PORT"),
-     "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
-     "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")
-    ("model-delay-ms", po::value<int>()->default_value(1000)->value_name("MS"),
-     "the local model endpoint's delay per answer")
-    ("model-calls", po::value<std::size_t>()->value_name("N"),
-     "only measure N concurrent asynchronous model calls (chat_async) from one loop against the local model "
-     "endpoint (started as a child process) or --model-url: total time and thread count, twice (new, then "
-     "kept-alive connections)")
-    ("model-url", po::value<std::string>()->value_name("URL"),
-     "--model-calls against this OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead")
-    ("model-stream", "--model-calls streams (stream_async) instead");
+  opts.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
+      "server,s", po::value<std::vector<std::string>>(&cfg.servers)->composing()->value_name("HOST:PORT"),
+      "a running as_server to measure (repeatable); default: start own children")(
+      "token-file", po::value<std::string>(&token_file)->value_name("FILE"),
+      "log in to the --server servers with the token in FILE (default: $AGENTD_TOKEN)")(
+      "tls-ca", po::value<std::string>(&cfg.tls_ca)->value_name("FILE"),
+      "connect to the --server servers over TLS (or only to --tls-server when given), trusting "
+      "the CA certificates in FILE (PEM)")(
+      "unix-socket", po::value<std::string>(&cfg.unix_socket)->value_name("PATH"),
+      "the first --server's --unix-socket: W1 also runs over it, beside a raw Unix-socket "
+      "ping-pong")("tls-server", po::value<std::string>(&cfg.tls_server)->value_name("HOST:PORT"),
+                   "a server serving TLS: W1 and W2 also run there, beside the first server's plaintext "
+                   "numbers of the same run (needs --tls-ca)")(
+      "tls-cert", po::value<std::string>(&cfg.tls_cert)->value_name("FILE"),
+      "with --tls-key: a client certificate for servers that require one")(
+      "tls-key", po::value<std::string>(&cfg.tls_key)->value_name("FILE"), "the key of --tls-cert")(
+      "plugin-dir",
+      po::value<std::string>(&cfg.plugin_dir)->default_value(default_plugin_dir())->value_name("DIR"),
+      "plugins for the children the bench starts")(
+      "as-server", po::value<std::string>(&cfg.as_server)->value_name("PATH"),
+      "as_server binary for children (default: $AGENTD_AS_SERVER, then next to agentd-bench, "
+      "then installed, then $PATH)")(
+      "workloads,w", po::value<std::string>(&workloads)->default_value(workloads)->value_name("LIST"),
+      "comma-separated workloads to run")("repeat,r", po::value<int>(),
+                                          "repetitions of each workload (default 3; --quick: 1)")(
+      "quick", po::bool_switch(&cfg.quick), "small sizes for a smoke run (CI)")(
+      "json", po::bool_switch(&json), "print the results as JSON on stdout instead of the table")(
+      "threads", po::value<std::size_t>(&cfg.threads)->default_value(cfg.threads)->value_name("N"),
+      "client threads for W4's one-at-a-time create_agent row and for deleting agents")(
+      "payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
+      "message content size in W1/W2/W4/W5/W7 and the baselines")(
+      "calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")(
+      "replies", po::value<std::size_t>()->value_name("N"),
+      "W2 replies per repeat (default 4000; quick 300)")("sleep-ms", po::value<int>()->value_name("MS"),
+                                                         "W3 web agent sleep (default 5000; quick 100)")(
+      "create-n", po::value<std::size_t>()->value_name("N"),
+      "W4 agents to create (default 100000; quick 1000)")("chain", po::value<std::size_t>()->value_name("N"),
+                                                          "W5 chain length (default 100)")(
+      "message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")(
+      "agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")(
+      "block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)")(
+      "async-agents", po::value<std::size_t>()->value_name("N"),
+      "W7 asynchronous agents waiting at once (default 100000; quick 2000)")(
+      "wait-ms", po::value<int>()->value_name("MS"),
+      "W7 asynchronous wait per reply (default 1000; quick 200)")(
+      "model-agents", po::value<std::size_t>()->value_name("N"),
+      "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
+      "once (default 10000; quick 200; 0: skip; needs servers the bench starts)")(
+      "bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")(
+      "sim-participants", po::value<std::size_t>()->value_name("N"),
+      "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")(
+      "sim-servers", po::value<std::size_t>()->value_name("M"), "W8 child servers (default 4)")(
+      "sim-groups-per-server", po::value<std::size_t>()->value_name("G"),
+      "W8 groups per server (default: one per 5000 participants of a server)")(
+      "sim-latency-ms", po::value<int>()->value_name("MS"),
+      "W8 participants' simulated model latency (default 1000; quick 200)")(
+      "soak-calls", po::value<std::size_t>()->value_name("N"),
+      "W12 replies in all (default 1000000; quick 20000)")(
+      "soak-connections", po::value<std::size_t>()->value_name("N"),
+      "W12 connections (default 100; quick 10)")("soak-window", po::value<std::size_t>()->value_name("N"),
+                                                 "W12 calls in flight per connection (default 250)")(
+      "soak-agents", po::value<std::size_t>()->value_name("N"), "W12 agents per connection (default 4)")(
+      "soak-without-state", po::bool_switch(&cfg.soak_without_state),
+      "W12 on a child without --state-dir (to tell the store's share of the figures)")(
+      "serve-model", po::value<unsigned>()->value_name("PORT"),
+      "only run a local OpenAI-compatible model endpoint on 127.0.0.1:PORT (0: any free port, printed as "
+      "\"PORT n\") that answers each POST /v1/chat/completions after --model-delay-ms, until SIGTERM/SIGINT")(
+      "model-delay-ms", po::value<int>()->default_value(1000)->value_name("MS"),
+      "the local model endpoint's delay per answer")(
+      "model-calls", po::value<std::size_t>()->value_name("N"),
+      "only measure N concurrent asynchronous model calls (chat_async) from one loop against the local model "
+      "endpoint (started as a child process) or --model-url: total time and thread count, twice (new, then "
+      "kept-alive connections)")(
+      "model-url", po::value<std::string>()->value_name("URL"),
+      "--model-calls against this OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead")(
+      "model-stream", "--model-calls streams (stream_async) instead");
 
   po::variables_map vm;
   try {
@@ -208,8 +211,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!cfg.tls_server.empty() && cfg.tls_ca.empty()) {
-    fmt::print(stderr, "agentd-bench: --tls-server needs --tls-ca FILE (the CA that signed its "
-                       "certificate)\n");
+    fmt::print(stderr,
+               "agentd-bench: --tls-server needs --tls-ca FILE (the CA that signed its "
+               "certificate)\n");
     return 2;
   }
   if (!token_file.empty()) {
@@ -291,9 +295,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
-        {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},
-        {"W5", run_w5}, {"W6", run_w6}, {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10},
-        {"W11", run_w11}, {"W12", run_w12}};
+        {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},   {"W5", run_w5},   {"W6", run_w6},
+        {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10}, {"W11", run_w11}, {"W12", run_w12}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

@@ -90,9 +90,8 @@ kj::Promise<void> ModelEndpoint::request(kj::HttpMethod method, kj::StringPtr ur
     return send(response, header_table_, 404, "Not Found", "application/json",
                 R"({"error": {"message": "this endpoint answers POST /v1/chat/completions only"}})");
   }
-  return body.readAllText().then([this, &response](kj::String text) {
-    return answer(std::string(text.cStr(), text.size()), response);
-  });
+  return body.readAllText().then(
+      [this, &response](kj::String text) { return answer(std::string(text.cStr(), text.size()), response); });
 }
 
 kj::Promise<void> ModelEndpoint::answer(std::string request_body, Response& response) {
@@ -146,7 +145,8 @@ kj::Promise<void> ModelEndpoint::answer(std::string request_body, Response& resp
           start = end;
         }
         event(Value::object(), "stop");
-        events += "data: " + Value({{"choices", Value::array()}, {"usage", usage}}).dump() + "\n\ndata: [DONE]\n\n";
+        events +=
+            "data: " + Value({{"choices", Value::array()}, {"usage", usage}}).dump() + "\n\ndata: [DONE]\n\n";
         kj::HttpHeaders headers(header_table_);
         headers.set(kj::HttpHeaderId::CONTENT_TYPE, "text/event-stream");
         auto out = response.send(200, "OK", headers, nullptr);  // chunked
@@ -169,9 +169,8 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
                "agentd-bench: model endpoint on http://127.0.0.1:%u/v1 (POST /v1/chat/completions), %lld ms "
                "delay, %zu file descriptors\n",
                static_cast<unsigned>(endpoint.port()), static_cast<long long>(delay.count()), fd_limit());
-  kj::Promise<void> stop = io.unixEventPort.onSignal(SIGTERM)
-                               .ignoreResult()
-                               .exclusiveJoin(io.unixEventPort.onSignal(SIGINT).ignoreResult());
+  kj::Promise<void> stop = io.unixEventPort.onSignal(SIGTERM).ignoreResult().exclusiveJoin(
+      io.unixEventPort.onSignal(SIGINT).ignoreResult());
   struct stat st {};
   kj::Own<kj::AsyncInputStream> in;
   if (fstat(0, &st) == 0 && S_ISFIFO(st.st_mode)) {  // a parent's pipe: its closing stops us
@@ -179,23 +178,25 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
     auto buffer = kj::heapArray<kj::byte>(256);
     auto& stream = *in;
     auto* data = buffer.begin();
-    auto eof = kj::evalLater([] {}).then([&stream, data]() {
-      struct Reader {
-        static kj::Promise<void> loop(kj::AsyncInputStream& s, kj::byte* d) {
-          return s.tryRead(d, 1, 256).then([&s, d](std::size_t n) -> kj::Promise<void> {
-            if (n == 0) return kj::READY_NOW;
-            return loop(s, d);
-          });
-        }
-      };
-      return Reader::loop(stream, data);
-    }).attach(kj::mv(buffer));
+    auto eof = kj::evalLater([] {})
+                   .then([&stream, data]() {
+                     struct Reader {
+                       static kj::Promise<void> loop(kj::AsyncInputStream& s, kj::byte* d) {
+                         return s.tryRead(d, 1, 256).then([&s, d](std::size_t n) -> kj::Promise<void> {
+                           if (n == 0) return kj::READY_NOW;
+                           return loop(s, d);
+                         });
+                       }
+                     };
+                     return Reader::loop(stream, data);
+                   })
+                   .attach(kj::mv(buffer));
     stop = stop.exclusiveJoin(kj::mv(eof));
   }
   endpoint.run().exclusiveJoin(kj::mv(stop)).wait(io.waitScope);
-  std::fprintf(stderr,
-               "agentd-bench: model endpoint answered %zu requests (at most %zu at once) on %zu connections\n",
-               endpoint.answered(), endpoint.max_in_flight(), endpoint.connections());
+  std::fprintf(
+      stderr, "agentd-bench: model endpoint answered %zu requests (at most %zu at once) on %zu connections\n",
+      endpoint.answered(), endpoint.max_in_flight(), endpoint.connections());
   return 0;
 }
 
@@ -223,7 +224,8 @@ EndpointProcess::~EndpointProcess() {
   impl_->process.terminate(std::chrono::seconds(5));
 }
 
-int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& given_url, bool stream) {
+int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& given_url,
+                      bool stream) {
   raise_fd_limit();
   std::string url = given_url;
   std::unique_ptr<EndpointProcess> endpoint;
@@ -237,8 +239,8 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
     url = endpoint->url();
   }
   if (calls + 64 > fd_limit()) {
-    fmt::print(stderr, "agentd-bench: {} calls need about {} file descriptors; the limit is {} (ulimit -n)\n", calls,
-               calls + 64, fd_limit());
+    fmt::print(stderr, "agentd-bench: {} calls need about {} file descriptors; the limit is {} (ulimit -n)\n",
+               calls, calls + 64, fd_limit());
     return 1;
   }
 
@@ -252,9 +254,10 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
   auto model = detail::make_chat_model(detail::model_config_from_json(raw, "agentd-bench"));
   const std::vector<Msg> messages = {Msg("user", Value("hello from the bench"), "user")};
 
-  fmt::print("model calls: {} concurrent {} (openai_chat) from one KJ loop against {}{}\n", calls,
-             stream ? "stream_async" : "chat_async", url,
-             given_url.empty() ? fmt::format(" (agentd-bench --serve-model, {} ms delay)", delay.count()) : "");
+  fmt::print(
+      "model calls: {} concurrent {} (openai_chat) from one KJ loop against {}{}\n", calls,
+      stream ? "stream_async" : "chat_async", url,
+      given_url.empty() ? fmt::format(" (agentd-bench --serve-model, {} ms delay)", delay.count()) : "");
   int status = 0;
   for (const char* round : {"new connections", "kept-alive connections"}) {
     const std::size_t threads_before = agentd::detail::thread_count();
@@ -273,14 +276,14 @@ int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const 
                         }));
     }
     bool done = false;
-    auto joined = kj::joinPromises(all.releaseAsArray()).then([&done] { done = true; }).eagerlyEvaluate(nullptr);
+    auto joined =
+        kj::joinPromises(all.releaseAsArray()).then([&done] { done = true; }).eagerlyEvaluate(nullptr);
     while (!done) {  // sample this process's threads while the calls are in flight
       io.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).wait(io.waitScope);
       threads_most = std::max(threads_most, agentd::detail::thread_count());
     }
     joined.wait(io.waitScope);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     fmt::print("  {:<24} {:>6} ok {:>5} failed  {:>8.3f} s total  threads: {} before, {} at most during\n",
                round, ok, failed, seconds, threads_before, threads_most);
     if (failed > 0) {

@@ -80,6 +80,7 @@ class EndpointProcess {
   std::string url_;
 };
 
-int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& url, bool stream);
+int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& url,
+                      bool stream);
 
 }  // namespace agentd::bench

@@ -82,8 +82,11 @@ std::string cell(const Series& s) {
 
 nlohmann::json series_json(const Series& s) {
   if (s.empty()) return nullptr;
-  return {{"median", s.median()}, {"min", s.min()}, {"max", s.max()},
-          {"spread_percent", s.spread_percent()}, {"samples", s.samples}};
+  return {{"median", s.median()},
+          {"min", s.min()},
+          {"max", s.max()},
+          {"spread_percent", s.spread_percent()},
+          {"samples", s.samples}};
 }
 
 }  // namespace
@@ -121,8 +124,9 @@ std::string Report::table() const {
     if (!r.note.empty()) out += fmt::format("  {} {}: {}\n", r.workload, r.metric, r.note);
   for (const auto& s : skipped) out += "  skipped " + s + "\n";
   if (!judged)
-    out += "  --quick: a smoke run; its sizes are too small to judge the targets (run without "
-           "--quick to judge them)\n";
+    out +=
+        "  --quick: a smoke run; its sizes are too small to judge the targets (run without "
+        "--quick to judge them)\n";
   return out;
 }
 

@@ -43,7 +43,7 @@ struct Row {
   std::string unit;      // "us", "replies/s", "s", "B", ...
   Series agentd;
   Series baseline;
-  std::string baseline_name;  // "capnp echo"
+  std::string baseline_name;    // "capnp echo"
   bool ratio_inverted = false;  // ratio = baseline / agentd (e.g. a speed-up)
   Target target;
   std::string note;

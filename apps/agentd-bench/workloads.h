@@ -1,6 +1,6 @@
-// The standard workloads of agentd-bench (W1..W12; W8 is the simulation over several servers), each run `repeat` times and
-// added to the report as rows beside their baselines. One file per workload in workloads/; main()
-// holds the table that runs them in order.
+// The standard workloads of agentd-bench (W1..W12; W8 is the simulation over several servers), each run
+// `repeat` times and added to the report as rows beside their baselines. One file per workload in workloads/;
+// main() holds the table that runs them in order.
 #pragma once
 
 #include "config.h"

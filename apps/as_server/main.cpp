@@ -64,8 +64,10 @@ int main(int argc, char** argv) {
     const rlim_t soft = fds.rlim_cur;
     fds.rlim_cur = fds.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &fds) != 0)
-      spdlog::warn("cannot raise the open file limit from {} to {}: connections past about {} "
-                   "are refused", soft, fds.rlim_max, soft);
+      spdlog::warn(
+          "cannot raise the open file limit from {} to {}: connections past about {} "
+          "are refused",
+          soft, fds.rlim_max, soft);
   }
 
   // Signals are taken by the event loop; they must be blocked before any thread starts.
@@ -99,14 +101,14 @@ int main(int argc, char** argv) {
       spdlog::info("no --auth-token-file: any client that reaches {}:{} is let in", opts.host, port);
     if (opts.state_dir.empty())
       spdlog::info("no --state-dir: agents and results live in memory only; a restart loses them");
-    spdlog::info("as_server {} (id {}) serving {} class(es) on {}:{}", agentd::version(),
-                 server.id(), server.class_names().size(), opts.host, port);
+    spdlog::info("as_server {} (id {}) serving {} class(es) on {}:{}", agentd::version(), server.id(),
+                 server.class_names().size(), opts.host, port);
     // The one line on stdout: child mode and scripts read the port from it.
     std::printf("as_server ready: listening on %s:%u server_id=%s pid=%d\n", opts.host.c_str(),
                 static_cast<unsigned>(port), server.id().c_str(), static_cast<int>(::getpid()));
     std::fflush(stdout);
-    notifier.notify(fmt::format("READY=1\nSTATUS=serving on {}:{}: {}", opts.host, port,
-                                server.status_text()));
+    notifier.notify(
+        fmt::format("READY=1\nSTATUS=serving on {}:{}: {}", opts.host, port, server.status_text()));
     server.attach_notifier(notifier);
     server.run().wait(io.waitScope);
     if (!server.idle()) {

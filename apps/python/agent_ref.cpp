@@ -149,12 +149,9 @@ void bind_agent_ref(py::module_& m) {
   py::class_<PyPlaceholder>(m, "Placeholder",
                             "The future result of an agent call; pass it on without waiting, or "
                             "read it (get(), .content, .name, ... wait until it is ready).")
-      .def("get", &PyPlaceholder::get, py::arg("timeout") = py::none(),
-           py::return_value_policy::copy)
-      .def_property_readonly("call_id",
-                             [](const PyPlaceholder& p) { return p.placeholder().call_id(); })
-      .def_property_readonly("origin",
-                             [](const PyPlaceholder& p) { return p.placeholder().origin(); })
+      .def("get", &PyPlaceholder::get, py::arg("timeout") = py::none(), py::return_value_policy::copy)
+      .def_property_readonly("call_id", [](const PyPlaceholder& p) { return p.placeholder().call_id(); })
+      .def_property_readonly("origin", [](const PyPlaceholder& p) { return p.placeholder().origin(); })
       .def_property_readonly("content",
                              [](PyPlaceholder& p) { return from_value(p.get(std::nullopt).content); })
       .def_property_readonly("metadata",
@@ -163,8 +160,7 @@ void bind_agent_ref(py::module_& m) {
       .def_property_readonly("role", [](PyPlaceholder& p) { return p.get(std::nullopt).role; })
       .def_property_readonly("id", [](PyPlaceholder& p) { return p.get(std::nullopt).id; })
       .def_property_readonly("url", [](PyPlaceholder& p) { return p.get(std::nullopt).url; })
-      .def_property_readonly("timestamp",
-                             [](PyPlaceholder& p) { return p.get(std::nullopt).timestamp; })
+      .def_property_readonly("timestamp", [](PyPlaceholder& p) { return p.get(std::nullopt).timestamp; })
       .def("text", [](PyPlaceholder& p) { return p.get(std::nullopt).text(); })
       .def("next_chunk", &PyPlaceholder::next_chunk, py::arg("timeout") = py::none(),
            "The next chunk of a streamed reply (AgentRef.reply_stream) as str, waiting for it; "
@@ -177,9 +173,8 @@ void bind_agent_ref(py::module_& m) {
             return py::module_::import("builtins").attr("iter")(self.attr("next_chunk"), py::none());
           },
           "An iterator over the chunks of a streamed reply, in order (see next_chunk).")
-      .def("__repr__", [](const PyPlaceholder& p) {
-        return "Placeholder(call_id='" + p.placeholder().call_id() + "')";
-      });
+      .def("__repr__",
+           [](const PyPlaceholder& p) { return "Placeholder(call_id='" + p.placeholder().call_id() + "')"; });
 
   py::class_<PyAgentRef>(m, "AgentRef", "A handle on one agent on one server.")
       .def_property_readonly("id", [](const PyAgentRef& a) { return a.ref().id(); })
@@ -196,10 +191,11 @@ void bind_agent_ref(py::module_& m) {
       .def("memory", &PyAgentRef::memory)
       .def("info", &PyAgentRef::info)
       .def("to_value", [](const PyAgentRef& a) { return from_value(a.ref().to_value()); })
-      .def("__eq__", [](const PyAgentRef& a, const py::object& b) {
-        return py::isinstance<PyAgentRef>(b) &&
-               a.ref().to_value() == b.cast<const PyAgentRef&>().ref().to_value();
-      })
+      .def("__eq__",
+           [](const PyAgentRef& a, const py::object& b) {
+             return py::isinstance<PyAgentRef>(b) &&
+                    a.ref().to_value() == b.cast<const PyAgentRef&>().ref().to_value();
+           })
       .def("__hash__", [](const PyAgentRef& a) { return py::hash(py::str(a.ref().id())); })
       .def("__repr__", [](const PyAgentRef& a) {
         return "AgentRef(id='" + a.ref().id() + "', name='" + a.ref().name() + "', class_name='" +

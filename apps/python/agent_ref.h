@@ -44,8 +44,7 @@ struct ClientBox {
 
 class PyPlaceholder {
  public:
-  PyPlaceholder(Placeholder p, std::shared_ptr<ClientBox> box)
-      : p_(std::move(p)), box_(std::move(box)) {}
+  PyPlaceholder(Placeholder p, std::shared_ptr<ClientBox> box) : p_(std::move(p)), box_(std::move(box)) {}
 
   // Waits (GIL released, in slices, checking for Ctrl-C between them) and returns the message.
   const Msg& get(std::optional<double> timeout);

@@ -25,8 +25,8 @@ std::string& default_server_path() {
   return path;
 }
 
-ClientOptions connect_options(double timeout, double connect_timeout, std::string token,
-                              std::string tls_ca, std::string tls_cert, std::string tls_key) {
+ClientOptions connect_options(double timeout, double connect_timeout, std::string token, std::string tls_ca,
+                              std::string tls_cert, std::string tls_key) {
   return {.timeout = to_millis(timeout),
           .connect_timeout = to_millis(connect_timeout),
           .token = std::move(token),
@@ -37,10 +37,9 @@ ClientOptions connect_options(double timeout, double connect_timeout, std::strin
 
 ChildOptions child_options(std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
                            std::string model_config_path, std::string server_path,
-                           std::vector<std::string> extra_args, double start_timeout,
-                           double timeout, std::string token) {
-  if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr)
-    server_path = default_server_path();
+                           std::vector<std::string> extra_args, double start_timeout, double timeout,
+                           std::string token) {
+  if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr) server_path = default_server_path();
   return {.plugins = std::move(plugins),
           .plugin_dirs = std::move(plugin_dirs),
           .model_config_path = std::move(model_config_path),
@@ -86,9 +85,8 @@ void bind_client(py::module_& m) {
           [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout,
              std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key,
              double reconnect_initial, double reconnect_max, double reconnect_deadline) {
-            ClientOptions o = connect_options(timeout, connect_timeout, std::move(token),
-                                              std::move(tls_ca), std::move(tls_cert),
-                                              std::move(tls_key));
+            ClientOptions o = connect_options(timeout, connect_timeout, std::move(token), std::move(tls_ca),
+                                              std::move(tls_cert), std::move(tls_key));
             // Seconds, like the timeouts; reconnect_deadline 0: never reconnect.
             o.reconnect_initial = to_millis(reconnect_initial);
             o.reconnect_max = to_millis(reconnect_max);
@@ -100,20 +98,18 @@ void bind_client(py::module_& m) {
             }
             return std::make_unique<PyClient>(std::move(*c), false, o.timeout);
           },
-          py::arg("host"), py::arg("port"), py::arg("timeout") = 1800.0,
-          py::arg("connect_timeout") = 10.0, py::arg("token") = "", py::arg("tls_ca") = "",
-          py::arg("tls_cert") = "", py::arg("tls_key") = "", py::arg("reconnect_initial") = 0.1,
-          py::arg("reconnect_max") = 5.0, py::arg("reconnect_deadline") = 60.0)
+          py::arg("host"), py::arg("port"), py::arg("timeout") = 1800.0, py::arg("connect_timeout") = 10.0,
+          py::arg("token") = "", py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
+          py::arg("reconnect_initial") = 0.1, py::arg("reconnect_max") = 5.0,
+          py::arg("reconnect_deadline") = 60.0)
       .def_static(
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
-             std::string model_config_path, std::string server_path,
-             std::vector<std::string> extra_args, double start_timeout, double timeout,
-             std::string token) {
+             std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
+             double start_timeout, double timeout, std::string token) {
             ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs),
                                            std::move(model_config_path), std::move(server_path),
-                                           std::move(extra_args), start_timeout, timeout,
-                                           std::move(token));
+                                           std::move(extra_args), start_timeout, timeout, std::move(token));
             Millis t = o.client.timeout;
             std::optional<Client> c;
             {
@@ -164,12 +160,27 @@ void bind_client(py::module_& m) {
       .def(
           "delete_agent",
           [](PyClient& self, const std::string& id) {
-            released(self, [&](Client& c) { c.delete_agent(id); return 0; });
+            released(self, [&](Client& c) {
+              c.delete_agent(id);
+              return 0;
+            });
           },
           py::arg("id"))
       .def("info", [](PyClient& self) { return released(self, [](Client& c) { return c.info(); }); })
-      .def("ping", [](PyClient& self) { released(self, [](Client& c) { c.ping(); return 0; }); })
-      .def("stop", [](PyClient& self) { released(self, [](Client& c) { c.stop(); return 0; }); })
+      .def("ping",
+           [](PyClient& self) {
+             released(self, [](Client& c) {
+               c.ping();
+               return 0;
+             });
+           })
+      .def("stop",
+           [](PyClient& self) {
+             released(self, [](Client& c) {
+               c.stop();
+               return 0;
+             });
+           })
       .def(
           "set_model_configs",
           [](PyClient& self, const std::string& text) {
@@ -179,9 +190,8 @@ void bind_client(py::module_& m) {
       .def_property_readonly("address", [](PyClient& self) { return self.get()->address(); })
       .def_property_readonly("server_id", [](PyClient& self) { return self.get()->server_id(); })
       .def_property_readonly("port", [](PyClient& self) { return self.get()->port(); })
-      .def_property_readonly("timeout", [](PyClient& self) {
-        return std::chrono::duration<double>(self.timeout()).count();
-      })
+      .def_property_readonly(
+          "timeout", [](PyClient& self) { return std::chrono::duration<double>(self.timeout()).count(); })
       .def("__repr__", [](PyClient& self) {
         return self.closed() ? std::string("Client(closed)")
                              : "Client(address='" + self.get()->address() + "')";

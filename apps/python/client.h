@@ -25,15 +25,15 @@ namespace py = pybind11;
 std::string& default_server_path();
 
 // Client.connect's and Cluster.open's options (timeouts in seconds).
-ClientOptions connect_options(double timeout, double connect_timeout, std::string token,
-                              std::string tls_ca, std::string tls_cert, std::string tls_key);
+ClientOptions connect_options(double timeout, double connect_timeout, std::string token, std::string tls_ca,
+                              std::string tls_cert, std::string tls_key);
 
 // Client.spawn_child's and Cluster.spawn_children's options (timeouts in seconds); an empty
 // server_path is default_server_path() unless $AGENTD_AS_SERVER is set.
 ChildOptions child_options(std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
                            std::string model_config_path, std::string server_path,
-                           std::vector<std::string> extra_args, double start_timeout,
-                           double timeout, std::string token);
+                           std::vector<std::string> extra_args, double start_timeout, double timeout,
+                           std::string token);
 
 class PyClient {
  public:

@@ -14,8 +14,8 @@ namespace {
 Placement placement_named(const std::string& name) {
   if (name == "round_robin") return Placement::round_robin;
   if (name == "least_loaded") return Placement::least_loaded;
-  throw Error(ErrorCode::bad_args, "agentd: placement must be 'round_robin' or 'least_loaded', not '" +
-                                       name + "'");
+  throw Error(ErrorCode::bad_args,
+              "agentd: placement must be 'round_robin' or 'least_loaded', not '" + name + "'");
 }
 
 }  // namespace
@@ -74,22 +74,20 @@ void PyCluster::close() {
 }
 
 void bind_cluster(py::module_& m) {
-  py::class_<PyCluster> cluster(
-      m, "Cluster",
-      "One client over several servers: Cluster.open(spec) (a cluster file, "
-      "'dns:NAME:PORT' or 'HOST:PORT,HOST:PORT'), Cluster.connect(addresses) or "
-      "Cluster.spawn_children(n). Agents are placed by the policy "
-      "('round_robin' or 'least_loaded') or on a named member.");
+  py::class_<PyCluster> cluster(m, "Cluster",
+                                "One client over several servers: Cluster.open(spec) (a cluster file, "
+                                "'dns:NAME:PORT' or 'HOST:PORT,HOST:PORT'), Cluster.connect(addresses) or "
+                                "Cluster.spawn_children(n). Agents are placed by the policy "
+                                "('round_robin' or 'least_loaded') or on a named member.");
   cluster
       .def_static(
           "open",
-          [](const std::string& spec, std::string placement, double timeout,
-             double connect_timeout, std::string token, std::string tls_ca, std::string tls_cert,
-             std::string tls_key) {
+          [](const std::string& spec, std::string placement, double timeout, double connect_timeout,
+             std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key) {
             ClusterOptions o;
             o.placement = placement_named(placement);
-            o.client = connect_options(timeout, connect_timeout, std::move(token),
-                                       std::move(tls_ca), std::move(tls_cert), std::move(tls_key));
+            o.client = connect_options(timeout, connect_timeout, std::move(token), std::move(tls_ca),
+                                       std::move(tls_cert), std::move(tls_key));
             Millis t = o.client.timeout;
             std::optional<Cluster> c;
             {
@@ -104,13 +102,11 @@ void bind_cluster(py::module_& m) {
       .def_static(
           "spawn_children",
           [](std::size_t n, std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
-             std::string model_config_path, std::string server_path,
-             std::vector<std::string> extra_args, std::string placement, double start_timeout,
-             double timeout, std::string token) {
+             std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
+             std::string placement, double start_timeout, double timeout, std::string token) {
             ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs),
                                            std::move(model_config_path), std::move(server_path),
-                                           std::move(extra_args), start_timeout, timeout,
-                                           std::move(token));
+                                           std::move(extra_args), start_timeout, timeout, std::move(token));
             ClusterOptions co;
             co.placement = placement_named(placement);
             co.client = o.client;
@@ -124,36 +120,37 @@ void bind_cluster(py::module_& m) {
           py::arg("n"), py::arg("plugins") = std::vector<std::string>{},
           py::arg("plugin_dirs") = std::vector<std::string>{}, py::arg("model_config_path") = "",
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
-          py::arg("placement") = "round_robin", py::arg("start_timeout") = 30.0,
-          py::arg("timeout") = 1800.0, py::arg("token") = "");
+          py::arg("placement") = "round_robin", py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0,
+          py::arg("token") = "");
   bind_shared_methods<PyCluster, Cluster>(
       cluster, "count agents spread over the members up, created on all of them at once.");
   cluster
       .def(
           "create_agent_on",
           [](PyCluster& self, const py::object& server, const std::string& cls,
-             std::optional<std::string> name, const py::object& args,
-             std::optional<std::string> id) {
+             std::optional<std::string> name, const py::object& args, std::optional<std::string> id) {
             std::string member = py::str(server);  // an index or an address
             Value a = args_value(args);
             return self.wrap(released(self, [&](Cluster& c) {
               return c.create_agent_on(member, cls, name.value_or(""), a, id.value_or(""));
             }));
           },
-          py::arg("server"), py::arg("cls"), py::arg("name") = py::none(),
-          py::arg("args") = py::none(), py::arg("id") = py::none(),
+          py::arg("server"), py::arg("cls"), py::arg("name") = py::none(), py::arg("args") = py::none(),
+          py::arg("id") = py::none(),
           "Creates the agent on one member: its index (0, 1, ...) or its address.")
-      .def("members",
-           [](PyCluster& self) {
-             py::list out;
-             for (const auto& m : self.get()->members())
-               out.append(py::dict(py::arg("address") = m.address, py::arg("source") = m.source,
-                                   py::arg("up") = m.up, py::arg("error") = m.error));
-             return out;
-           },
-           "Each member as a dict: address, source (what named it), up, error (why it is down).")
-      .def("refresh", [](PyCluster& self) { return released(self, [](Cluster& c) { return c.refresh(); }); },
-           "Resolves DNS names again and reconnects members that are down; returns the members up.")
+      .def(
+          "members",
+          [](PyCluster& self) {
+            py::list out;
+            for (const auto& m : self.get()->members())
+              out.append(py::dict(py::arg("address") = m.address, py::arg("source") = m.source,
+                                  py::arg("up") = m.up, py::arg("error") = m.error));
+            return out;
+          },
+          "Each member as a dict: address, source (what named it), up, error (why it is down).")
+      .def(
+          "refresh", [](PyCluster& self) { return released(self, [](Cluster& c) { return c.refresh(); }); },
+          "Resolves DNS names again and reconnects members that are down; returns the members up.")
       .def(
           "info",
           [](PyCluster& self, std::size_t i) {

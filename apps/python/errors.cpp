@@ -39,8 +39,8 @@ class Error(RuntimeError):
     try {
       if (p) std::rethrow_exception(p);
     } catch (const agentd::Error& e) {
-      py::object err = error_type()(std::string(e.what()), std::string(to_string(e.code())),
-                                    e.agent_id(), e.agent_class(), e.retryable());
+      py::object err = error_type()(std::string(e.what()), std::string(to_string(e.code())), e.agent_id(),
+                                    e.agent_class(), e.retryable());
       PyErr_SetObject(error_type().ptr(), err.ptr());
     }
   });

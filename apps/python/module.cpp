@@ -30,9 +30,9 @@ namespace agentd::python {
 namespace {
 
 std::string repr_msg(const Msg& m) {
-  return "Msg(name=" + std::string(py::repr(py::str(m.name))) + ", role=" +
-         std::string(py::repr(py::str(m.role))) + ", content=" +
-         std::string(py::repr(from_value(m.content))).substr(0, 80) + ")";
+  return "Msg(name=" + std::string(py::repr(py::str(m.name))) +
+         ", role=" + std::string(py::repr(py::str(m.role))) +
+         ", content=" + std::string(py::repr(from_value(m.content))).substr(0, 80) + ")";
 }
 
 }  // namespace
@@ -75,9 +75,8 @@ PYBIND11_MODULE(_agentd, m) {
       .def("text", &Msg::text, "content as text: the string itself, or the JSON of any other value")
       .def("to_dict", [](const Msg& x) { return from_value(to_json(x)); })
       .def_static("from_dict", [](const py::object& d) { return msg_from_json(to_value(d)); })
-      .def("__eq__", [](const Msg& a, const py::object& b) {
-        return py::isinstance<Msg>(b) && a == b.cast<const Msg&>();
-      })
+      .def("__eq__", [](const Msg& a,
+                        const py::object& b) { return py::isinstance<Msg>(b) && a == b.cast<const Msg&>(); })
       .def("__repr__", &repr_msg);
 
   py::class_<AgentInfo>(m, "AgentInfo")

@@ -22,12 +22,11 @@ void bind_shared_methods(py::class_<Py>& py_class, const char* create_agents_doc
   py_class
       .def(
           "create_agent",
-          [](Py& self, const std::string& cls, std::optional<std::string> name,
-             const py::object& args, std::optional<std::string> id) {
+          [](Py& self, const std::string& cls, std::optional<std::string> name, const py::object& args,
+             std::optional<std::string> id) {
             Value a = args_value(args);
-            return self.wrap(released(self, [&](Target& c) {
-              return c.create_agent(cls, name.value_or(""), a, id.value_or(""));
-            }));
+            return self.wrap(released(
+                self, [&](Target& c) { return c.create_agent(cls, name.value_or(""), a, id.value_or("")); }));
           },
           py::arg("cls"), py::arg("name") = py::none(), py::arg("args") = py::none(),
           py::arg("id") = py::none())
@@ -36,11 +35,11 @@ void bind_shared_methods(py::class_<Py>& py_class, const char* create_agents_doc
           [](Py& self, const std::string& cls, std::size_t count, const py::object& args,
              const std::string& name_prefix) {
             Value a = args_value(args);
-            return self.wrap_all(released(
-                self, [&](Target& c) { return c.create_agents(cls, count, a, name_prefix); }));
+            return self.wrap_all(
+                released(self, [&](Target& c) { return c.create_agents(cls, count, a, name_prefix); }));
           },
-          py::arg("cls"), py::arg("count"), py::arg("args") = py::none(),
-          py::arg("name_prefix") = "", create_agents_doc)
+          py::arg("cls"), py::arg("count"), py::arg("args") = py::none(), py::arg("name_prefix") = "",
+          create_agents_doc)
       .def(
           "agent",
           [](Py& self, const std::string& id) {

@@ -78,11 +78,16 @@ Value to_value(const py::handle& o, int depth) {
 
 py::object from_value(const Value& v) {
   switch (v.type()) {
-    case Value::value_t::null: return py::none();
-    case Value::value_t::boolean: return py::bool_(v.get<bool>());
-    case Value::value_t::number_integer: return py::int_(v.get<std::int64_t>());
-    case Value::value_t::number_unsigned: return py::int_(v.get<std::uint64_t>());
-    case Value::value_t::number_float: return py::float_(v.get<double>());
+    case Value::value_t::null:
+      return py::none();
+    case Value::value_t::boolean:
+      return py::bool_(v.get<bool>());
+    case Value::value_t::number_integer:
+      return py::int_(v.get<std::int64_t>());
+    case Value::value_t::number_unsigned:
+      return py::int_(v.get<std::uint64_t>());
+    case Value::value_t::number_float:
+      return py::float_(v.get<double>());
     case Value::value_t::string: {
       const auto& s = v.get_ref<const std::string&>();
       return py::reinterpret_steal<py::object>(
@@ -103,7 +108,8 @@ py::object from_value(const Value& v) {
       for (const auto& [k, e] : v.items()) out[py::str(k)] = from_value(e);
       return out;
     }
-    case Value::value_t::discarded: break;
+    case Value::value_t::discarded:
+      break;
   }
   return py::none();
 }

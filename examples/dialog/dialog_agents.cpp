@@ -41,9 +41,12 @@ Value calculator(const Value& args) {
   const double b = number_arg(args, "b");
   const std::string op = args.value("op", std::string());
   double r = 0;
-  if (op == "+") r = a + b;
-  else if (op == "-") r = a - b;
-  else if (op == "*") r = a * b;
+  if (op == "+")
+    r = a + b;
+  else if (op == "-")
+    r = a - b;
+  else if (op == "*")
+    r = a * b;
   else if (op == "/") {
     if (b == 0) throw std::invalid_argument("division by zero");
     r = a / b;
@@ -91,9 +94,7 @@ const std::vector<BuiltinTool>& builtin_tools() {
       {"current_time", "The current date and time in UTC, as ISO 8601 (2024-05-01T12:00:00Z).",
        Value{{"type", "object"}, {"properties", Value::object()}}, &current_time},
       {"echo", "Returns the given text unchanged.",
-       Value{{"type", "object"},
-             {"properties", {{"text", {{"type", "string"}}}}},
-             {"required", {"text"}}},
+       Value{{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}, {"required", {"text"}}},
        &echo_tool},
   };
   return tools;
@@ -104,8 +105,7 @@ const std::vector<BuiltinTool>& builtin_tools() {
 // --- ModelAgent ----------------------------------------------------------------------------
 
 ModelAgent::ModelAgent(AgentInit init) : Agent(std::move(init)) {
-  if (!args().is_null() && !args().is_object())
-    throw Error(ErrorCode::bad_args, "args must be an object");
+  if (!args().is_null() && !args().is_object()) throw Error(ErrorCode::bad_args, "args must be an object");
   sys_prompt_ = string_arg(args(), "sys_prompt", "");
   model_config_name_ = string_arg(args(), "model_config_name", "echo");
   // A config the server does not have is refused now, not at the first call: the error names
@@ -138,16 +138,16 @@ std::vector<Msg> ModelAgent::prompt() const {
 ChatResponse ModelAgent::ask_model(const std::vector<Msg>& messages, const ChatOptions& options,
                                    bool stream) {
   // Streamed only when the caller reads chunks: each piece the model sends becomes a chunk.
-  ChatResponse r =
-      stream && streaming()
-          ? model(model_config_name_)->stream(
-                messages, [this](std::string_view piece) { emit_chunk(piece); }, options)
-          : model(model_config_name_)->chat(messages, options);
+  ChatResponse r = stream && streaming()
+                       ? model(model_config_name_)
+                             ->stream(
+                                 messages, [this](std::string_view piece) { emit_chunk(piece); }, options)
+                       : model(model_config_name_)->chat(messages, options);
   ++calls_;
   usage_.prompt_tokens += r.usage.prompt_tokens;
   usage_.completion_tokens += r.usage.completion_tokens;
-  usage_.total_tokens += r.usage.total_tokens != 0 ? r.usage.total_tokens
-                                                   : r.usage.prompt_tokens + r.usage.completion_tokens;
+  usage_.total_tokens +=
+      r.usage.total_tokens != 0 ? r.usage.total_tokens : r.usage.prompt_tokens + r.usage.completion_tokens;
   return r;
 }
 
@@ -214,8 +214,9 @@ void ReActAgent::add_tool(std::string name, std::string description, Value param
 Value ReActAgent::tool_definitions() const {
   Value out = Value::array();
   for (const auto& [n, t] : tools_) {
-    out.push_back({{"type", "function"},
-                   {"function", {{"name", n}, {"description", t.description}, {"parameters", t.parameters}}}});
+    out.push_back(
+        {{"type", "function"},
+         {"function", {{"name", n}, {"description", t.description}, {"parameters", t.parameters}}}});
   }
   return out;
 }
@@ -225,7 +226,8 @@ std::string ReActAgent::run_tool(const std::string& tool_name, const Value& argu
   if (it == tools_.end()) {
     std::vector<std::string> known;
     for (const auto& [n, _] : tools_) known.push_back(n);
-    return "error: no tool named '" + tool_name + "'; known tools: " + (known.empty() ? "(none)" : join(known));
+    return "error: no tool named '" + tool_name +
+           "'; known tools: " + (known.empty() ? "(none)" : join(known));
   }
   try {
     return as_text(it->second.fn(arguments));
@@ -281,10 +283,11 @@ Msg ReActAgent::reply(const Msg& x) {
     if (!last.empty()) last += "; ";
     last += t["name"].get<std::string>() + " -> " + t["result"].get<std::string>();
   }
-  Msg out(name(),
-          Value("I stopped without a final answer: the model still asked for tools after max_iters = " +
-                std::to_string(max_iters_) + " calls. Tool results so far: " + (last.empty() ? "(none)" : last)),
-          "assistant");
+  Msg out(
+      name(),
+      Value("I stopped without a final answer: the model still asked for tools after max_iters = " +
+            std::to_string(max_iters_) + " calls. Tool results so far: " + (last.empty() ? "(none)" : last)),
+      "assistant");
   out.metadata = {{"iterations", max_iters_}, {"tool_results", tool_results}, {"stopped", "max_iters"}};
   memory().add(out);
   return out;

@@ -21,7 +21,8 @@
 //                {{"type", "object"},
 //                 {"properties", {{"city", {{"type", "string"}}}}},
 //                 {"required", {"city"}}},
-//                [](const agentd::Value& a) { return agentd::Value("sunny in " + a.at("city").get<std::string>()); });
+//                [](const agentd::Value& a) { return agentd::Value("sunny in " +
+//                a.at("city").get<std::string>()); });
 //     }
 //   };
 //   AGENTD_REGISTER_AGENT(WeatherAgent);

@@ -31,14 +31,13 @@ struct Options {
 };
 
 void usage() {
-  std::cout <<
-      "Usage: dialog_demo [options]\n"
-      "  --model-config-path FILE  model configs for both servers (default: the example\n"
-      "                            config/models.yaml of the source tree)\n"
-      "  --model-config-name NAME  the config both agents use (default: echo, no network)\n"
-      "  --rounds N                at most N rounds of Alice then Bob (default 3)\n"
-      "  --message TEXT            what the user says first\n"
-      "  --plugin-dir DIR          where libdialog_agents.so is\n";
+  std::cout << "Usage: dialog_demo [options]\n"
+               "  --model-config-path FILE  model configs for both servers (default: the example\n"
+               "                            config/models.yaml of the source tree)\n"
+               "  --model-config-name NAME  the config both agents use (default: echo, no network)\n"
+               "  --rounds N                at most N rounds of Alice then Bob (default 3)\n"
+               "  --message TEXT            what the user says first\n"
+               "  --plugin-dir DIR          where libdialog_agents.so is\n";
 }
 
 void print(const agentd::Msg& m) {
@@ -71,13 +70,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model-config-path") o.model_config_path = next();
-    else if (a == "--model-config-name") o.model_config_name = next();
-    else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
-    else if (a == "--message") o.message = next();
-    else if (a == "--plugin-dir") o.plugin_dir = next();
-    else if (a == "--help" || a == "-h") { usage(); return 0; }
-    else {
+    if (a == "--model-config-path")
+      o.model_config_path = next();
+    else if (a == "--model-config-name")
+      o.model_config_name = next();
+    else if (a == "--rounds")
+      o.rounds = std::atoi(next().c_str());
+    else if (a == "--message")
+      o.message = next();
+    else if (a == "--plugin-dir")
+      o.plugin_dir = next();
+    else if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else {
       std::cerr << "dialog_demo: unknown option " << a << " (see --help)\n";
       return 2;
     }

@@ -34,8 +34,8 @@ double run_mode(const std::string& label, agentd::Client client, const Options& 
   auto t0 = std::chrono::steady_clock::now();
   std::vector<agentd::AgentRef> agents;
   for (int i = 0; i < o.agents; ++i)
-    agents.push_back(client.create_agent("WebAgent", "W" + std::to_string(i),
-                                         agentd::Value{{"sleep_ms", o.sleep_ms}}));
+    agents.push_back(
+        client.create_agent("WebAgent", "W" + std::to_string(i), agentd::Value{{"sleep_ms", o.sleep_ms}}));
   double init = seconds_since(t0);
 
   auto t1 = std::chrono::steady_clock::now();
@@ -48,8 +48,8 @@ double run_mode(const std::string& label, agentd::Client client, const Options& 
     for (auto& r : results) answers.push_back(r.get().text());
   }
   double run = seconds_since(t1);
-  std::printf("%-28s init %d agents: %7.3f s   run: %7.3f s   (%s)\n", label.c_str(), o.agents,
-              init, run, answers.empty() ? "" : answers.back().c_str());
+  std::printf("%-28s init %d agents: %7.3f s   run: %7.3f s   (%s)\n", label.c_str(), o.agents, init, run,
+              answers.empty() ? "" : answers.back().c_str());
   std::fflush(stdout);
   client.delete_all_agents();
   return run;
@@ -64,14 +64,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 void usage() {
-  std::cout <<
-      "Usage: distributed_demo [options]\n"
-      "  --connect HOST:PORT   also run against this as_server (independent mode)\n"
-      "  --agents N            web agents (default 5)\n"
-      "  --sleep-ms MS         how long each reply takes (default 5000)\n"
-      "  --plugin-dir DIR      where libweb_agent.so is, for local and child mode\n"
-      "  --modes LIST          comma-separated: local,child,independent (default: local,child,\n"
-      "                        plus independent with --connect)\n";
+  std::cout << "Usage: distributed_demo [options]\n"
+               "  --connect HOST:PORT   also run against this as_server (independent mode)\n"
+               "  --agents N            web agents (default 5)\n"
+               "  --sleep-ms MS         how long each reply takes (default 5000)\n"
+               "  --plugin-dir DIR      where libweb_agent.so is, for local and child mode\n"
+               "  --modes LIST          comma-separated: local,child,independent (default: local,child,\n"
+               "                        plus independent with --connect)\n";
 }
 
 }  // namespace
@@ -87,13 +86,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--connect") o.connect = next();
-    else if (a == "--agents") o.agents = std::stoi(next());
-    else if (a == "--sleep-ms") o.sleep_ms = std::stoi(next());
-    else if (a == "--plugin-dir") o.plugin_dir = next();
-    else if (a == "--modes") o.modes = split(next(), ',');
-    else if (a == "--help" || a == "-h") { usage(); return 0; }
-    else {
+    if (a == "--connect")
+      o.connect = next();
+    else if (a == "--agents")
+      o.agents = std::stoi(next());
+    else if (a == "--sleep-ms")
+      o.sleep_ms = std::stoi(next());
+    else if (a == "--plugin-dir")
+      o.plugin_dir = next();
+    else if (a == "--modes")
+      o.modes = split(next(), ',');
+    else if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else {
       std::cerr << "distributed_demo: unknown option " << a << " (see --help)\n";
       return 2;
     }
@@ -110,8 +116,8 @@ int main(int argc, char** argv) {
       if (mode == "local") {
         sequential = run_mode("local, sequential", agentd::Client::local({.plugins = {plugin}}), o, true);
       } else if (mode == "child") {
-        double t = run_mode("child mode, distributed",
-                            agentd::Client::spawn_child({.plugins = {plugin}}), o, false);
+        double t =
+            run_mode("child mode, distributed", agentd::Client::spawn_child({.plugins = {plugin}}), o, false);
         best = best == 0 ? t : std::min(best, t);
       } else if (mode == "independent") {
         auto colon = o.connect.rfind(':');
@@ -121,8 +127,8 @@ int main(int argc, char** argv) {
         }
         auto host = o.connect.substr(0, colon);
         auto port = static_cast<std::uint16_t>(std::stoi(o.connect.substr(colon + 1)));
-        double t = run_mode("independent " + o.connect + ", distributed",
-                            agentd::Client::connect(host, port), o, false);
+        double t = run_mode("independent " + o.connect + ", distributed", agentd::Client::connect(host, port),
+                            o, false);
         best = best == 0 ? t : std::min(best, t);
       } else {
         std::cerr << "distributed_demo: unknown mode '" << mode << "' (local, child, independent)\n";

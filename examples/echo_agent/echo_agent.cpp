@@ -100,7 +100,7 @@ class BlobAgent : public agentd::Agent {
       for (std::size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<std::uint8_t>(i * 31);
       return agentd::Msg(name(), agentd::Value::binary(std::move(blob)));
     }
-    std::size_t size = x.content.is_binary() ? x.content.get_binary().size()
+    std::size_t size = x.content.is_binary()   ? x.content.get_binary().size()
                        : x.content.is_string() ? x.content.get_ref<const std::string&>().size()
                                                : x.content.dump().size();
     return agentd::Msg(name(), agentd::Value{{"size", size}});
@@ -138,8 +138,7 @@ class StreamEchoAgent : public agentd::Agent {
     const auto fail_after = x.content.value("fail_after", std::int64_t{-1});
     const bool clock = x.content.value("clock", false);
     for (std::int64_t i = 0; i < count; ++i) {
-      if (i == fail_after)
-        throw std::runtime_error("asked to fail after " + std::to_string(i) + " chunks");
+      if (i == fail_after) throw std::runtime_error("asked to fail after " + std::to_string(i) + " chunks");
       if (clock) {
         auto now = std::chrono::steady_clock::now().time_since_epoch();
         emit(whole, std::to_string(std::chrono::nanoseconds(now).count()) + " ");
@@ -148,7 +147,8 @@ class StreamEchoAgent : public agentd::Agent {
       }
       if (gap.count() > 0) std::this_thread::sleep_for(gap);
     }
-    if (fail_after == count) throw std::runtime_error("asked to fail after " + std::to_string(count) + " chunks");
+    if (fail_after == count)
+      throw std::runtime_error("asked to fail after " + std::to_string(count) + " chunks");
     return agentd::Msg(name(), whole);
   }
 

@@ -90,18 +90,30 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) bad(flag + ": unknown option or missing value");
     const std::string v = argv[++i];
-    if (flag == "--participants") o.game.participants = number(flag, v, 1);
-    else if (flag == "--servers") o.servers = number(flag, v, 1);
-    else if (flag == "--cluster") o.cluster = v;
-    else if (flag == "--groups-per-server") o.game.groups_per_server = number(flag, v, 1);
-    else if (flag == "--latency-ms") o.game.latency_ms = static_cast<int>(number(flag, v, 0));
-    else if (flag == "--rounds") o.rounds = number(flag, v, 1);
-    else if (flag == "--seed") o.game.seed = number(flag, v, 0);
-    else if (flag == "--model") o.game.model = v;
-    else if (flag == "--model-config-path") o.model_config_path = v;
-    else if (flag == "--prompt") o.game.prompt = v;
-    else if (flag == "--plugin-dir") o.plugin_dir = v;
-    else bad("unknown option " + flag);
+    if (flag == "--participants")
+      o.game.participants = number(flag, v, 1);
+    else if (flag == "--servers")
+      o.servers = number(flag, v, 1);
+    else if (flag == "--cluster")
+      o.cluster = v;
+    else if (flag == "--groups-per-server")
+      o.game.groups_per_server = number(flag, v, 1);
+    else if (flag == "--latency-ms")
+      o.game.latency_ms = static_cast<int>(number(flag, v, 0));
+    else if (flag == "--rounds")
+      o.rounds = number(flag, v, 1);
+    else if (flag == "--seed")
+      o.game.seed = number(flag, v, 0);
+    else if (flag == "--model")
+      o.game.model = v;
+    else if (flag == "--model-config-path")
+      o.model_config_path = v;
+    else if (flag == "--prompt")
+      o.game.prompt = v;
+    else if (flag == "--plugin-dir")
+      o.plugin_dir = v;
+    else
+      bad("unknown option " + flag);
   }
   return o;
 }
@@ -149,11 +161,11 @@ int main(int argc, char** argv) {
     const double rss2 = servers_rss();
     const double n = static_cast<double>(o.game.participants);
     std::printf("init: %.3f s (%zu participants in %.3f s, %zu groups in %.3f s)\n",
-                participants_s + groups_s, o.game.participants, participants_s, game.group_count(),
-                groups_s);
-    std::printf("  servers' RSS per participant: %.0f B for the participants, %.0f B more for the "
-                "groups\n",
-                (rss1 - rss0) / n, (rss2 - rss1) / n);
+                participants_s + groups_s, o.game.participants, participants_s, game.group_count(), groups_s);
+    std::printf(
+        "  servers' RSS per participant: %.0f B for the participants, %.0f B more for the "
+        "groups\n",
+        (rss1 - rss0) / n, (rss2 - rss1) / n);
     std::fflush(stdout);
 
     // CPU seconds all servers spent (info().cpu_seconds): against the round's time, how many
@@ -172,10 +184,11 @@ int main(int argc, char** argv) {
       const auto before = servers_usage();
       const simulation::RoundResult res = game.play_round(r);
       const auto after = servers_usage();
-      std::printf("round %lld: %.3f s (guess %.3f s, closest %.3f s; servers' CPU %.2f s, "
-                  "RSS %+.1f MiB)\n",
-                  static_cast<long long>(r), res.seconds, res.guess_seconds, res.closest_seconds,
-                  after.first - before.first, (after.second - before.second) / 1048576.0);
+      std::printf(
+          "round %lld: %.3f s (guess %.3f s, closest %.3f s; servers' CPU %.2f s, "
+          "RSS %+.1f MiB)\n",
+          static_cast<long long>(r), res.seconds, res.guess_seconds, res.closest_seconds,
+          after.first - before.first, (after.second - before.second) / 1048576.0);
       std::printf("  guesses: %lld, average: %.4f, target (2/3 of it): %.4f\n",
                   static_cast<long long>(res.count), res.average, res.target);
       std::printf("  winner: %s (guess %d, group %s)\n", res.winner.c_str(), res.winner_guess,

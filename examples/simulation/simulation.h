@@ -63,7 +63,7 @@ struct RoundResult {
   std::int64_t sum = 0;
   std::int64_t count = 0;
   double average = 0;
-  double target = 0;  // 2/3 of the average
+  double target = 0;   // 2/3 of the average
   std::string winner;  // the winner's name
   int winner_guess = -1;
   std::string winner_group;
@@ -178,7 +178,8 @@ class Game {
     on_each(servers_.size(), [&](std::size_t i) {
       ServerAgents& s = placed_[i];
       const std::size_t n = s.participants.size();
-      const std::size_t g = n == 0 ? 0 : std::min(n, o_.groups_per_server ? o_.groups_per_server : auto_groups(n));
+      const std::size_t g =
+          n == 0 ? 0 : std::min(n, o_.groups_per_server ? o_.groups_per_server : auto_groups(n));
 
       std::vector<agentd::Placeholder> connected;
       for (std::size_t k = 0, from = 0; k < g; ++k) {
@@ -189,8 +190,8 @@ class Game {
         args["participants"] = std::move(list);
         const std::string name = "s" + std::to_string(i) + "-g" + std::to_string(k);
         if (cluster_ != nullptr)
-          s.groups.push_back(cluster_->create_agent_on(std::to_string(member_index_[i]),
-                                                       "GroupAgent", name, args));
+          s.groups.push_back(
+              cluster_->create_agent_on(std::to_string(member_index_[i]), "GroupAgent", name, args));
         else
           s.groups.push_back(servers_[i]->create_agent("GroupAgent", name, args));
         s.group_sizes.push_back(size);
@@ -260,12 +261,11 @@ class Game {
       throw agentd::Error(agentd::ErrorCode::bad_args,
                           std::to_string(n) + " participants on a server need at least " +
                               std::to_string((n + kMaxGroupSize - 1) / kMaxGroupSize) +
-                              " groups there (a group holds at most " +
-                              std::to_string(kMaxGroupSize) + ")");
+                              " groups there (a group holds at most " + std::to_string(kMaxGroupSize) + ")");
   }
 
-  agentd::Cluster* cluster_ = nullptr;   // borrowed; null: plain clients
-  std::vector<agentd::Client*> servers_;  // borrowed
+  agentd::Cluster* cluster_ = nullptr;     // borrowed; null: plain clients
+  std::vector<agentd::Client*> servers_;   // borrowed
   std::vector<std::size_t> member_index_;  // with a cluster: servers_[i] is member_index_[i]
   GameOptions o_;
   std::vector<ServerAgents> placed_;

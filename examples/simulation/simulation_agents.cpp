@@ -32,8 +32,7 @@ constexpr const char* kDefaultPrompt =
     "the player whose guess is closest to two thirds of the average of all guesses wins. "
     "Answer with your guess only.";
 
-std::int64_t int_arg(const agentd::Value& v, const char* key, std::int64_t fallback,
-                     std::int64_t min) {
+std::int64_t int_arg(const agentd::Value& v, const char* key, std::int64_t fallback, std::int64_t min) {
   if (!v.is_object() || !v.contains(key)) return fallback;
   if (!v[key].is_number_integer() || v[key].get<std::int64_t>() < min)
     throw agentd::Error(agentd::ErrorCode::bad_args,
@@ -82,10 +81,8 @@ std::vector<agentd::Msg> prompt_messages(const std::string& prompt) {
 
 agentd::Value participant_state(std::uint32_t guesses, int last, std::int64_t round,
                                 std::uint32_t fallbacks) {
-  return agentd::Value{{"guesses", guesses},
-                       {"last", last},
-                       {"round", round},
-                       {"model_fallbacks", fallbacks}};
+  return agentd::Value{
+      {"guesses", guesses}, {"last", last}, {"round", round}, {"model_fallbacks", fallbacks}};
 }
 
 agentd::Value sum_count(std::int64_t sum, std::int64_t count) {
@@ -149,8 +146,7 @@ class ParticipantAgent : public agentd::AsyncAgent {
   // when the answer holds none (counted in model_fallbacks).
   agentd::Task<int> ask_model(std::int64_t round) {
     auto m = model(args()["model"].get<std::string>());
-    std::vector<agentd::Msg> question =
-        prompt_messages(args().value("prompt", std::string(kDefaultPrompt)));
+    std::vector<agentd::Msg> question = prompt_messages(args().value("prompt", std::string(kDefaultPrompt)));
     agentd::ChatResponse answer = co_await m->chat_async(std::move(question));
     if (auto parsed = first_number_clamped(answer.msg.text())) co_return *parsed;
     ++fallbacks_;

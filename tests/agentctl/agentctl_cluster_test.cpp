@@ -34,8 +34,7 @@ TEST_CASE("agentctl --cluster shows every member's status, agents and process", 
 
   auto list = run_agentctl({"--cluster", spec, "list"});
   REQUIRE(list.exit_code == 0);
-  CHECK_THAT(list.out, Catch::Contains("SERVER") && Catch::Contains("on-a") &&
-                           Catch::Contains("on-b-1") &&
+  CHECK_THAT(list.out, Catch::Contains("SERVER") && Catch::Contains("on-a") && Catch::Contains("on-b-1") &&
                            Catch::Contains(fmt::format("127.0.0.1:{}", b->port())));
   auto ps = run_agentctl({"--cluster", spec, "--json", "ps"});
   REQUIRE(ps.exit_code == 0);
@@ -69,8 +68,8 @@ TEST_CASE("agentctl --cluster dns:NAME:PORT reaches every address the name resol
   auto port = unused_port();
   std::vector<std::unique_ptr<ServerProcess>> servers;
   for (const char* host : {"127.0.0.1", "127.0.0.2", "127.0.0.3"})
-    servers.push_back(ServerProcess::start({"--host", host, "--port", std::to_string(port),
-                                            "--plugin", echo_plugin(), "--log-level", "warn"}));
+    servers.push_back(ServerProcess::start(
+        {"--host", host, "--port", std::to_string(port), "--plugin", echo_plugin(), "--log-level", "warn"}));
   TempDir dir;
   auto hosts = dir.write("hosts",
                          "127.0.0.1 agents.cluster.test\n127.0.0.2 agents.cluster.test\n"
@@ -84,8 +83,8 @@ TEST_CASE("agentctl --cluster dns:NAME:PORT reaches every address the name resol
     env["ASAN_OPTIONS"] = std::string(asan ? asan : "") + (asan && *asan ? ":" : "") + "detect_leaks=0";
   }
 
-  auto status = run_agentctl(
-      {"--cluster", fmt::format("dns:agents.cluster.test:{}", port), "--json", "status"}, env);
+  auto status =
+      run_agentctl({"--cluster", fmt::format("dns:agents.cluster.test:{}", port), "--json", "status"}, env);
   INFO(status.err);
   REQUIRE(status.exit_code == 0);
   auto s = Value::parse(status.out);
@@ -97,14 +96,12 @@ TEST_CASE("agentctl --cluster dns:NAME:PORT reaches every address the name resol
     ids.insert(m["info"]["server_id"].get<std::string>());
     addresses.insert(m["address"].get<std::string>());
   }
-  CHECK(ids == std::set<std::string>{servers[0]->server_id(), servers[1]->server_id(),
-                                     servers[2]->server_id()});
+  CHECK(ids ==
+        std::set<std::string>{servers[0]->server_id(), servers[1]->server_id(), servers[2]->server_id()});
   CHECK(addresses.count(fmt::format("127.0.0.2:{}", port)) == 1);
 
   // A name that resolves to nothing is a clear error.
-  auto unknown = run_agentctl({"--cluster", fmt::format("dns:nowhere.cluster.test:{}", port),
-                               "status"},
-                              env);
+  auto unknown = run_agentctl({"--cluster", fmt::format("dns:nowhere.cluster.test:{}", port), "status"}, env);
   CHECK(unknown.exit_code == 1);
   CHECK_THAT(unknown.err, Catch::Contains("nowhere.cluster.test") && Catch::Contains("resolve"));
 }

@@ -46,8 +46,7 @@ std::string hide_load_figures(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("agentctl session against a real as_server matches the golden transcript",
-          "[agentctl]") {
+TEST_CASE("agentctl session against a real as_server matches the golden transcript", "[agentctl]") {
   // Only the echo plugin: the golden status must not change when other plugins are added.
   auto server = ServerProcess::start({"--port", "0", "--plugin", echo_plugin(), "--log-level", "warn"});
   TempDir tmp;
@@ -116,12 +115,9 @@ TEST_CASE("agentctl session against a real as_server matches the golden transcri
   };
 
   std::vector<std::pair<std::string, std::string>> exact = {
-      {tmp.path(), "<TMP>"},
-      {"127.0.0.1:" + port, "127.0.0.1:PORT"},
-      {"port " + port, "port PORT"},
-      {server->server_id(), "SERVER_ID"},
-      {agentd::version(), "VERSION"},
-      {AGENTD_TEST_PLUGIN_DIR, "<PLUGINS>"},
+      {tmp.path(), "<TMP>"},          {"127.0.0.1:" + port, "127.0.0.1:PORT"},
+      {"port " + port, "port PORT"},  {server->server_id(), "SERVER_ID"},
+      {agentd::version(), "VERSION"}, {AGENTD_TEST_PLUGIN_DIR, "<PLUGINS>"},
   };
   std::string transcript;
   for (const auto& step : steps) {
@@ -177,12 +173,12 @@ TEST_CASE("agentctl call --stream prints each chunk when it comes, not at the en
 TEST_CASE("agentctl --help documents every command and the exit codes", "[agentctl]") {
   auto r = run_agentctl({"--help"});
   CHECK(r.exit_code == 0);
-  for (const char* cmd : {"status", "list", "create", "call", "method", "memory", "delete",
-                          "reload", "stop", "ping", "up", "down", "ps"})
+  for (const char* cmd : {"status", "list", "create", "call", "method", "memory", "delete", "reload", "stop",
+                          "ping", "up", "down", "ps"})
     CHECK(r.out.find("\n  " + std::string(cmd)) != std::string::npos);
   CHECK(r.out.find("Exit codes:") != std::string::npos);
-  for (const char* cmd : {"status", "list", "create", "call", "method", "memory", "delete",
-                          "reload", "stop", "ping", "up", "down", "ps"}) {
+  for (const char* cmd : {"status", "list", "create", "call", "method", "memory", "delete", "reload", "stop",
+                          "ping", "up", "down", "ps"}) {
     auto h = run_agentctl({cmd, "--help"});
     INFO(cmd);
     CHECK(h.exit_code == 0);

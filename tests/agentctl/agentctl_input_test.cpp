@@ -54,8 +54,11 @@ TEST_CASE("text that is not UTF-8 is refused at the server, and agentctl --json 
   {
     // A client that sends the bytes anyway (the C++ client would refuse them itself).
     auto io = kj::setupAsyncIo();
-    auto stream = io.provider->getNetwork().parseAddress("127.0.0.1", server->port()).wait(io.waitScope)
-                      ->connect().wait(io.waitScope);
+    auto stream = io.provider->getNetwork()
+                      .parseAddress("127.0.0.1", server->port())
+                      .wait(io.waitScope)
+                      ->connect()
+                      .wait(io.waitScope);
     capnp::TwoPartyClient rpc(*stream);
     auto agents = raw_login(rpc);
     auto create = agents.createAgentRequest();

@@ -1,8 +1,8 @@
 // What a new user meets with agentctl: a token file others can read is a bad option (exit 2,
-// nothing sent, no unrelated hint), a failed TLS handshake gets a TLS hint, `delete A B C` goes on past an unknown id and says so,
-// agents are named by a unique name too, `reload` names its file in errors and says loudly
-// which model configs it removed, `up -- --plugin X` loads X alone, `ps` shows dead servers as
-// dead and `down` keeps the logs.
+// nothing sent, no unrelated hint), a failed TLS handshake gets a TLS hint, `delete A B C` goes on past an
+// unknown id and says so, agents are named by a unique name too, `reload` names its file in errors and says
+// loudly which model configs it removed, `up -- --plugin X` loads X alone, `ps` shows dead servers as dead
+// and `down` keeps the logs.
 #include "agentctl_runner.h"
 #include "server_process.h"
 
@@ -37,9 +37,10 @@ TEST_CASE("agentctl: a failed TLS handshake gets a TLS hint, not 'is as_server r
           "[agentctl][newuser]") {
   TempDir dir;
   const auto ca = dir.path() + "/ca.pem";
-  const auto make_ca = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-                       "-keyout " + dir.path() + "/ca.key -out " + ca +
-                       " -subj /CN=agentd-test -days 1 >/dev/null 2>&1";
+  const auto make_ca =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+      "-keyout " +
+      dir.path() + "/ca.key -out " + ca + " -subj /CN=agentd-test -days 1 >/dev/null 2>&1";
   if (std::system(make_ca.c_str()) != 0) {
     WARN("no openssl command to make a CA: not checked");
     return;
@@ -74,8 +75,7 @@ TEST_CASE("agentctl delete A B C deletes every agent there is and names the ones
   CHECK(v["failed"][0]["code"] == "unknown_agent");
 }
 
-TEST_CASE("agentctl names an agent by its id or by its name when the name is unique",
-          "[agentctl][newuser]") {
+TEST_CASE("agentctl names an agent by its id or by its name when the name is unique", "[agentctl][newuser]") {
   auto s = ServerProcess::start(standard_args());
   const std::string port = std::to_string(s->port());
   auto c = s->connect();
@@ -90,8 +90,7 @@ TEST_CASE("agentctl names an agent by its id or by its name when the name is uni
   c.create_agent("EchoAgent", "twin", Value::object(), "id-t2");
   auto twins = run_agentctl({"--port", port, "call", "twin", "hi"});
   CHECK(twins.exit_code == 2);
-  CHECK_THAT(twins.err, Contains("2 agents are named 'twin'") && Contains("id-t1") &&
-                            Contains("id-t2"));
+  CHECK_THAT(twins.err, Contains("2 agents are named 'twin'") && Contains("id-t1") && Contains("id-t2"));
   auto del = run_agentctl({"--port", port, "delete", "alice"});
   CHECK(del.exit_code == 0);
   CHECK_THAT(del.out, Contains("deleted id-alice"));
@@ -138,8 +137,7 @@ TEST_CASE("agentctl up honours -- --plugin, ps shows a dead server as dead, down
   // Only the plugin named after `--`: not also every example class (WebAgent, DialogAgent...).
   CHECK(std::find(status["classes"].begin(), status["classes"].end(), "EchoAgent") !=
         status["classes"].end());
-  CHECK(std::find(status["classes"].begin(), status["classes"].end(), "WebAgent") ==
-        status["classes"].end());
+  CHECK(std::find(status["classes"].begin(), status["classes"].end(), "WebAgent") == status["classes"].end());
 
   REQUIRE(::kill(pid, SIGKILL) == 0);
   REQUIRE(wait_until([&] { return !process_alive(pid); }, std::chrono::seconds(10)));

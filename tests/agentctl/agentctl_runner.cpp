@@ -23,8 +23,7 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-ExitResult run_agentctl(const std::vector<std::string>& args,
-                        const std::map<std::string, std::string>& env,
+ExitResult run_agentctl(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                         std::chrono::milliseconds timeout) {
   TempDir tmp;
   auto out_path = tmp.path() + "/out", err_path = tmp.path() + "/err";
@@ -69,8 +68,7 @@ std::string shell_line(const std::vector<std::string>& args) {
   return out;
 }
 
-std::string normalise(std::string text,
-                      const std::vector<std::pair<std::string, std::string>>& exact) {
+std::string normalise(std::string text, const std::vector<std::pair<std::string, std::string>>& exact) {
   for (const auto& [from, to] : exact) {
     if (from.empty()) continue;
     for (std::size_t pos = 0; (pos = text.find(from, pos)) != std::string::npos; pos += to.size())

@@ -16,8 +16,7 @@ TEST_CASE("agentctl logs in with --token-file or $AGENTD_TOKEN, and says how whe
   auto tokens = dir.write("tokens", token + "\n");
   REQUIRE(::chmod(tokens.c_str(), 0600) == 0);
   const std::string socket = dir.path() + "/a.sock";
-  auto s = ServerProcess::start(
-      standard_args({"--auth-token-file", tokens, "--unix-socket", socket}));
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", tokens, "--unix-socket", socket}));
   const std::string port = std::to_string(s->port());
   std::map<std::string, std::string> no_env{{"AGENTD_TOKEN", ""}};
 
@@ -27,9 +26,8 @@ TEST_CASE("agentctl logs in with --token-file or $AGENTD_TOKEN, and says how whe
   CHECK(Value::parse(ok.out)["server_id"] == s->server_id());
   auto from_env = run_agentctl({"--port", port, "ping"}, {{"AGENTD_TOKEN", token}});
   CHECK(from_env.exit_code == 0);
-  auto over_unix = run_agentctl({"--json", "--host", "unix:" + socket, "--token-file", tokens,
-                                 "status"},
-                                no_env);
+  auto over_unix =
+      run_agentctl({"--json", "--host", "unix:" + socket, "--token-file", tokens, "status"}, no_env);
   CHECK(over_unix.exit_code == 0);
 
   auto refused = run_agentctl({"--port", port, "status"}, no_env);

@@ -11,16 +11,15 @@ using namespace agentd::test;
 using agentd::Value;
 using Catch::Matchers::Contains;
 
-TEST_CASE("agentctl status shows the state dir, its size and the last commit",
-          "[agentctl][state]") {
+TEST_CASE("agentctl status shows the state dir, its size and the last commit", "[agentctl][state]") {
   TempDir dir;
   auto server = ServerProcess::start(standard_args({"--state-dir", dir.path() + "/state"}));
   server->connect().create_agent("EchoAgent").reply(agentd::Msg("user", Value("x"))).get();
   const std::string port = std::to_string(server->port());
   auto text = run_agentctl({"--port", port, "status"});
   REQUIRE(text.exit_code == 0);
-  CHECK_THAT(text.out, Contains("state") && Contains(dir.path() + "/state") &&
-                           Contains("last commit") && Contains("ago"));
+  CHECK_THAT(text.out, Contains("state") && Contains(dir.path() + "/state") && Contains("last commit") &&
+                           Contains("ago"));
   auto json = run_agentctl({"--json", "--port", port, "status"});
   REQUIRE(json.exit_code == 0);
   auto state = Value::parse(json.out)["state"];

@@ -10,13 +10,10 @@
 using namespace agentd::test;
 using agentd::Value;
 
-TEST_CASE("agentctl up starts servers that answer, ps lists them and down stops them",
-          "[agentctl][up]") {
+TEST_CASE("agentctl up starts servers that answer, ps lists them and down stops them", "[agentctl][up]") {
   TempDir state;
   std::map<std::string, std::string> env{{"AGENTD_STATE_DIR", state.path()}};
-  auto up = run_agentctl({"--json", "up", "2", "--plugin", echo_plugin(), "--", "--log-level",
-                          "warn"},
-                         env);
+  auto up = run_agentctl({"--json", "up", "2", "--plugin", echo_plugin(), "--", "--log-level", "warn"}, env);
   INFO(up.out << up.err);
   REQUIRE(up.exit_code == 0);
   auto servers = Value::parse(up.out)["servers"];
@@ -31,8 +28,7 @@ TEST_CASE("agentctl up starts servers that answer, ps lists them and down stops 
     auto info = Value::parse(status.out);
     CHECK(info["server_id"] == s["server_id"]);
     CHECK(info["pid"] == s["pid"]);
-    CHECK(std::find(info["classes"].begin(), info["classes"].end(), "EchoAgent") !=
-          info["classes"].end());
+    CHECK(std::find(info["classes"].begin(), info["classes"].end(), "EchoAgent") != info["classes"].end());
     CHECK(process_alive(s["pid"].get<pid_t>()));
   }
 

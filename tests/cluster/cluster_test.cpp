@@ -70,8 +70,7 @@ TEST_CASE("round_robin places agents on the servers in member order", "[cluster]
   CHECK(cluster.delete_all_agents() == 36);
 }
 
-TEST_CASE("least_loaded fills the emptiest server first, one at a time and in bulk",
-          "[cluster]") {
+TEST_CASE("least_loaded fills the emptiest server first, one at a time and in bulk", "[cluster]") {
   Servers s(3);
   {
     auto c0 = s.procs[0]->connect();
@@ -103,8 +102,7 @@ TEST_CASE("an agent is created on a named server by address or index", "[cluster
   CHECK(e.code() == ErrorCode::bad_args);
   CHECK_THAT(e.message(), Catch::Contains(s.addresses[0]) && Catch::Contains(s.addresses[1]));
   // Errors from the server come through unchanged.
-  CHECK(error_of([&] { cluster.create_agent_on("1", "NoSuchAgent"); }).code() ==
-        ErrorCode::unknown_class);
+  CHECK(error_of([&] { cluster.create_agent_on("1", "NoSuchAgent"); }).code() == ErrorCode::unknown_class);
   // And the agent is found by id wherever it is.
   auto b = cluster.agent(cluster.create_agent_on("1", "EchoAgent").id());
   CHECK(address_of(b) == s.addresses[1]);
@@ -127,8 +125,7 @@ TEST_CASE("a server down at creation time is skipped and reported", "[cluster]")
   CHECK(members[2].up);
   CHECK_FALSE(cluster.info(1).has_value());
   CHECK(error_of([&] { cluster.server(1); }).code() == ErrorCode::disconnected);
-  CHECK(error_of([&] { cluster.create_agent_on("1", "EchoAgent"); }).code() ==
-        ErrorCode::disconnected);
+  CHECK(error_of([&] { cluster.create_agent_on("1", "EchoAgent"); }).code() == ErrorCode::disconnected);
 
   // Bulk creation when a member dies before its share is made: the share goes to the others.
   s.procs[2]->kill_now();
@@ -158,8 +155,8 @@ TEST_CASE("a member that cannot be reached at start is down, and joins on refres
   CHECK(members[0].up);
   CHECK_FALSE(members[1].up);
   CHECK(cluster.refresh() == 1);
-  auto late = ServerProcess::start({"--port", std::to_string(port), "--plugin", echo_plugin(),
-                                    "--log-level", "warn"});
+  auto late = ServerProcess::start(
+      {"--port", std::to_string(port), "--plugin", echo_plugin(), "--log-level", "warn"});
   CHECK(cluster.refresh() == 2);
   CHECK(address_of(cluster.create_agent_on(missing, "EchoAgent")) == missing);
 
@@ -219,8 +216,7 @@ placement: least_loaded
   CHECK_THAT(bad("servers: [127.0.0.1:1\n"), Catch::Contains("YAML"));
   auto missing = error_of([&] { Cluster::open(dir.path() + "/none.yaml"); });
   CHECK(missing.code() == ErrorCode::config_error);
-  CHECK(error_of([&] { Cluster::open("dns:no-such-host.invalid:1"); }).code() ==
-        ErrorCode::bad_args);
+  CHECK(error_of([&] { Cluster::open("dns:no-such-host.invalid:1"); }).code() == ErrorCode::bad_args);
 }
 
 TEST_CASE("spawn_children starts servers that stop with the cluster", "[cluster]") {

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 
 using namespace agentd::test;
-using agentd::detail::ServerServices;
 using agentd::detail::ModelRegistry;
+using agentd::detail::ServerServices;
 
 TEST_CASE("model usage is recorded per agent and per config", "[dialog][usage]") {
   ModelRegistry models;

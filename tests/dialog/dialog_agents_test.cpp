@@ -22,9 +22,9 @@ using namespace agentd::test;
 
 namespace {
 
-
 // One openai_chat config named `config_name` at the fake server's `scenario` under `key`.
-std::string openai_config(const std::string& config_name, const std::string& key, const std::string& scenario) {
+std::string openai_config(const std::string& config_name, const std::string& key,
+                          const std::string& scenario) {
   return "- config_name: " + config_name +
          "\n"
          "  model_type: openai_chat\n"
@@ -175,7 +175,8 @@ TEST_CASE("ReActAgent stops at max_iters with a clear final message", "[dialog][
   const std::string key = unique_key("react");
   // "tools" asks for get_weather, which this agent does not have, every time.
   Served s(openai_config("loop", key, "tools"));
-  auto r = s.client.create_agent("ReActAgent", "Looper", Value{{"model_config_name", "loop"}, {"max_iters", 3}});
+  auto r =
+      s.client.create_agent("ReActAgent", "Looper", Value{{"model_config_name", "loop"}, {"max_iters", 3}});
   Msg answer = r.reply(Msg("user", "weather?", "user")).get();
   CHECK_THAT(answer.text(), Contains("max_iters = 3") && Contains("without a final answer"));
   CHECK(answer.metadata["stopped"] == "max_iters");
@@ -201,7 +202,9 @@ TEST_CASE("ReActAgent args choose the built-in tools and are checked", "[dialog]
   CHECK(m.content == "plain");
   CHECK(m.metadata["iterations"] == 1);
 
-  auto unknown = error_of([&] { s.client.create_agent("ReActAgent", "U", Value{{"tools", Value::array({"shell"})}}); });
+  auto unknown = error_of([&] {
+    s.client.create_agent("ReActAgent", "U", Value{{"tools", Value::array({"shell"})}});
+  });
   CHECK(unknown.code() == ErrorCode::bad_args);
   CHECK_THAT(unknown.message(), Contains("'shell'") && Contains("calculator, current_time, echo"));
   auto iters = error_of([&] { s.client.create_agent("ReActAgent", "I", Value{{"max_iters", 0}}); });

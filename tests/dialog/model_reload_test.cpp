@@ -28,11 +28,11 @@ std::string echo_configs(const Names& names) {
 
 }  // namespace
 
-TEST_CASE("SIGHUP reloads --model-config-path, and a broken file keeps the old configs",
-          "[dialog][reload]") {
+TEST_CASE("SIGHUP reloads --model-config-path, and a broken file keeps the old configs", "[dialog][reload]") {
   TempDir dir;
   const std::string path = dir.write("models.yaml", echo_configs({"alpha"}));
-  auto server = ServerProcess::start(standard_args({"--plugin", AGENTD_DIALOG_PLUGIN, "--model-config-path", path}));
+  auto server =
+      ServerProcess::start(standard_args({"--plugin", AGENTD_DIALOG_PLUGIN, "--model-config-path", path}));
   Client c = server->connect();
 
   auto info = c.info();
@@ -53,8 +53,9 @@ TEST_CASE("SIGHUP reloads --model-config-path, and a broken file keeps the old c
   const auto v2 = c.info().model_config_version;
   dir.write("models.yaml", "- config_name: delta\n  model_type: telepathy\n");
   REQUIRE(::kill(server->pid(), SIGHUP) == 0);
-  REQUIRE(wait_until([&] { return server->stderr_text().find("kept the previous model configs") != std::string::npos; },
-                     20s));
+  REQUIRE(wait_until(
+      [&] { return server->stderr_text().find("kept the previous model configs") != std::string::npos; },
+      20s));
   CHECK_THAT(server->stderr_text(), Contains("telepathy"));
   info = c.info();
   CHECK(info.model_configs == Names{"beta", "echo", "gamma"});

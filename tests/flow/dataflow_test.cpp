@@ -26,7 +26,7 @@ TEST_CASE("a 100-agent pipelined chain on one server costs the client one wait",
   std::string expected = "x";
   for (int i = 0; i < 100; ++i) expected += ">a" + std::to_string(i);
   CHECK(out.text() == expected);
-  CHECK(after.waits - before.waits == 1);       // one blocking round trip: the final get()
+  CHECK(after.waits - before.waits == 1);          // one blocking round trip: the final get()
   CHECK(after.requests - before.requests == 101);  // 100 replies sent without waiting, 1 get
   // Awaiting each call instead costs one wait per call.
   auto b2 = c.stats();
@@ -175,8 +175,9 @@ TEST_CASE("servers count a peer's fetch connection as peer traffic, not client t
   auto producer = c1.create_agent("BlobAgent", "producer");
   auto consumer = c2.create_agent("BlobAgent", "consumer");
   auto before = c1.info();
-  CHECK(consumer.reply(producer.reply(Msg("user", Value{{"make_bytes", 1 << 20}}))).get()
-            .content.at("size") == (1 << 20));
+  CHECK(
+      consumer.reply(producer.reply(Msg("user", Value{{"make_bytes", 1 << 20}}))).get().content.at("size") ==
+      (1 << 20));
   auto after = c1.info();
   CHECK(after.bytes_peer_out - before.bytes_peer_out >= (1u << 20));
   CHECK(after.bytes_client_out - before.bytes_client_out < 16 * 1024);

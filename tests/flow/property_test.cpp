@@ -51,12 +51,16 @@ std::string run_program(const std::vector<Step>& prog, std::vector<Client*> clie
     AgentRef& a = refs[s.agent];
     if (s.input < 0) {
       Msg m("user", "m" + std::to_string(i), "user");
-      if (s.observe) a.observe(m);
-      else out[i] = std::make_unique<Placeholder>(a.reply(m));
+      if (s.observe)
+        a.observe(m);
+      else
+        out[i] = std::make_unique<Placeholder>(a.reply(m));
     } else {
       const Placeholder& in = *out[s.input];
-      if (s.observe) a.observe(in);
-      else out[i] = std::make_unique<Placeholder>(a.reply(in));
+      if (s.observe)
+        a.observe(in);
+      else
+        out[i] = std::make_unique<Placeholder>(a.reply(in));
     }
   }
   std::string text;
@@ -92,8 +96,7 @@ TEST_CASE("random programs compute the same in local, child and independent mode
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<Client> independents;
   for (int i = 0; i < 3; ++i) {
-    servers.push_back(
-        ServerProcess::start(agentd::test::standard_args({"--peer-token-file", peer_token})));
+    servers.push_back(ServerProcess::start(agentd::test::standard_args({"--peer-token-file", peer_token})));
     independents.push_back(servers.back()->connect());
   }
 

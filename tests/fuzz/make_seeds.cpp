@@ -20,8 +20,8 @@ void save(const std::filesystem::path& file, capnp::MessageBuilder& b) {
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   std::filesystem::create_directories(file.parent_path());
-  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.begin()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.begin()), static_cast<std::streamsize>(bytes.size()));
 }
 
 Value sample_value() {
@@ -65,8 +65,7 @@ int main(int argc, char** argv) {
   }
   {
     capnp::MallocMessageBuilder b;
-    write_error(Error(ErrorCode::agent_failed, "boom", "a0", "FuzzAgent", true),
-                b.initRoot<wire::Error>());
+    write_error(Error(ErrorCode::agent_failed, "boom", "a0", "FuzzAgent", true), b.initRoot<wire::Error>());
     save(dir / "value_codec_fuzz" / "error.bin", b);
   }
   {

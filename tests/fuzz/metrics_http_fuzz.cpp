@@ -32,7 +32,7 @@ class PipeReceiver final : public kj::ConnectionReceiver {
   uint getPort() override { return 0; }
 
   void push(kj::Own<kj::AsyncIoStream> stream) {
-    KJ_IF_MAYBE(w, waiting_) {
+    KJ_IF_MAYBE (w, waiting_) {
       auto f = kj::mv(*w);
       waiting_ = nullptr;
       f->fulfill(kj::mv(stream));

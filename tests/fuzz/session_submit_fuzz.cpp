@@ -118,7 +118,7 @@ bool reported_call(wire::CallSpec::Reader c) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Harness* h = [] {
     spdlog::set_level(spdlog::level::warn);  // no info line per agent made
-    return new Harness;  // one server for the whole run (never destroyed)
+    return new Harness;                      // one server for the whole run (never destroyed)
   }();
   auto words = fuzz::aligned_words(data, size);
   auto req = h->session.submitRequest();

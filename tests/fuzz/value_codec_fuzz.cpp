@@ -50,10 +50,10 @@ void round_trip(const kj::Array<capnp::word>& words, Read read, Encode enc) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto words = fuzz::aligned_words(data, size);
-  round_trip<wire::Value>(words, [](wire::Value::Reader r) { return read_value(r); },
-                          [](const Value& v) { return encode(v); });
-  round_trip<wire::Msg>(words, [](wire::Msg::Reader r) { return read_msg(r); },
-                        [](const Msg& m) { return encode(m); });
+  round_trip<wire::Value>(
+      words, [](wire::Value::Reader r) { return read_value(r); }, [](const Value& v) { return encode(v); });
+  round_trip<wire::Msg>(
+      words, [](wire::Msg::Reader r) { return read_msg(r); }, [](const Msg& m) { return encode(m); });
   try {
     capnp::FlatArrayMessageReader reader(words, fuzz::fuzz_reader_options());
     Error e = read_error(reader.getRoot<wire::Error>());

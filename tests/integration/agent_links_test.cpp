@@ -59,8 +59,7 @@ int connections_to(pid_t pid, std::uint16_t port) {
 
 }  // namespace
 
-TEST_CASE("relays on one server share its one peer connection to another, also used for fetches",
-          "[links]") {
+TEST_CASE("relays on one server share its one peer connection to another, also used for fetches", "[links]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args());
   Client ca = a->connect();
@@ -72,8 +71,8 @@ TEST_CASE("relays on one server share its one peer connection to another, also u
   // Relays on A reach the agent on B, from several threads at once.
   std::vector<AgentRef> relays;
   for (int i = 0; i < 8; ++i)
-    relays.push_back(ca.create_agent("RelayAgent", "relay" + std::to_string(i),
-                                     Value{{"target", target.to_value()}}));
+    relays.push_back(
+        ca.create_agent("RelayAgent", "relay" + std::to_string(i), Value{{"target", target.to_value()}}));
   std::vector<std::thread> threads;
   std::vector<std::string> answers(relays.size());
   for (std::size_t i = 0; i < relays.size(); ++i)
@@ -99,8 +98,7 @@ TEST_CASE("a relay to an agent on its own server reaches it without a socket", "
   CHECK(memory[2].text() == "y");
 }
 
-TEST_CASE("a relay whose target's server is gone fails with a retryable error, the server lives",
-          "[links]") {
+TEST_CASE("a relay whose target's server is gone fails with a retryable error, the server lives", "[links]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args());
   Client ca = a->connect();

@@ -16,7 +16,6 @@ using namespace agentd::test;
 
 namespace {
 
-
 struct Served {
   std::unique_ptr<ServerProcess> server = ServerProcess::start(standard_args());
   Client client = server->connect();
@@ -91,17 +90,14 @@ TEST_CASE("an unknown class is refused, listing the classes the server knows", "
   Served s;
   auto e = error_of([&] { s.client.create_agent("NoSuchAgent"); });
   CHECK(e.code() == ErrorCode::unknown_class);
-  CHECK_THAT(e.message(), Contains("NoSuchAgent") && Contains("EchoAgent") &&
-                              Contains("TrailAgent") && Contains("FlakyAgent") &&
-                              Contains("BigTextAgent"));
+  CHECK_THAT(e.message(), Contains("NoSuchAgent") && Contains("EchoAgent") && Contains("TrailAgent") &&
+                              Contains("FlakyAgent") && Contains("BigTextAgent"));
   CHECK(s.client.list_agents().empty());
 }
 
 TEST_CASE("a constructor that throws gives bad_args with its reason", "[agents]") {
   Served s;
-  auto e = error_of([&] {
-    s.client.create_agent("FlakyAgent", "", Value{{"fail_construct", true}}, "fc");
-  });
+  auto e = error_of([&] { s.client.create_agent("FlakyAgent", "", Value{{"fail_construct", true}}, "fc"); });
   CHECK(e.code() == ErrorCode::bad_args);
   CHECK(e.agent_id() == "fc");
   CHECK_THAT(e.message(), Contains("asked to fail in the constructor"));
@@ -114,9 +110,10 @@ TEST_CASE("a constructor that throws gives bad_args with its reason", "[agents]"
   CHECK(s.client.create_agent("FlakyAgent", "", Value::object(), "fc").id() == "fc");
 }
 
-TEST_CASE("an agent that throws fails that call, naming agent, class and cause, "
-          "and all else goes on",
-          "[agents]") {
+TEST_CASE(
+    "an agent that throws fails that call, naming agent, class and cause, "
+    "and all else goes on",
+    "[agents]") {
   Served s;
   auto flaky = s.client.create_agent("FlakyAgent", "F", Value::object(), "flaky-1");
   auto echo = s.client.create_agent("EchoAgent", "E");
@@ -178,8 +175,7 @@ TEST_CASE("agents that block run in parallel", "[agents][parallel]") {
   constexpr int kAgents = 200;
   std::vector<AgentRef> agents;
   for (int i = 0; i < kAgents; ++i)
-    agents.push_back(s.client.create_agent("EchoAgent", "w" + std::to_string(i),
-                                           Value{{"sleep_ms", 1000}}));
+    agents.push_back(s.client.create_agent("EchoAgent", "w" + std::to_string(i), Value{{"sleep_ms", 1000}}));
   auto start = std::chrono::steady_clock::now();
   std::vector<agentd::Placeholder> ps;
   for (auto& a : agents) ps.push_back(a.reply(Msg("user", a.name())));
@@ -215,8 +211,7 @@ TEST_CASE("memory, observe and named methods", "[agents]") {
   auto unknown = error_of([&] { echo.call("fly"); });
   CHECK(unknown.code() == ErrorCode::unknown_method);
   CHECK(unknown.agent_id() == echo.id());
-  CHECK_THAT(unknown.message(), Contains("fly") && Contains("add") && Contains("count") &&
-                                    Contains("ping"));
+  CHECK_THAT(unknown.message(), Contains("fly") && Contains("add") && Contains("count") && Contains("ping"));
   // A method that throws on bad args names the method.
   auto bad = error_of([&] { echo.call("add", Value{{"a", 1}}); });
   CHECK(bad.code() == ErrorCode::agent_failed);

@@ -34,8 +34,7 @@ Error error_of_get(const Placeholder& p) {
 
 }  // namespace
 
-TEST_CASE("an asynchronous agent's calls run in order, each after the previous one finished",
-          "[async]") {
+TEST_CASE("an asynchronous agent's calls run in order, each after the previous one finished", "[async]") {
   auto s = ServerProcess::start(async_args());
   Client c = s->connect();
   AgentRef a = c.create_agent("WaitAgent", "w", Value{{"sleep_ms", 0}});
@@ -53,13 +52,11 @@ TEST_CASE("an asynchronous agent's calls run in order, each after the previous o
   }
 }
 
-TEST_CASE("suspended calls hold no thread: many wait at once on a server with two workers",
-          "[async]") {
+TEST_CASE("suspended calls hold no thread: many wait at once on a server with two workers", "[async]") {
   auto s = ServerProcess::start(async_args({"--max-workers", "2"}));
   Client c = s->connect();
   constexpr int kAgents = 300;
-  std::vector<AgentRef> agents =
-      c.create_agents("WaitAgent", kAgents, Value{{"sleep_ms", 1500}});
+  std::vector<AgentRef> agents = c.create_agents("WaitAgent", kAgents, Value{{"sleep_ms", 1500}});
   agents[0].call("reset_peak");
   std::vector<Placeholder> ps;
   for (auto& a : agents) ps.push_back(a.reply(Msg("user", "z")));
@@ -121,8 +118,7 @@ TEST_CASE("asynchronous methods, model calls and blocking work moved off the loo
   CHECK(r.content.at("resumed_on_loop") == true);
 }
 
-TEST_CASE("an asynchronous agent awaits other agents' placeholders, here and on another server",
-          "[async]") {
+TEST_CASE("an asynchronous agent awaits other agents' placeholders, here and on another server", "[async]") {
   auto a = ServerProcess::start(async_args());
   auto b = ServerProcess::start(async_args());
   Client ca = a->connect();
@@ -140,8 +136,7 @@ TEST_CASE("an asynchronous agent awaits other agents' placeholders, here and on 
   CHECK(r1.reply(there.reply(Msg("user", "w"))).get().text() == "relayed: a:w");
 }
 
-TEST_CASE("an error after a suspension fails the call like a blocking agent's, the agent lives",
-          "[async]") {
+TEST_CASE("an error after a suspension fails the call like a blocking agent's, the agent lives", "[async]") {
   auto s = ServerProcess::start(async_args());
   Client c = s->connect();
   AgentRef w = c.create_agent("WaitAgent", "w", Value{{"sleep_ms", 20}});
@@ -159,8 +154,7 @@ TEST_CASE("an error after a suspension fails the call like a blocking agent's, t
   CHECK(error_of_get(bad.reply(Msg("user", "x"))).code() != ErrorCode::internal);
 }
 
-TEST_CASE("deleting an agent with a suspended call: the call finishes, the later ones fail",
-          "[async]") {
+TEST_CASE("deleting an agent with a suspended call: the call finishes, the later ones fail", "[async]") {
   auto s = ServerProcess::start(async_args());
   Client c = s->connect();
   // The same sequence on a blocking and an asynchronous agent gives the same outcomes.

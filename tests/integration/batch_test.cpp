@@ -84,8 +84,7 @@ TEST_CASE("create_agents makes N callable agents named prefix + index, with the 
     CHECK(a.class_name == "EchoAgent");
     name_by_id[a.id] = a.name;
   }
-  for (std::size_t i = 0; i < kCount; ++i)
-    CHECK(name_by_id[agents[i].id()] == "echo-" + std::to_string(i));
+  for (std::size_t i = 0; i < kCount; ++i) CHECK(name_by_id[agents[i].id()] == "echo-" + std::to_string(i));
   CHECK(s.client.info().agent_count == kCount);
   // Reached by id like any other agent.
   CHECK(s.client.agent(agents[7].id()).name() == "echo-7");
@@ -135,18 +134,14 @@ TEST_CASE("create_agents whose every constructor throws fails with bad_args, lea
           "[batch][create_agents]") {
   Served s;
   s.client.create_agent("EchoAgent", "keep", Value::object(), "keep");
-  auto e = error_of([&] {
-    s.client.create_agents("FlakyAgent", 20, Value{{"fail_construct", true}}, "f");
-  });
+  auto e = error_of([&] { s.client.create_agents("FlakyAgent", 20, Value{{"fail_construct", true}}, "f"); });
   CHECK(e.code() == ErrorCode::bad_args);
   CHECK(e.agent_class() == "FlakyAgent");
-  CHECK_THAT(e.message(), Contains("asked to fail in the constructor") &&
-                              Contains("0 were made and deleted again"));
+  CHECK_THAT(e.message(),
+             Contains("asked to fail in the constructor") && Contains("0 were made and deleted again"));
   CHECK(ids_of(s.client.list_agents()) == std::vector<std::string>{"keep"});
   // Bad args of the framework's own check fail the same way.
-  auto bad = error_of([&] {
-    s.client.create_agents("EchoAgent", 3, Value{{"sleep_ms", "soon"}}, "e");
-  });
+  auto bad = error_of([&] { s.client.create_agents("EchoAgent", 3, Value{{"sleep_ms", "soon"}}, "e"); });
   CHECK(bad.code() == ErrorCode::bad_args);
   CHECK_THAT(bad.message(), Contains("sleep_ms must be an integer"));
   CHECK(s.client.info().agent_count == 1);
@@ -179,8 +174,7 @@ TEST_CASE("create_agents with some failing constructors deletes the agents it ma
   CHECK(s.client.info().agent_count == 53);
 }
 
-TEST_CASE("create_agents that times out stops and deletes every agent it made",
-          "[batch][create_agents]") {
+TEST_CASE("create_agents that times out stops and deletes every agent it made", "[batch][create_agents]") {
   auto server = ServerProcess::start(standard_args());
   agentd::ClientOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
@@ -211,8 +205,8 @@ TEST_CASE("replies from several threads to many agents all come back right, in p
   auto counters = s.client.create_agents("EchoAgent", kThreads, Value::object(), "E");
 
   struct Outcome {
-    int wrong = 0;           // replies with the wrong content or name
-    int errors = 0;          // replies that threw
+    int wrong = 0;            // replies with the wrong content or name
+    int errors = 0;           // replies that threw
     std::int64_t count = -1;  // the thread's EchoAgent's reply count after its burst
   };
   std::vector<Outcome> outcomes(kThreads);
@@ -330,8 +324,7 @@ TEST_CASE("a sync call right after a burst of replies sees all of them", "[batch
   CHECK(tmem[200].content == "last");
 }
 
-TEST_CASE("requests outside the session never overtake calls issued before them",
-          "[batch][order]") {
+TEST_CASE("requests outside the session never overtake calls issued before them", "[batch][order]") {
   Served s;
   // Several threads at once, so the client's loop thread takes each thread's last calls and its
   // next request in one go: the request must still go after them (the batch is flushed first).
@@ -362,8 +355,7 @@ TEST_CASE("requests outside the session never overtake calls issued before them"
   CHECK(listed_short == std::vector<int>(kThreads, 0));
 }
 
-TEST_CASE("a call to a deleted agent in a batch fails alone, the rest of the batch runs",
-          "[batch][order]") {
+TEST_CASE("a call to a deleted agent in a batch fails alone, the rest of the batch runs", "[batch][order]") {
   Served s;
   auto keep = s.client.create_agent("TrailAgent", "K", Value::object(), "k");
   auto gone = s.client.create_agent("TrailAgent", "G", Value::object(), "g");
@@ -383,8 +375,7 @@ TEST_CASE("a call to a deleted agent in a batch fails alone, the rest of the bat
 
 // ---- results above the inline limit ----
 
-TEST_CASE("a result above the 64 KiB inline limit arrives whole, and only once",
-          "[batch][large]") {
+TEST_CASE("a result above the 64 KiB inline limit arrives whole, and only once", "[batch][large]") {
   Served s;
   auto blob = s.client.create_agent("BlobAgent", "B", Value::object(), "b");
   constexpr std::size_t kSize = 256 * 1024;

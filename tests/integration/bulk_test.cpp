@@ -17,8 +17,7 @@
 
 using namespace agentd::test;
 
-TEST_CASE("replies issued in bulk from many threads all arrive, with a tiny result pool",
-          "[bulk]") {
+TEST_CASE("replies issued in bulk from many threads all arrive, with a tiny result pool", "[bulk]") {
   // 4 threads each issue one reply to each of their agents before reading any. The replies are
   // 40 KB (inline, under 64 KiB), so a few thousand completions in one server loop turn are more
   // than one Cap'n Proto message carries; the pool keeps 16 results, so nothing may depend on it.
@@ -57,8 +56,7 @@ TEST_CASE("replies issued in bulk from many threads all arrive, with a tiny resu
   CHECK(info.calls_failed == 0);
 }
 
-TEST_CASE("one reply per agent to many agents, all in flight before any get(), arrive in order",
-          "[bulk]") {
+TEST_CASE("one reply per agent to many agents, all in flight before any get(), arrive in order", "[bulk]") {
   // The scenario of the bulk-load report at a size CI affords (agentd-bench W9 runs it at scale).
   auto server = ServerProcess::start(standard_args({"--max-pool-size", "64"}));
   ClientOptions options;
@@ -95,8 +93,7 @@ TEST_CASE("a call too big for one message fails alone with too_large, and calls 
   CHECK(big.get().content == Value{{"size", 40u << 20}});
 }
 
-TEST_CASE("a large result read after it left the pool long ago fails with expired, at once",
-          "[bulk]") {
+TEST_CASE("a large result read after it left the pool long ago fails with expired, at once", "[bulk]") {
   // The result is too large to come back with its completion, so get() reads it afterwards; by
   // then it was evicted, and more results than the server remembers evictions of came after it.
   auto server = ServerProcess::start(standard_args({"--max-pool-size", "1"}));
@@ -105,7 +102,7 @@ TEST_CASE("a large result read after it left the pool long ago fails with expire
   AgentRef echo = c.create_agent("EchoAgent");
   auto p = blob.reply(Msg("user", Value{{"make_bytes", 100000}}));
   for (int i = 0; i < 70000; ++i) echo.reply(Msg("user", "x"));  // placeholders dropped
-  echo.call("ping", Value::object());                                 // all of them ran
+  echo.call("ping", Value::object());                            // all of them ran
   // A generous deadline: the read must fail, not wait (a wait would end in `timeout`).
   Error e = error_of([&] { p.get(std::chrono::seconds(20)); });
   CHECK(e.code() == ErrorCode::expired);

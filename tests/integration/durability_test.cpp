@@ -40,9 +40,7 @@ namespace {
 
 Msg text(const std::string& t) { return Msg("user", Value(t)); }
 
-std::vector<std::string> state_args(const TempDir& dir) {
-  return {"--state-dir", dir.path() + "/state"};
-}
+std::vector<std::string> state_args(const TempDir& dir) { return {"--state-dir", dir.path() + "/state"}; }
 
 std::vector<std::string> with_state(const TempDir& dir) { return standard_args(state_args(dir)); }
 
@@ -201,8 +199,8 @@ TEST_CASE("a state dir that cannot be restored stops the start, naming the file"
   }
   SECTION("a class no plugin provides") {
     // The test plugin alone: it has neither EchoAgent nor BlobAgent.
-    auto r = run_as_server({"--port", "0", "--state-dir", dir.path() + "/state", "--plugin",
-                            test_agents_plugin()});
+    auto r = run_as_server(
+        {"--port", "0", "--state-dir", dir.path() + "/state", "--plugin", test_agents_plugin()});
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.err, Contains(db));
     CHECK_THAT(r.err, Contains(id + " (BlobAgent)"));
@@ -211,9 +209,8 @@ TEST_CASE("a state dir that cannot be restored stops the start, naming the file"
     CHECK_THAT(r.out, !Contains("ready"));
 
     SECTION("--drop-missing-classes deletes them, saying so") {
-      auto server = ServerProcess::start({"--port", "0", "--state-dir", dir.path() + "/state",
-                                          "--plugin", test_agents_plugin(),
-                                          "--drop-missing-classes"});
+      auto server = ServerProcess::start({"--port", "0", "--state-dir", dir.path() + "/state", "--plugin",
+                                          test_agents_plugin(), "--drop-missing-classes"});
       CHECK(server->connect().list_agents().empty());
       CHECK_THAT(server->stderr_text(), Contains(id + " (BlobAgent)"));
       server->kill_now();
@@ -223,7 +220,8 @@ TEST_CASE("a state dir that cannot be restored stops the start, naming the file"
     }
   }
   SECTION("another state format") {
-    auto r0 = std::system(("sqlite3 " + db + " \"UPDATE meta SET value = '99' WHERE key = 'format'\"").c_str());
+    auto r0 =
+        std::system(("sqlite3 " + db + " \"UPDATE meta SET value = '99' WHERE key = 'format'\"").c_str());
     REQUIRE(r0 == 0);
     auto r = run_as_server(with_state(dir));
     CHECK(r.exit_code != 0);
@@ -257,8 +255,7 @@ TEST_CASE("a state dir that cannot be restored stops the start, naming the file"
   }
 }
 
-TEST_CASE("writes that fail: new calls fail not_applied, nothing acknowledged is lost",
-          "[durability]") {
+TEST_CASE("writes that fail: new calls fail not_applied, nothing acknowledged is lost", "[durability]") {
   TempDir dir;
   auto server = ServerProcess::start(with_state(dir));
   const auto port = server->port();
@@ -278,9 +275,9 @@ TEST_CASE("writes that fail: new calls fail not_applied, nothing acknowledged is
     std::error_code ec;
     size = std::max<std::uintmax_t>(size, fs::file_size(dir.path() + "/state/agentd.db" + s, ec));
   }
-  REQUIRE(std::system(("prlimit --fsize=" + std::to_string(size + 4096) + " --pid " +
-                       std::to_string(server->pid()))
-                          .c_str()) == 0);
+  REQUIRE(std::system(
+              ("prlimit --fsize=" + std::to_string(size + 4096) + " --pid " + std::to_string(server->pid()))
+                  .c_str()) == 0);
   std::optional<Error> e;
   for (int i = 0; i < 50 && !e; ++i) {
     try {
@@ -391,25 +388,23 @@ TEST_CASE("kill -9 under load keeps exactly the calls whose get() succeeded, in 
     std::size_t ok = 0;
     for (const auto& v : succeeded) ok += v.size();
     // What the seed exercised (both kinds of in-flight call should show up over a few seeds).
-    std::cerr << fmt::format("fault seed {}: killed after {} calls; {} succeeded, {} not_applied, "
-                             "{} interrupted, {} made before the kill and read after the restart\n",
-                             seed, kill_after, ok, not_applied.load(), interrupted.load(),
-                             resolved_across.load());
+    std::cerr << fmt::format(
+        "fault seed {}: killed after {} calls; {} succeeded, {} not_applied, "
+        "{} interrupted, {} made before the kill and read after the restart\n",
+        seed, kill_after, ok, not_applied.load(), interrupted.load(), resolved_across.load());
     Client check = server->connect();
     for (int t = 0; t < kThreads; ++t) {
       auto mem = check.agent(agent_ids[t]).memory();
       std::vector<std::string> inputs;
       for (std::size_t i = 0; i < mem.size(); i += 2) inputs.push_back(mem[i].text());
-      INFO("agent " << t << ": " << succeeded[t].size() << " succeeded, " << inputs.size()
-                    << " in memory");
+      INFO("agent " << t << ": " << succeeded[t].size() << " succeeded, " << inputs.size() << " in memory");
       CHECK(inputs == succeeded[t]);
       CHECK(check.agent(agent_ids[t]).call("count").get<std::size_t>() == succeeded[t].size());
     }
   }
 }
 
-TEST_CASE("a consumer on another server gets a placeholder whose origin restarted",
-          "[durability][fault]") {
+TEST_CASE("a consumer on another server gets a placeholder whose origin restarted", "[durability][fault]") {
   TempDir dir;
   auto origin = ServerProcess::start(with_state(dir));
   const auto port = origin->port();
@@ -432,9 +427,10 @@ TEST_CASE("a consumer on another server gets a placeholder whose origin restarte
   CHECK(consumer(producer.reply(text("y"))).get().text() == "p:y>consumer");
 }
 
-TEST_CASE("a call that ran past its --call-timeout is stored with the timeout its callers got, "
-          "and with its effects on the agent",
-          "[durability][stuck]") {
+TEST_CASE(
+    "a call that ran past its --call-timeout is stored with the timeout its callers got, "
+    "and with its effects on the agent",
+    "[durability][stuck]") {
   TempDir dir;
   const std::string release = dir.path() + "/release";
   const auto port = unused_port();
@@ -456,6 +452,5 @@ TEST_CASE("a call that ran past its --call-timeout is stored with the timeout it
   server = restart(dir, port);
   // Not the agent's late answer ("first"): the timeout.
   CHECK(fetch_content(port, call_id) == Value("(not a message)"));
-  CHECK(texts(server->connect().agent(a_id).memory()) ==
-        std::vector<std::string>{"first", "second"});
+  CHECK(texts(server->connect().agent(a_id).memory()) == std::vector<std::string>{"first", "second"});
 }

@@ -12,11 +12,9 @@
 
 using namespace agentd::test;
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
-TEST_CASE("connecting where no server listens is a retryable disconnected error",
-          "[failures]") {
+TEST_CASE("connecting where no server listens is a retryable disconnected error", "[failures]") {
   auto port = unused_port();
   auto e = error_of([&] { Client::connect("127.0.0.1", port); });
   CHECK(e.code() == ErrorCode::disconnected);
@@ -24,8 +22,7 @@ TEST_CASE("connecting where no server listens is a retryable disconnected error"
   CHECK_THAT(e.message(), Contains("127.0.0.1:" + std::to_string(port)));
 }
 
-TEST_CASE("a server killed mid-call fails the pending placeholder, retryable, no hang",
-          "[failures]") {
+TEST_CASE("a server killed mid-call fails the pending placeholder, retryable, no hang", "[failures]") {
   auto s = ServerProcess::start(standard_args());
   agentd::ClientOptions opts;
   opts.timeout = std::chrono::seconds(30);  // a hang would surface as a timeout, not a pass

@@ -246,8 +246,7 @@ class SinkCounter final : public wire::CallSink::Server {
 
 }  // namespace
 
-TEST_CASE("malformed frames are closed and logged once each while others are served",
-          "[hostile]") {
+TEST_CASE("malformed frames are closed and logged once each while others are served", "[hostile]") {
   small_asan_quarantine();
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();
@@ -378,7 +377,7 @@ TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
   CHECK(errors.size() == 1);
 
   // Model configs nested 100,000 levels deep, as YAML and as JSON: config_error, no crash.
-  for (const std::string& doc : {std::string(100000, '[') , "- " + std::string(100000, '{')}) {
+  for (const std::string& doc : {std::string(100000, '['), "- " + std::string(100000, '{')}) {
     try {
       c.set_model_configs(doc);
       FAIL("accepted a nested document");
@@ -389,8 +388,7 @@ TEST_CASE("deeply nested values fail alone with a clear error", "[hostile]") {
   normal_round_trip(agent, 1);
 }
 
-TEST_CASE("a result nested deeper than a value may be fails alone, and its neighbours finish",
-          "[hostile]") {
+TEST_CASE("a result nested deeper than a value may be fails alone, and its neighbours finish", "[hostile]") {
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();
   auto deep = c.create_agent("DeepAgent", "deep");
@@ -546,8 +544,11 @@ TEST_CASE("thousands of idle connections do not stop the server serving", "[host
   }
   // A new client is accepted behind all of them and served.
   auto late = s->connect();
-  CHECK(late.create_agent("EchoAgent").reply(Msg("user", "late")).get(10s).content.get<std::string>().find("late") !=
-        std::string::npos);
+  CHECK(late.create_agent("EchoAgent")
+            .reply(Msg("user", "late"))
+            .get(10s)
+            .content.get<std::string>()
+            .find("late") != std::string::npos);
   // Idle connections cost little: well under 64 KiB each.
   const auto during = rss_of(s->pid());
   CHECK(during.now_kib < before.now_kib + kSlack * n * 64);
@@ -556,8 +557,7 @@ TEST_CASE("thousands of idle connections do not stop the server serving", "[host
   CHECK(error_lines(s->stderr_text()) == 0);
 }
 
-TEST_CASE("a client that stops reading is closed at its backlog limit, others go on",
-          "[hostile]") {
+TEST_CASE("a client that stops reading is closed at its backlog limit, others go on", "[hostile]") {
   small_asan_quarantine();
   auto s = ServerProcess::start(standard_args({"--max-client-backlog", "16"}));
   auto c = s->connect();
@@ -585,8 +585,8 @@ TEST_CASE("a client that stops reading is closed at its backlog limit, others go
   submit.send().wait(raw.io.waitScope);  // from here on, raw's loop never runs again
 
   const std::string closing = "closing connection from ";
-  CHECK(wait_until([&] { return s->stderr_text().find("call completions unread") != std::string::npos; },
-                   30s));
+  CHECK(
+      wait_until([&] { return s->stderr_text().find("call completions unread") != std::string::npos; }, 30s));
   normal_round_trip(steady, 1);
   auto log = s->stderr_text();
   CHECK(count_of(log, "call completions unread") == 1);

@@ -30,8 +30,7 @@ Msg text(const std::string& t) { return Msg("user", Value(t)); }
 
 }  // namespace
 
-TEST_CASE("a call over --max-message-bytes fails alone with too_large naming the option",
-          "[limits]") {
+TEST_CASE("a call over --max-message-bytes fails alone with too_large naming the option", "[limits]") {
   auto server = ServerProcess::start(standard_args({"--max-message-bytes", "1048576"}));
   Client c = server->connect();
   AgentRef a = c.create_agent("EchoAgent");
@@ -64,8 +63,7 @@ TEST_CASE("a call over --max-message-bytes fails alone with too_large naming the
   }
 }
 
-TEST_CASE("a call over ClientOptions::max_message_bytes fails at once and is never sent",
-          "[limits]") {
+TEST_CASE("a call over ClientOptions::max_message_bytes fails at once and is never sent", "[limits]") {
   auto server = ServerProcess::start(standard_args());
   ClientOptions options;
   options.max_message_bytes = 1u << 20;
@@ -82,9 +80,10 @@ TEST_CASE("a call over ClientOptions::max_message_bytes fails at once and is nev
   CHECK(small.get().content == Value{{"size", 100u << 10}});
 }
 
-TEST_CASE("creation beyond max-agents fails with overloaded naming the option, and bulk "
-          "creation leaves nothing behind",
-          "[limits]") {
+TEST_CASE(
+    "creation beyond max-agents fails with overloaded naming the option, and bulk "
+    "creation leaves nothing behind",
+    "[limits]") {
   auto server = ServerProcess::start(standard_args({"--max-agents", "3"}));
   Client c = server->connect(no_retries());
   AgentRef first = c.create_agent("EchoAgent", "first");
@@ -128,9 +127,10 @@ TEST_CASE("creation beyond max-agents fails with overloaded naming the option, a
   }
 }
 
-TEST_CASE("calls beyond max-queued-calls-per-agent are refused, and the client's retries get "
-          "them all through in order",
-          "[limits]") {
+TEST_CASE(
+    "calls beyond max-queued-calls-per-agent are refused, and the client's retries get "
+    "them all through in order",
+    "[limits]") {
   auto server = ServerProcess::start(standard_args({"--max-queued-calls-per-agent", "2"}));
 
   SECTION("retries: ten calls to a slow agent all succeed, in order") {
@@ -183,8 +183,7 @@ TEST_CASE("calls beyond max-queued-calls-per-agent are refused, and the client's
   }
 }
 
-TEST_CASE("calls beyond the server's max-queued-calls fail with overloaded naming it",
-          "[limits]") {
+TEST_CASE("calls beyond the server's max-queued-calls fail with overloaded naming it", "[limits]") {
   auto server = ServerProcess::start(standard_args({"--max-queued-calls", "3"}));
   Client c = server->connect(no_retries());
   auto agents = c.create_agents("EchoAgent", 3, Value{{"sleep_ms", 500}});

@@ -217,8 +217,8 @@ TEST_CASE("calls pipelined on the login are read with the normal limits", "[secu
 TEST_CASE("a connection that has not logged in within --login-timeout is closed, and logged-in ones stay",
           "[security][prelogin]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args(
-      {"--auth-token-file", write_tokens(dir, kToken), "--login-timeout", "1"}));
+  auto s = ServerProcess::start(
+      standard_args({"--auth-token-file", write_tokens(dir, kToken), "--login-timeout", "1"}));
   auto io = kj::setupAsyncIo();
   RawConnection logged_in(io, s->port());
   REQUIRE(logged_in.login(kToken).empty());
@@ -246,8 +246,8 @@ TEST_CASE("a connection that has not logged in within --login-timeout is closed,
 TEST_CASE("past --max-unauthenticated-connections the one waiting longest is closed, and clients get in",
           "[security][prelogin]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken),
-                                               "--max-unauthenticated-connections", "8"}));
+  auto s = ServerProcess::start(standard_args(
+      {"--auth-token-file", write_tokens(dir, kToken), "--max-unauthenticated-connections", "8"}));
   std::vector<std::unique_ptr<RawSocket>> idle;
   for (int i = 0; i < 12; ++i) {
     idle.push_back(std::make_unique<RawSocket>(s->port()));
@@ -255,9 +255,8 @@ TEST_CASE("past --max-unauthenticated-connections the one waiting longest is clo
   }
   // The four oldest make room for the newer ones.
   for (int i = 0; i < 4; ++i) CHECK(idle[static_cast<std::size_t>(i)]->wait_closed(5s));
-  CHECK(wait_until([&] { return s->stderr_text().find("--max-unauthenticated-connections") !=
-                                std::string::npos; },
-                   5s));
+  CHECK(wait_until(
+      [&] { return s->stderr_text().find("--max-unauthenticated-connections") != std::string::npos; }, 5s));
   // A client still gets in (taking the place of the oldest that wait), and is served.
   Client c = s->connect(with_token(kToken));
   CHECK(c.create_agent("EchoAgent", "e").reply(Msg("user", "in")).get().text() == "in");
@@ -273,8 +272,7 @@ TEST_CASE("an address over its budget of failed logins is refused at once, unche
   RawConnection attacker(io, s->port(), "127.0.0.5");
   for (int i = 0; i < 10; ++i) CHECK_THAT(attacker.login("guess"), Catch::Contains("wrong token"));
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_THAT(attacker.login("guess"),
-             Catch::Contains("too many failed logins from 127.0.0.5; try again in"));
+  CHECK_THAT(attacker.login("guess"), Catch::Contains("too many failed logins from 127.0.0.5; try again in"));
   // Even the right token from there is refused, unchecked, without a wait.
   CHECK_THAT(attacker.login(kToken), Catch::Contains("too many failed logins from 127.0.0.5"));
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
@@ -284,9 +282,13 @@ TEST_CASE("an address over its budget of failed logins is refused at once, unche
   CHECK(user.login(kToken).empty());
   CHECK(user.pings());
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
-  CHECK(wait_until([&] { return s->stderr_text().find("further logins from 127.0.0.5 are refused "
-                                                      "unchecked") != std::string::npos; },
-                   5s));
+  CHECK(wait_until(
+      [&] {
+        return s->stderr_text().find(
+                   "further logins from 127.0.0.5 are refused "
+                   "unchecked") != std::string::npos;
+      },
+      5s));
   CHECK(s->stderr_text().find("guess") == std::string::npos);
 }
 
@@ -309,9 +311,10 @@ TEST_CASE("failed logins from many addresses are limited overall, and an address
   CHECK(clean.pings());
 }
 
-TEST_CASE("SIGHUP re-reads the token file: a removed token's connections are cut, a bad file "
-          "keeps the old tokens",
-          "[security][auth][reload]") {
+TEST_CASE(
+    "SIGHUP re-reads the token file: a removed token's connections are cut, a bad file "
+    "keeps the old tokens",
+    "[security][auth][reload]") {
   TempDir dir;
   auto tokens = write_tokens(dir, std::string(kToken) + "\n" + kOtherToken + "\n");
   auto s = ServerProcess::start(standard_args({"--auth-token-file", tokens}));
@@ -333,9 +336,8 @@ TEST_CASE("SIGHUP re-reads the token file: a removed token's connections are cut
   // A file others may read is refused on reload: the tokens there were stay, nobody is cut.
   write_tokens(dir, std::string(kToken) + "\n", 0644);
   REQUIRE(::kill(s->pid(), SIGHUP) == 0);
-  CHECK(wait_until([&] { return s->stderr_text().find("SIGHUP: kept the previous tokens") !=
-                                std::string::npos; },
-                   5s));
+  CHECK(wait_until(
+      [&] { return s->stderr_text().find("SIGHUP: kept the previous tokens") != std::string::npos; }, 5s));
   CHECK_THAT(s->stderr_text(), Catch::Contains("chmod 600"));
   CHECK(second.pings());
   CHECK(again.pings());

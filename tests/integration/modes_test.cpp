@@ -180,8 +180,7 @@ TEST_CASE("local mode runs the same program to the same results as independent a
   CHECK(want[5] == "3.0");
 }
 
-TEST_CASE("local mode hosts the program's own agent classes and reports plugin errors",
-          "[modes][local]") {
+TEST_CASE("local mode hosts the program's own agent classes and reports plugin errors", "[modes][local]") {
   auto local = Client::local();
   auto shout = local.create_agent("ShoutAgent", "S");
   CHECK(shout.reply(Msg("user", "hey")).get().content == "hey!");

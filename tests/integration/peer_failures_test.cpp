@@ -57,15 +57,14 @@ class Frozen {
   pid_t pid_;
 };
 
-long long ms(Clock::duration d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
+long long ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
 }  // namespace
 
-TEST_CASE("TLS peers that do not trust each other's certificates fail the consumer at once, "
-          "naming the origin, the reason and --peer-tls-ca, logged on both servers",
-          "[peer][tls]") {
+TEST_CASE(
+    "TLS peers that do not trust each other's certificates fail the consumer at once, "
+    "naming the origin, the reason and --peer-tls-ca, logged on both servers",
+    "[peer][tls]") {
   // The README's recipe before the fix: certificates from a private CA, no --peer-tls-ca, so
   // the servers trust only the system's CAs when they dial each other.
   TestPki pki;
@@ -87,8 +86,7 @@ TEST_CASE("TLS peers that do not trust each other's certificates fail the consum
   CHECK(e.code() == ErrorCode::unauthenticated);
   CHECK_FALSE(e.retryable());
   CHECK_THAT(e.message(), Catch::Contains(origin) && Catch::Contains("not trusted") &&
-                              Catch::Contains("--peer-tls-ca FILE") &&
-                              Catch::Contains("system's CAs"));
+                              Catch::Contains("--peer-tls-ca FILE") && Catch::Contains("system's CAs"));
   // The consumer's server names the origin and the fix; the origin names the peer that hung up.
   CHECK(logged(*b, "peer " + origin));
   CHECK_THAT(b->stderr_text(), Catch::Contains("--peer-tls-ca"));
@@ -96,16 +94,16 @@ TEST_CASE("TLS peers that do not trust each other's certificates fail the consum
   CHECK_THAT(a->stderr_text(), Catch::Contains("--peer-tls-ca"));
 
   // Both servers go on serving; with --peer-tls-ca the same placeholder crosses.
-  auto c = ServerProcess::start(standard_args({"--tls-cert", pki.server_cert, "--tls-key",
-                                               pki.server_key, "--peer-tls-ca", pki.ca}));
-  auto on_c = c->connect(tls_options(pki.ca)).create_agent("EchoAgent", "trusting",
-                                                           Value{{"prefix", "c:"}});
+  auto c = ServerProcess::start(
+      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--peer-tls-ca", pki.ca}));
+  auto on_c = c->connect(tls_options(pki.ca)).create_agent("EchoAgent", "trusting", Value{{"prefix", "c:"}});
   CHECK(on_c.reply(producer.reply(Msg("user", "y"))).get(30s).text() == "c:y");
 }
 
-TEST_CASE("a consumer of a killed origin fails disconnected after --peer-connect-timeout, "
-          "logged once with the origin's address",
-          "[peer]") {
+TEST_CASE(
+    "a consumer of a killed origin fails disconnected after --peer-connect-timeout, "
+    "logged once with the origin's address",
+    "[peer]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args({"--peer-connect-timeout", "2"}));
   Client ca = a->connect();
@@ -133,9 +131,10 @@ TEST_CASE("a consumer of a killed origin fails disconnected after --peer-connect
   CHECK(consumer.reply(Msg("user", "ok")).get(10s).text() == "ok");
 }
 
-TEST_CASE("a consumer of a frozen origin notices it stops answering pings and fails "
-          "disconnected after --peer-connect-timeout, and the origin thawed serves it again",
-          "[peer]") {
+TEST_CASE(
+    "a consumer of a frozen origin notices it stops answering pings and fails "
+    "disconnected after --peer-connect-timeout, and the origin thawed serves it again",
+    "[peer]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args({"--peer-connect-timeout", "3"}));
   Client ca = a->connect();
@@ -164,9 +163,10 @@ TEST_CASE("a consumer of a frozen origin notices it stops answering pings and fa
   CHECK(consumer.reply(fast.reply(Msg("user", "y"))).get(30s).text() == "a:y");
 }
 
-TEST_CASE("a reachable origin still computing the result fails the consumer with timeout at "
-          "--peer-fetch-timeout",
-          "[peer]") {
+TEST_CASE(
+    "a reachable origin still computing the result fails the consumer with timeout at "
+    "--peer-fetch-timeout",
+    "[peer]") {
   auto a = ServerProcess::start(standard_args());
   auto b = ServerProcess::start(standard_args({"--peer-fetch-timeout", "1"}));
   auto slow = a->connect().create_agent("EchoAgent", "slow", Value{{"sleep_ms", 30000}});
@@ -177,8 +177,7 @@ TEST_CASE("a reachable origin still computing the result fails the consumer with
   CHECK(Clock::now() - t0 < 10s);
   CHECK(e.code() == ErrorCode::timeout);
   CHECK(e.retryable());
-  CHECK_THAT(e.message(), Catch::Contains("--peer-fetch-timeout") &&
-                              Catch::Contains("still computing"));
+  CHECK_THAT(e.message(), Catch::Contains("--peer-fetch-timeout") && Catch::Contains("still computing"));
   // Reachable all along: nothing logged as a failure to reach it.
   CHECK(b->stderr_text().find("cannot reach it") == std::string::npos);
 }

@@ -17,7 +17,6 @@ using namespace agentd::test;
 
 namespace {
 
-
 constexpr std::uint64_t kMiB = 1 << 20;
 
 }  // namespace
@@ -105,8 +104,10 @@ TEST_CASE("placeholders cross servers, fetched peer to peer", "[placeholders][pe
     auto src = c1.create_agent("EchoAgent", "src", Value{{"sleep_ms", 200}});
     auto p = src.reply(Msg("user", "many"));
     std::vector<Placeholder> outs;
-    for (int i = 0; i < 3; ++i) outs.push_back(c1.create_agent("TrailAgent", "L" + std::to_string(i)).reply(p));
-    for (int i = 0; i < 3; ++i) outs.push_back(c2.create_agent("TrailAgent", "R" + std::to_string(i)).reply(p));
+    for (int i = 0; i < 3; ++i)
+      outs.push_back(c1.create_agent("TrailAgent", "L" + std::to_string(i)).reply(p));
+    for (int i = 0; i < 3; ++i)
+      outs.push_back(c2.create_agent("TrailAgent", "R" + std::to_string(i)).reply(p));
     CHECK(p.get().content == "many");
     for (int i = 0; i < 3; ++i) {
       CHECK(outs[i].get().content == "many>L" + std::to_string(i));
@@ -131,8 +132,7 @@ TEST_CASE("placeholders cross servers, fetched peer to peer", "[placeholders][pe
   }
 }
 
-TEST_CASE("an error flows down a chain on one server, naming the agent that failed",
-          "[placeholders]") {
+TEST_CASE("an error flows down a chain on one server, naming the agent that failed", "[placeholders]") {
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();
   auto flaky = c.create_agent("FlakyAgent", "F", Value::object(), "flaky-1");
@@ -236,8 +236,7 @@ TEST_CASE("results evicted from the pool give an expired error naming the call",
   CHECK(c.info().max_pool_size == 2);
 }
 
-TEST_CASE("get(timeout) gives a retryable timeout, and the placeholder stays usable",
-          "[placeholders]") {
+TEST_CASE("get(timeout) gives a retryable timeout, and the placeholder stays usable", "[placeholders]") {
   auto s = ServerProcess::start(standard_args());
   auto c = s->connect();
   auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 1000}}, "slow");

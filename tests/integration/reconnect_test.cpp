@@ -35,8 +35,7 @@ ClientOptions fast_reconnect(std::chrono::milliseconds deadline = 30s) {
 
 }  // namespace
 
-TEST_CASE("reconnect: a client survives kill -9 and a restart on the same port",
-          "[reconnect]") {
+TEST_CASE("reconnect: a client survives kill -9 and a restart on the same port", "[reconnect]") {
   auto s = ServerProcess::start(standard_args());
   const std::uint16_t port = s->port();
   auto c = s->connect(fast_reconnect());
@@ -74,9 +73,10 @@ TEST_CASE("reconnect: over a unix: socket too", "[reconnect][unix]") {
   CHECK(c.server_id() == s->server_id());
 }
 
-TEST_CASE("reconnect: calls in flight at a server that came back without its state are "
-          "interrupted, finished ones stay readable",
-          "[reconnect]") {
+TEST_CASE(
+    "reconnect: calls in flight at a server that came back without its state are "
+    "interrupted, finished ones stay readable",
+    "[reconnect]") {
   auto s = ServerProcess::start(standard_args());
   const std::uint16_t port = s->port();
   auto c = s->connect(fast_reconnect());
@@ -108,8 +108,7 @@ TEST_CASE("reconnect: calls in flight at a server that came back without its sta
   CHECK(again.reply(Msg("user", "retried")).get().content == "retried");
 }
 
-TEST_CASE("reconnect: calls made while the server is down wait and succeed once it is back",
-          "[reconnect]") {
+TEST_CASE("reconnect: calls made while the server is down wait and succeed once it is back", "[reconnect]") {
   auto s = ServerProcess::start(standard_args());
   const std::uint16_t port = s->port();
   auto c = s->connect(fast_reconnect());
@@ -130,8 +129,7 @@ TEST_CASE("reconnect: calls made while the server is down wait and succeed once 
   CHECK(info.get().server_id == s->server_id());
 }
 
-TEST_CASE("reconnect: with the server gone for good, calls fail after reconnect_deadline",
-          "[reconnect]") {
+TEST_CASE("reconnect: with the server gone for good, calls fail after reconnect_deadline", "[reconnect]") {
   auto s = ServerProcess::start(standard_args());
   const std::uint16_t port = s->port();
   auto c = s->connect(fast_reconnect(1500ms));
@@ -172,8 +170,7 @@ TEST_CASE("reconnect: reconnect_deadline 0 keeps failing at once", "[reconnect]"
   CHECK(error_of([&] { c.ping(); }).code() == ErrorCode::disconnected);
 }
 
-TEST_CASE("reconnect: a child that is killed is reported with its signal and stderr",
-          "[reconnect][child]") {
+TEST_CASE("reconnect: a child that is killed is reported with its signal and stderr", "[reconnect][child]") {
   ChildOptions o;
   o.plugins = {echo_plugin()};
   o.server_path = as_server_path();
@@ -185,16 +182,17 @@ TEST_CASE("reconnect: a child that is killed is reported with its signal and std
   REQUIRE(::kill(static_cast<pid_t>(pid), SIGKILL) == 0);
   auto e = error_of([&] { p.get(); });
   CHECK(e.code() == ErrorCode::disconnected);
-  CHECK_THAT(e.message(), Catch::Contains("pid " + std::to_string(pid)) &&
-                              Catch::Contains("signal 9") && Catch::Contains("stderr"));
+  CHECK_THAT(e.message(), Catch::Contains("pid " + std::to_string(pid)) && Catch::Contains("signal 9") &&
+                              Catch::Contains("stderr"));
   auto e2 = error_of([&] { c.ping(); });
   CHECK(e2.code() == ErrorCode::disconnected);
   CHECK_THAT(e2.message(), Catch::Contains("signal 9"));
 }
 
-TEST_CASE("reconnect: a peer fetch from an origin that went away retries until "
-          "--peer-connect-timeout, then fails retryable",
-          "[reconnect][peer]") {
+TEST_CASE(
+    "reconnect: a peer fetch from an origin that went away retries until "
+    "--peer-connect-timeout, then fails retryable",
+    "[reconnect][peer]") {
   auto a_server = ServerProcess::start(standard_args());
   auto b_server = ServerProcess::start(standard_args({"--peer-connect-timeout", "3"}));
   auto ca = a_server->connect(fast_reconnect(1s));
@@ -202,7 +200,7 @@ TEST_CASE("reconnect: a peer fetch from an origin that went away retries until "
   auto slow = ca.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 60000}});
   auto consumer = cb.create_agent("EchoAgent", "consumer");
   Placeholder p = slow.reply(Msg("user", "x"));
-  Placeholder q = consumer.reply(p);  // B fetches p from A, which is still running it
+  Placeholder q = consumer.reply(p);   // B fetches p from A, which is still running it
   CHECK(cb.info().calls_queued >= 1);  // answered after the call reached B
   const auto t0 = std::chrono::steady_clock::now();
   a_server->kill_now();

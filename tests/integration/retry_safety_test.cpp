@@ -87,8 +87,7 @@ TEST_CASE("a client paused across a restart is never told not_applied for calls 
     Client c = server->connect();
     // 10 ms a call, as slow as a small tool: most calls are still queued when the client stops.
     for (int i = 0; i < 20; ++i)
-      ids.push_back(
-          c.create_agent("EchoAgent", fmt::format("e{}", i), Value{{"sleep_ms", 10}}).id());
+      ids.push_back(c.create_agent("EchoAgent", fmt::format("e{}", i), Value{{"sleep_ms", 10}}).id());
   }
   const std::string out = dir.path() + "/client.out";
   detail::SpawnOptions so;
@@ -124,9 +123,10 @@ TEST_CASE("a client paused across a restart is never told not_applied for calls 
   }
   INFO("outcomes: ok " << codes["ok"] << ", expired " << codes["expired"] << ", not_applied "
                        << codes["not_applied"]);
-  std::cerr << fmt::format("paused client across a restart: {} calls, {} ok, {} expired, {} "
-                           "not_applied\n",
-                           kCalls, codes["ok"], codes["expired"], codes["not_applied"]);
+  std::cerr << fmt::format(
+      "paused client across a restart: {} calls, {} ok, {} expired, {} "
+      "not_applied\n",
+      kCalls, codes["ok"], codes["expired"], codes["not_applied"]);
   CHECK(codes["not_applied"] == 0);
   CHECK(codes["ok"] + codes["expired"] == kCalls);
   CHECK(codes["expired"] > 0);  // some answers were lost and their results forgotten
@@ -209,8 +209,7 @@ TEST_CASE("a bulk creation cut by kill -9 reports what is stored", "[retry][dura
   }
 }
 
-TEST_CASE("a tampered state dir refuses to start, naming what is missing",
-          "[retry][durability]") {
+TEST_CASE("a tampered state dir refuses to start, naming what is missing", "[retry][durability]") {
   TempDir dir;
   const std::string state = dir.path() + "/state";
   const std::string db = state + "/agentd.db";
@@ -284,9 +283,8 @@ TEST_CASE("a tampered state dir refuses to start, naming what is missing",
     }
     if (root) {
       // nobody owns the state dir and may enter the temp dir; only the database is read-only.
-      fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read |
-                                      fs::perms::group_exec | fs::perms::others_read |
-                                      fs::perms::others_exec);
+      fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                      fs::perms::others_read | fs::perms::others_exec);
       REQUIRE(std::system(("chown -R 65534:65534 '" + state + "'").c_str()) == 0);
     }
     fs::permissions(db, fs::perms::owner_read);
@@ -309,8 +307,7 @@ TEST_CASE("a tampered state dir refuses to start, naming what is missing",
 TEST_CASE("a stalled disk is logged, and SIGTERM still stops within --shutdown-grace",
           "[retry][durability][fault]") {
   TempDir dir;
-  auto server = ServerProcess::start(
-      standard_args(state_args(dir, {"--shutdown-grace", "1"})));
+  auto server = ServerProcess::start(standard_args(state_args(dir, {"--shutdown-grace", "1"})));
   Client c = server->connect();
   auto a = c.create_agent("EchoAgent", "a");
   CHECK(a.reply(Msg("user", "saved")).get().content == "saved");
@@ -322,11 +319,10 @@ TEST_CASE("a stalled disk is logged, and SIGTERM still stops within --shutdown-g
   so.out = detail::Redirect::append_to(dir.path() + "/holder.out");
   auto holder = detail::Subprocess::spawn(so);
   const std::string lock = ".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n";
-  REQUIRE(::write(holder.stdin_pipe().get(), lock.data(), lock.size()) ==
-          static_cast<ssize_t>(lock.size()));
+  REQUIRE(::write(holder.stdin_pipe().get(), lock.data(), lock.size()) == static_cast<ssize_t>(lock.size()));
   // It answers once it holds the lock.
-  REQUIRE(wait_until([&] { return read_file(dir.path() + "/holder.out").find("locked") != std::string::npos; },
-                     20s));
+  REQUIRE(wait_until(
+      [&] { return read_file(dir.path() + "/holder.out").find("locked") != std::string::npos; }, 20s));
   Placeholder stuck = a.reply(Msg("user", "stuck"));
   REQUIRE(wait_until([&] { return server->stderr_text().find("has been running for") != std::string::npos; },
                      20s));

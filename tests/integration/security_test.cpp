@@ -69,8 +69,8 @@ struct RawConnection {
 
 // One request of every AgentServer method, sent on server; each returns whether it failed.
 // server is borrowed and outlives the returned functions.
-std::vector<std::pair<std::string, std::function<bool()>>> every_operation(
-    wire::AgentServer::Client& server, kj::WaitScope& ws) {
+std::vector<std::pair<std::string, std::function<bool()>>> every_operation(wire::AgentServer::Client& server,
+                                                                           kj::WaitScope& ws) {
   auto fails = [&ws](auto promise) {
     try {
       promise.wait(ws);
@@ -80,7 +80,8 @@ std::vector<std::pair<std::string, std::function<bool()>>> every_operation(
     }
   };
   return {
-      {"createAgent", [&server, fails]() {
+      {"createAgent",
+       [&server, fails]() {
          auto r = server.createAgentRequest();
          r.setClassName("EchoAgent");
          return fails(r.send());
@@ -99,8 +100,7 @@ std::vector<std::pair<std::string, std::function<bool()>>> every_operation(
   };
 }
 
-ClientOptions tls_options(const std::string& ca, const std::string& cert = {},
-                          const std::string& key = {}) {
+ClientOptions tls_options(const std::string& ca, const std::string& cert = {}, const std::string& key = {}) {
   ClientOptions o;
   o.tls_ca = ca;
   o.tls_cert = cert;
@@ -131,8 +131,7 @@ TEST_CASE("without the right token no operation of the server is reachable", "[s
     auto answer = req.send().wait(c.io.waitScope);
     REQUIRE(answer.hasError());
     CHECK(answer.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED);
-    CHECK(std::string(answer.getError().getMessage().cStr()).find("wrong token") !=
-          std::string::npos);
+    CHECK(std::string(answer.getError().getMessage().cStr()).find("wrong token") != std::string::npos);
     auto refused = raw_login(c.rpc, "still-not-the-token");
     auto ops = every_operation(refused, c.io.waitScope);
     for (auto& [name, op] : ops) {
@@ -156,8 +155,7 @@ TEST_CASE("clients log in with ClientOptions::token or $AGENTD_TOKEN, any of the
           "[security][auth]") {
   TempDir dir;
   auto tokens = write_file(dir, "tokens",
-                           "# the server's tokens\n" + std::string(kToken) + "\n\n  " +
-                               kOtherToken + "  \n");
+                           "# the server's tokens\n" + std::string(kToken) + "\n\n  " + kOtherToken + "  \n");
   auto s = ServerProcess::start(standard_args({"--auth-token-file", tokens}));
   ScopedEnv no_env{{"AGENTD_TOKEN", ""}};
 
@@ -179,9 +177,8 @@ TEST_CASE("clients log in with ClientOptions::token or $AGENTD_TOKEN, any of the
     CHECK(from_env.info().server_id == s->server_id());
   }
   // Refusals are logged with the peer's address, never with the token presented.
-  CHECK(wait_until([&] { return s->stderr_text().find("login refused from 127.0.0.1:") !=
-                                std::string::npos; },
-                   10s));
+  CHECK(wait_until(
+      [&] { return s->stderr_text().find("login refused from 127.0.0.1:") != std::string::npos; }, 10s));
   CHECK(s->stderr_text().find("guess") == std::string::npos);
 }
 
@@ -192,8 +189,8 @@ TEST_CASE("token files other users could read, or without a token, are refused a
     auto open_file = write_file(dir, "tokens", std::string(kToken) + "\n", 0644);
     auto r = run_as_server(standard_args({"--auth-token-file", open_file}));
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::Contains("--auth-token-file " + open_file) &&
-                          Catch::Contains("0644") && Catch::Contains("chmod 600"));
+    CHECK_THAT(r.err, Catch::Contains("--auth-token-file " + open_file) && Catch::Contains("0644") &&
+                          Catch::Contains("chmod 600"));
     CHECK(r.err.find(kToken) == std::string::npos);
   }
   SECTION("readable by the group, as the peer token file") {
@@ -220,8 +217,7 @@ TEST_CASE("listening beyond loopback without a token refuses to start, naming bo
           "[security][auth]") {
   auto r = run_as_server(standard_args({"--host", "0.0.0.0"}));
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("--auth-token-file") &&
-                        Catch::Contains("--allow-unauthenticated") &&
+  CHECK_THAT(r.err, Catch::Contains("--auth-token-file") && Catch::Contains("--allow-unauthenticated") &&
                         Catch::Contains("other machines can reach"));
   // Either way out starts it.
   TempDir dir;
@@ -285,8 +281,7 @@ TEST_CASE("a child gets a random token of its own: other clients on this machine
         tokened.info().server_id);
 }
 
-TEST_CASE("placeholders and agent links cross servers that both require tokens",
-          "[security][auth][peer]") {
+TEST_CASE("placeholders and agent links cross servers that both require tokens", "[security][auth][peer]") {
   TempDir dir;
   auto tokens = write_file(dir, "tokens", std::string(kToken) + "\n" + kOtherToken + "\n");
   auto a = ServerProcess::start(standard_args({"--auth-token-file", tokens}));
@@ -304,8 +299,7 @@ TEST_CASE("placeholders and agent links cross servers that both require tokens",
   SECTION("with --peer-token-file naming a token the origin accepts") {
     auto own = write_file(dir, "b-tokens", "b-only-token-0123456789\n");
     auto peer = write_file(dir, "b-peer", std::string(kOtherToken) + "\n");
-    auto b = ServerProcess::start(
-        standard_args({"--auth-token-file", own, "--peer-token-file", peer}));
+    auto b = ServerProcess::start(standard_args({"--auth-token-file", own, "--peer-token-file", peer}));
     Client ca = a->connect(with_token(kToken));
     Client cb = b->connect(with_token("b-only-token-0123456789"));
     auto on_a = ca.create_agent("EchoAgent", "a");
@@ -329,8 +323,7 @@ TEST_CASE("placeholders and agent links cross servers that both require tokens",
 TEST_CASE("TLS: clients trusting the server's CA get in, and another CA or another name is refused",
           "[security][tls]") {
   TestPki pki;
-  auto s = ServerProcess::start(
-      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key}));
+  auto s = ServerProcess::start(standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key}));
   Client c = s->connect(tls_options(pki.ca));
   CHECK(c.create_agent("EchoAgent", "e").reply(Msg("user", "sealed")).get().text() == "sealed");
 
@@ -339,19 +332,20 @@ TEST_CASE("TLS: clients trusting the server's CA get in, and another CA or anoth
   CHECK_THAT(wrong_ca.message(), Catch::Contains("TLS handshake with as_server at 127.0.0.1:"));
 
   // The same CA, but a certificate for another host: the name check refuses it.
-  auto elsewhere = ServerProcess::start(
-      standard_args({"--tls-cert", pki.elsewhere_cert, "--tls-key", pki.elsewhere_key}));
+  auto elsewhere =
+      ServerProcess::start(standard_args({"--tls-cert", pki.elsewhere_cert, "--tls-key", pki.elsewhere_key}));
   auto wrong_name = error_of([&] { elsewhere->connect(tls_options(pki.ca)); });
   CHECK_THAT(wrong_name.message(), Catch::Contains("TLS handshake") && Catch::Contains("name 127.0.0.1"));
   CHECK(s->running());
 }
 
-TEST_CASE("a plaintext client on a TLS server and a TLS client on a plaintext server are told which "
-          "side expects TLS, at once",
-          "[security][tls]") {
+TEST_CASE(
+    "a plaintext client on a TLS server and a TLS client on a plaintext server are told which "
+    "side expects TLS, at once",
+    "[security][tls]") {
   TestPki pki;
-  auto tls_server = ServerProcess::start(
-      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key}));
+  auto tls_server =
+      ServerProcess::start(standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key}));
   auto plain_server = ServerProcess::start(standard_args());
   ClientOptions plain;
   plain.connect_timeout = std::chrono::seconds(20);
@@ -359,38 +353,33 @@ TEST_CASE("a plaintext client on a TLS server and a TLS client on a plaintext se
   auto t0 = std::chrono::steady_clock::now();
   auto plaintext_client = error_of([&] { tls_server->connect(plain); });
   CHECK(plaintext_client.code() == ErrorCode::unauthenticated);
-  CHECK_THAT(plaintext_client.message(), Catch::Contains("serves TLS only") &&
-                                             Catch::Contains("tls_ca"));
+  CHECK_THAT(plaintext_client.message(), Catch::Contains("serves TLS only") && Catch::Contains("tls_ca"));
   auto tls_client = error_of([&] { plain_server->connect(tls_options(pki.ca)); });
   CHECK(tls_client.code() == ErrorCode::disconnected);
-  CHECK_THAT(tls_client.message(), Catch::Contains("TLS handshake") &&
-                                       Catch::Contains("without --tls-cert"));
+  CHECK_THAT(tls_client.message(), Catch::Contains("TLS handshake") && Catch::Contains("without --tls-cert"));
   // Neither waited for the 20 s connect timeout.
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
-  CHECK(wait_until([&] { return plain_server->stderr_text().find("does not serve TLS") !=
-                                std::string::npos; },
-                   10s));
-  CHECK(wait_until([&] { return tls_server->stderr_text().find("connected without TLS") !=
-                                std::string::npos; },
-                   10s));
+  CHECK(wait_until(
+      [&] { return plain_server->stderr_text().find("does not serve TLS") != std::string::npos; }, 10s));
+  CHECK(wait_until(
+      [&] { return tls_server->stderr_text().find("connected without TLS") != std::string::npos; }, 10s));
   // Both still serve the right clients.
   CHECK(tls_server->connect(tls_options(pki.ca)).info().server_id == tls_server->server_id());
   CHECK(plain_server->connect(plain).info().server_id == plain_server->server_id());
 }
 
-TEST_CASE("mutual TLS: only clients with a certificate from --tls-client-ca get in",
-          "[security][tls]") {
+TEST_CASE("mutual TLS: only clients with a certificate from --tls-client-ca get in", "[security][tls]") {
   TestPki pki;
-  auto s = ServerProcess::start(standard_args({"--tls-cert", pki.server_cert, "--tls-key",
-                                               pki.server_key, "--tls-client-ca", pki.ca}));
+  auto s = ServerProcess::start(
+      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-client-ca", pki.ca}));
   Client c = s->connect(tls_options(pki.ca, pki.client_cert, pki.client_key));
   CHECK(c.info().server_id == s->server_id());
 
   auto no_cert = error_of([&] { s->connect(tls_options(pki.ca)); });
   CHECK(no_cert.code() == ErrorCode::disconnected);
   CHECK_THAT(no_cert.message(), Catch::Contains("certificate"));
-  auto foreign = error_of(
-      [&] { s->connect(tls_options(pki.ca, pki.other_client_cert, pki.other_client_key)); });
+  auto foreign =
+      error_of([&] { s->connect(tls_options(pki.ca, pki.other_client_cert, pki.other_client_key)); });
   CHECK(foreign.code() == ErrorCode::disconnected);
   CHECK(s->running());
 }
@@ -400,12 +389,12 @@ TEST_CASE("TLS options are checked at start", "[security][tls]") {
   auto only_cert = run_as_server(standard_args({"--tls-cert", pki.server_cert}));
   CHECK(only_cert.exit_code == 2);
   CHECK_THAT(only_cert.err, Catch::Contains("--tls-cert and --tls-key"));
-  auto not_pem = run_as_server(standard_args({"--tls-cert", pki.path("server.csr.none"),
-                                              "--tls-key", pki.server_key}));
+  auto not_pem =
+      run_as_server(standard_args({"--tls-cert", pki.path("server.csr.none"), "--tls-key", pki.server_key}));
   CHECK(not_pem.exit_code == 2);
   CHECK_THAT(not_pem.err, Catch::Contains("--tls-cert " + pki.path("server.csr.none")));
-  auto mismatched = run_as_server(
-      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.client_key}));
+  auto mismatched =
+      run_as_server(standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.client_key}));
   CHECK(mismatched.exit_code == 2);
   CHECK_THAT(mismatched.err, Catch::Contains("the key does not belong to the certificate"));
 }
@@ -415,8 +404,8 @@ TEST_CASE("a placeholder made on one server is consumed on another, both with to
   TestPki pki;
   TempDir dir;
   auto tokens = write_file(dir, "tokens", std::string(kToken) + "\n");
-  auto secured = standard_args({"--auth-token-file", tokens, "--tls-cert", pki.server_cert,
-                                "--tls-key", pki.server_key, "--tls-client-ca", pki.ca});
+  auto secured = standard_args({"--auth-token-file", tokens, "--tls-cert", pki.server_cert, "--tls-key",
+                                pki.server_key, "--tls-client-ca", pki.ca});
   auto a = ServerProcess::start(secured);
   auto b = ServerProcess::start(secured);
   auto options = tls_options(pki.ca, pki.client_cert, pki.client_key);
@@ -442,8 +431,8 @@ TEST_CASE("a Unix socket: local clients connect by path to a 0660 socket, a toke
   struct group* own = ::getgrgid(::getgid());
   REQUIRE(own != nullptr);
   const std::string group = own->gr_name;
-  auto s = ServerProcess::start(standard_args(
-      {"--auth-token-file", tokens, "--unix-socket", path, "--unix-socket-group", group}));
+  auto s = ServerProcess::start(
+      standard_args({"--auth-token-file", tokens, "--unix-socket", path, "--unix-socket-group", group}));
 
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
@@ -475,8 +464,8 @@ TEST_CASE("a Unix socket: local clients connect by path to a 0660 socket, a toke
 TEST_CASE("the Unix socket of a TLS server stays plaintext", "[security][unix][tls]") {
   TestPki pki;
   const std::string path = pki.path("tls-server.sock");
-  auto s = ServerProcess::start(standard_args(
-      {"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--unix-socket", path}));
+  auto s = ServerProcess::start(
+      standard_args({"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--unix-socket", path}));
   CHECK(Client::connect("unix:" + path, 0).info().server_id == s->server_id());
   CHECK(s->connect(tls_options(pki.ca)).info().server_id == s->server_id());
 }
@@ -488,15 +477,14 @@ TEST_CASE("a refused login on a TLS server is logged as what it was, not as a ba
   auto tokens = write_file(dir, "tokens", std::string(kToken) + "\n");
   // Debug logs: the server says when each connection has ended, which the test waits on.
   auto s = ServerProcess::start({"--port", "0", "--plugin", echo_plugin(), "--log-level", "debug",
-                                 "--auth-token-file", tokens, "--tls-cert", pki.server_cert,
-                                 "--tls-key", pki.server_key});
+                                 "--auth-token-file", tokens, "--tls-cert", pki.server_cert, "--tls-key",
+                                 pki.server_key});
   auto options = tls_options(pki.ca);
   options.token = "not-the-token";
   auto refused = error_of([&] { s->connect(options); });
   CHECK(refused.code() == ErrorCode::unauthenticated);
-  CHECK(wait_until([&] { return s->stderr_text().find("login refused from 127.0.0.1:") !=
-                                std::string::npos; },
-                   10s));
+  CHECK(wait_until(
+      [&] { return s->stderr_text().find("login refused from 127.0.0.1:") != std::string::npos; }, 10s));
   // The refused client went away (its last frame cut short, as kj-tls clients leave).
   CHECK(wait_until([&] { return s->stderr_text().find(" ended\n") != std::string::npos; }, 10s));
   CHECK(s->stderr_text().find("bad frame:") == std::string::npos);

@@ -17,8 +17,8 @@ TEST_CASE("the ready line names the bound address, the server id and the pid", "
   auto s = ServerProcess::start(standard_args({"--server-id", "srv-ready"}));
   std::smatch m;
   const std::string line = s->ready_line();
-  REQUIRE(std::regex_match(line, m,
-                           std::regex(R"(as_server ready: listening on ([0-9.]+):(\d+) server_id=(\S+) pid=(\d+))")));
+  REQUIRE(std::regex_match(
+      line, m, std::regex(R"(as_server ready: listening on ([0-9.]+):(\d+) server_id=(\S+) pid=(\d+))")));
   CHECK(m[1] == "127.0.0.1");
   CHECK(std::stoi(m[2]) == s->port());
   CHECK(s->port() != 0);
@@ -80,8 +80,7 @@ TEST_CASE("the stop request stops the server with exit 0", "[lifecycle]") {
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("a reply that outlasts the shutdown grace does not keep the server alive",
-          "[lifecycle]") {
+TEST_CASE("a reply that outlasts the shutdown grace does not keep the server alive", "[lifecycle]") {
   auto s = ServerProcess::start(standard_args({"--shutdown-grace", "0.2"}));
   auto c = s->connect();
   auto stuck = c.create_agent("EchoAgent", "stuck", Value{{"sleep_ms", 60000}});

@@ -28,9 +28,9 @@ void check_failed_start(const ExitResult& r, int code, std::uint16_t port) {
 TEST_CASE("as_server --help explains the options with their defaults", "[options]") {
   auto r = run_as_server({"--help"});
   CHECK(r.exit_code == 0);
-  for (const char* opt : {"--host", "--port", "--model-config-path", "--plugin ", "--plugin-dir",
-                          "--max-workers", "--max-pool-size", "--max-expire-time", "--server-id",
-                          "--log-level", "--config", "--version"})
+  for (const char* opt :
+       {"--host", "--port", "--model-config-path", "--plugin ", "--plugin-dir", "--max-workers",
+        "--max-pool-size", "--max-expire-time", "--server-id", "--log-level", "--config", "--version"})
     CHECK_THAT(r.out, Contains(opt));
   CHECK_THAT(r.out, Contains("12310") && Contains("8192") && Contains("7200"));
   CHECK_THAT(r.out, Contains("as_server ready: listening on"));
@@ -76,8 +76,7 @@ TEST_CASE("an unknown key in --config is refused naming file:line and the key", 
   CHECK_THAT(r.err, Contains(path + ":2:") && Contains("prot"));
 }
 
-TEST_CASE("a bad value in --config is refused naming file:line, the key and the value",
-          "[options]") {
+TEST_CASE("a bad value in --config is refused naming file:line, the key and the value", "[options]") {
   TempDir dir;
   auto path = dir.write("values.yaml", "log-level: warn\nport: twelve\n");
   auto r = run_as_server({"--config", path});
@@ -98,10 +97,12 @@ TEST_CASE("a --config file sets options by their long names", "[options]") {
   auto path = dir.write("server.yaml",
                         "port: 0\n"
                         "server-id: from-file\n"
-                        "plugin:\n  - " + echo_plugin() + "\n"
-                        "max-pool-size: 17\n"
-                        "max-expire-time: 99\n"
-                        "log-level: warn\n");
+                        "plugin:\n  - " +
+                            echo_plugin() +
+                            "\n"
+                            "max-pool-size: 17\n"
+                            "max-expire-time: 99\n"
+                            "log-level: warn\n");
   auto s = ServerProcess::start({"--config", path});
   CHECK(s->server_id() == "from-file");
   auto c = s->connect();
@@ -115,8 +116,9 @@ TEST_CASE("a --config file sets options by their long names", "[options]") {
 
 TEST_CASE("command-line flags override the --config file", "[options]") {
   TempDir dir;
-  auto path = dir.write("server.yaml", "port: 1\nserver-id: from-file\nmax-pool-size: 17\n"
-                                       "log-level: warn\n");
+  auto path = dir.write("server.yaml",
+                        "port: 1\nserver-id: from-file\nmax-pool-size: 17\n"
+                        "log-level: warn\n");
   auto s = ServerProcess::start({"--config", path, "--port", "0", "--server-id", "from-flag"});
   CHECK(s->server_id() == "from-flag");
   CHECK(s->port() != 1);
@@ -183,8 +185,8 @@ TEST_CASE("a plugin that cannot be loaded is refused with exit 4 naming the file
 TEST_CASE("a --model-config-path that cannot be read is refused", "[options]") {
   TempDir dir;
   auto port = unused_port();
-  auto r = run_as_server({"--port", std::to_string(port), "--model-config-path",
-                          dir.path() + "/nomodels.yaml"});
+  auto r =
+      run_as_server({"--port", std::to_string(port), "--model-config-path", dir.path() + "/nomodels.yaml"});
   check_failed_start(r, 2, port);
   CHECK_THAT(r.err, Contains("nomodels.yaml"));
 }

@@ -172,8 +172,7 @@ struct WireSession {
 
 }  // namespace
 
-TEST_CASE("Session.submit reports every ticket through the sink with the right outcome",
-          "[batch][wire]") {
+TEST_CASE("Session.submit reports every ticket through the sink with the right outcome", "[batch][wire]") {
   using agentd::wire::CallKind;
   auto s = ServerProcess::start(standard_args());
   Received rec;  // before the RPC system, so the sink's reference outlives it
@@ -213,10 +212,10 @@ TEST_CASE("Session.submit reports every ticket through the sink with the right o
       /* 13 */ {CallKind::CREATE, "w", "", {}, "", "EchoAgent", "again"},
       /* 14 */ {CallKind::CREATE, "", "", {}, "", "NoSuchAgent", ""},
       /* 15 */ {CallKind::CREATE, "blob", "", {}, "", "BlobAgent", ""},
-      /* 16 */ {CallKind::REPLY, "blob", "big", Msg("user", Value{{"make_bytes", 100000}}), "", "",
-                "", kLimit},
-      /* 17 */ {CallKind::REPLY, "blob", "big-whole", Msg("user", Value{{"make_bytes", 100000}}),
-                "", "", "", 0},
+      /* 16 */
+      {CallKind::REPLY, "blob", "big", Msg("user", Value{{"make_bytes", 100000}}), "", "", "", kLimit},
+      /* 17 */
+      {CallKind::REPLY, "blob", "big-whole", Msg("user", Value{{"make_bytes", 100000}}), "", "", "", 0},
       /* 18 */ {CallKind::METHOD, "w", "", {}, "no_such_method"},
   };
   submit(batch, 1, batch.size());
@@ -380,8 +379,7 @@ TEST_CASE("a reply sent with report = false gets no CallDone, and its result is 
   CHECK(agentd::detail::read_msg(r.getOutcome().getMsg()).content == "a>t");
 }
 
-TEST_CASE("calls queued behind a create whose constructor throws fail with its error",
-          "[batch][wire]") {
+TEST_CASE("calls queued behind a create whose constructor throws fail with its error", "[batch][wire]") {
   using agentd::wire::CallKind;
   auto s = ServerProcess::start(standard_args());
   Received rec;
@@ -424,8 +422,7 @@ TEST_CASE("calls queued behind a create whose constructor throws fail with its e
   int failed_like_create = 0;
   for (std::uint64_t t = 2; t < kReplies + 2; ++t) {
     const Done& d = rec.by_ticket[t].front();
-    if (d.what == "outcome_error" && d.error->code() == ErrorCode::bad_args &&
-        d.error->agent_id() == "f")
+    if (d.what == "outcome_error" && d.error->code() == ErrorCode::bad_args && d.error->agent_id() == "f")
       ++failed_like_create;
   }
   CHECK(failed_like_create == static_cast<int>(kReplies));

@@ -105,16 +105,17 @@ TEST_CASE("a streamed reply's chunks arrive in order and get() still returns the
       std::lock_guard lock(mu);
       joined += chunk;
     });
-    CHECK(wait_until([&] {
-      std::lock_guard lock(mu);
-      return joined == counted(50);
-    }, 10s));
+    CHECK(wait_until(
+        [&] {
+          std::lock_guard lock(mu);
+          return joined == counted(50);
+        },
+        10s));
     CHECK_FALSE(p.next_chunk().has_value());  // the callback took them
   }
 }
 
-TEST_CASE("a failure mid-stream reaches the reader after the chunks sent before it",
-          "[streaming]") {
+TEST_CASE("a failure mid-stream reaches the reader after the chunks sent before it", "[streaming]") {
   auto s1 = ServerProcess::start(standard_args());
   auto s2 = ServerProcess::start(standard_args());
   auto c1 = s1->connect();

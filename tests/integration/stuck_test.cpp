@@ -32,8 +32,7 @@ Msg text(const std::string& t) { return Msg("user", Value(t)); }
 
 std::size_t count_of(const std::string& haystack, const std::string& needle) {
   std::size_t n = 0;
-  for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1))
-    ++n;
+  for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
   return n;
 }
 
@@ -71,14 +70,15 @@ ClientOptions within(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-TEST_CASE("with every worker blocked in agent code, creation, server operations and other "
-          "agents' calls are still answered",
-          "[stuck]") {
+TEST_CASE(
+    "with every worker blocked in agent code, creation, server operations and other "
+    "agents' calls are still answered",
+    "[stuck]") {
   TempDir dir;
   const std::string release = dir.path() + "/release";
   // EchoAgent calls get a 1 s deadline; BlockAgent calls none.
-  auto server = ServerProcess::start(standard_args(
-      {"--max-workers", "32", "--class-call-timeout", "EchoAgent=1"}));
+  auto server =
+      ServerProcess::start(standard_args({"--max-workers", "32", "--class-call-timeout", "EchoAgent=1"}));
   Client c = server->connect(within(10s));
   auto blocked = c.create_agents("BlockAgent", 32, Value{{"release_file", release}});
   AgentRef bystander = c.create_agent("EchoAgent", "bystander");
@@ -118,9 +118,10 @@ TEST_CASE("with every worker blocked in agent code, creation, server operations 
   CHECK(heard == std::vector<std::string>{"again"});
 }
 
-TEST_CASE("a call past its --call-timeout fails with timeout, and the agent's next call waits for "
-          "the stuck one and its effects stay",
-          "[stuck]") {
+TEST_CASE(
+    "a call past its --call-timeout fails with timeout, and the agent's next call waits for "
+    "the stuck one and its effects stay",
+    "[stuck]") {
   TempDir dir;
   const std::string release = dir.path() + "/release";
   auto server = ServerProcess::start(standard_args({"--call-timeout", "0.5"}));
@@ -157,9 +158,10 @@ TEST_CASE("a call past its --call-timeout fails with timeout, and the agent's ne
   CHECK(c.info().calls_timed_out == 2);
 }
 
-TEST_CASE("a call in progress past --slow-call-warn is logged once and shows in info, metrics "
-          "and STATUS",
-          "[stuck]") {
+TEST_CASE(
+    "a call in progress past --slow-call-warn is logged once and shows in info, metrics "
+    "and STATUS",
+    "[stuck]") {
   TempDir dir;
   const std::string release = dir.path() + "/release";
   NotifySocket sock("@agentd-test-stuck-" + unique_suffix());
@@ -169,14 +171,13 @@ TEST_CASE("a call in progress past --slow-call-warn is logged once and shows in 
     ScopedEnv env{{"NOTIFY_SOCKET", sock.name()}, {"WATCHDOG_USEC", "400000"}};
     ::unsetenv("WATCHDOG_PID");
     server = ServerProcess::start(standard_args(
-        {"--slow-call-warn", "0.3", "--max-workers", "8", "--metrics-port",
-         std::to_string(metrics_port)}));
+        {"--slow-call-warn", "0.3", "--max-workers", "8", "--metrics-port", std::to_string(metrics_port)}));
   }
   Client c = server->connect(within(10s));
   AgentRef a = c.create_agent("BlockAgent", "sleepy", Value{{"release_file", release}});
   auto p = a.reply(text("zzz"));
-  const std::string line = "slow call: agent=" + a.id() + " class=BlockAgent kind=reply call_id=" +
-                           p.call_id();
+  const std::string line =
+      "slow call: agent=" + a.id() + " class=BlockAgent kind=reply call_id=" + p.call_id();
   REQUIRE(wait_until([&] { return server->stderr_text().find(line) != std::string::npos; }, 10s));
   CHECK_THAT(server->stderr_text(), Contains("(over --slow-call-warn 0.3 s)"));
   const auto i = c.info();
@@ -202,9 +203,10 @@ TEST_CASE("a call in progress past --slow-call-warn is logged once and shows in 
   CHECK(count_of(server->stderr_text(), "slow call: ") == 1);
 }
 
-TEST_CASE("a full server (--max-agents) fails a creation within seconds, not after the client's "
-          "timeout, while full queues are still retried",
-          "[stuck][limits]") {
+TEST_CASE(
+    "a full server (--max-agents) fails a creation within seconds, not after the client's "
+    "timeout, while full queues are still retried",
+    "[stuck][limits]") {
   auto server = ServerProcess::start(standard_args({"--max-agents", "1"}));
   Client c = server->connect(within(60s));  // retried until this before
   c.create_agent("EchoAgent", "only");
@@ -228,9 +230,10 @@ TEST_CASE("a full server (--max-agents) fails a creation within seconds, not aft
   }
 }
 
-TEST_CASE("an empty model file on reload is refused and the loaded configs kept, and [] removes "
-          "them on purpose",
-          "[stuck][models]") {
+TEST_CASE(
+    "an empty model file on reload is refused and the loaded configs kept, and [] removes "
+    "them on purpose",
+    "[stuck][models]") {
   TempDir dir;
   auto path = dir.write("models.yaml", "- config_name: m1\n  model_type: echo\n");
   auto server = ServerProcess::start(standard_args({"--model-config-path", path}));
@@ -264,8 +267,7 @@ TEST_CASE("an empty model file on reload is refused and the loaded configs kept,
   CHECK_FALSE(has_m1());
 }
 
-TEST_CASE("AgentRef::with_timeout gives one reference's calls a deadline of their own",
-          "[stuck]") {
+TEST_CASE("AgentRef::with_timeout gives one reference's calls a deadline of their own", "[stuck]") {
   TempDir dir;
   const std::string release = dir.path() + "/release";
   auto server = ServerProcess::start(standard_args());  // no server deadline

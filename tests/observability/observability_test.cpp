@@ -179,8 +179,7 @@ TEST_CASE("a bad --log-format or --metrics-port value exits 2 with a message", "
   CHECK_THAT(r2.err, Contains("70000"));
 }
 
-TEST_CASE("json logs are one JSON object per line, with per-call debug lines",
-          "[logs]") {
+TEST_CASE("json logs are one JSON object per line, with per-call debug lines", "[logs]") {
   auto server = ServerProcess::start(args_at_level("debug", {"--log-format", "json"}));
   auto client = server->connect();
   auto echo = client.create_agent("EchoAgent", "", Value::object(), "echo-json");
@@ -188,8 +187,7 @@ TEST_CASE("json logs are one JSON object per line, with per-call debug lines",
   auto flaky = client.create_agent("FlakyAgent", "", Value::object(), "flaky-json");
   error_of([&] { flaky.reply(Msg("user", "fail")).get(); });
   // The debug lines are written by the worker that finished the call.
-  REQUIRE(wait_until([&] { return server->stderr_text().find("flaky-json") != std::string::npos; },
-                     10s));
+  REQUIRE(wait_until([&] { return server->stderr_text().find("flaky-json") != std::string::npos; }, 10s));
   auto result = server->signal_and_wait(SIGTERM);
   CHECK(result.exit_code == 0);
 
@@ -207,8 +205,8 @@ TEST_CASE("json logs are one JSON object per line, with per-call debug lines",
     if (msg.find("call finished") != std::string::npos) {
       CHECK(j["level"] == "debug");
       if (msg.find("agent=echo-json") != std::string::npos) {
-        CHECK_THAT(msg, Contains("class=EchoAgent") && Contains("kind=reply") &&
-                            Contains("outcome=ok") && Contains("run_ms="));
+        CHECK_THAT(msg, Contains("class=EchoAgent") && Contains("kind=reply") && Contains("outcome=ok") &&
+                            Contains("run_ms="));
         ++ok_calls;
       }
       if (msg.find("agent=flaky-json") != std::string::npos) {

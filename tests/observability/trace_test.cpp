@@ -148,8 +148,8 @@ TEST_CASE("the trace file gets one OpenTelemetry JSON line per call (--trace-fil
     CHECK(start > 0);
     CHECK(end >= start);
     auto attrs = attributes_of(j);
-    for (const char* k : {"agentd.call_id", "agentd.agent_id", "agentd.agent_class",
-                          "agentd.consumed", "agentd.queue_wait_ns", "agentd.outcome"})
+    for (const char* k : {"agentd.call_id", "agentd.agent_id", "agentd.agent_class", "agentd.consumed",
+                          "agentd.queue_wait_ns", "agentd.outcome"})
       CHECK(attrs.count(k) == 1);
     CHECK(std::stoll(attrs["agentd.queue_wait_ns"].at("intValue").get<std::string>()) >= 0);
     by_call[attrs["agentd.call_id"].at("stringValue").get<std::string>()] = j;

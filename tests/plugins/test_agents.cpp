@@ -94,7 +94,8 @@ class DeepAgent : public agentd::Agent {
     const int depth = spec.value("depth", 1);
     const bool object = spec.value("kind", std::string("list")) == "object";
     agentd::Value v = "bottom";
-    for (int i = 0; i < depth; ++i) v = object ? agentd::Value{{"d", std::move(v)}} : agentd::Value::array({std::move(v)});
+    for (int i = 0; i < depth; ++i)
+      v = object ? agentd::Value{{"d", std::move(v)}} : agentd::Value::array({std::move(v)});
     return v;
   }
 };
@@ -110,10 +111,9 @@ class BlockAgent : public agentd::Agent {
   agentd::Msg reply(const agentd::Msg& x) override {
     memory().add(x);
     const std::string path = args().value("release_file", std::string{});
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(args().value("max_ms", 30000));
-    while (!path.empty() && ::access(path.c_str(), F_OK) != 0 &&
-           std::chrono::steady_clock::now() < until)
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(args().value("max_ms", 30000));
+    while (!path.empty() && ::access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return agentd::Msg(name(), x.content);
   }

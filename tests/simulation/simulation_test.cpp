@@ -164,7 +164,8 @@ TEST_CASE("simulation: 200 participants over 2 servers play 2 rounds by the rule
   CHECK(differ > 100);  // guesses are uniform in [0, 100]: about 1 in 101 agree by chance
 }
 
-TEST_CASE("simulation: on a Cluster, participants spread by Cluster::create_agents", "[simulation][cluster]") {
+TEST_CASE("simulation: on a Cluster, participants spread by Cluster::create_agents",
+          "[simulation][cluster]") {
   agentd::Cluster cluster = agentd::Cluster::spawn_children(3, child());
   simulation::GameOptions o;
   o.participants = 150;
@@ -205,8 +206,8 @@ TEST_CASE("simulation: the program prints init, rounds, average, target and winn
 
   const std::string help = run(std::string(AGENTD_SIMULATION_BINARY) + " --help", status);
   CHECK(WEXITSTATUS(status) == 0);
-  for (const char* flag : {"--participants", "--servers", "--cluster", "--groups-per-server",
-                           "--latency-ms", "--rounds", "--model", "--model-config-path", "--seed"})
+  for (const char* flag : {"--participants", "--servers", "--cluster", "--groups-per-server", "--latency-ms",
+                           "--rounds", "--model", "--model-config-path", "--seed"})
     CHECK_THAT(help, Contains(flag));
   run(std::string(AGENTD_SIMULATION_BINARY) + " --participants zero 2>/dev/null", status);
   CHECK(WEXITSTATUS(status) == 2);
@@ -216,16 +217,16 @@ TEST_CASE("simulation: participants ask a model and take the first number of its
           "[simulation][models]") {
   const std::string key = unique_key("simulation");
   TempDir dir;
-  const std::string config = dir.write(
-      "models.yaml", "- config_name: guesser\n"
-                     "  model_type: openai_chat\n"
-                     "  model_name: test-model\n"
-                     "  api_key: test-key\n"
-                     "  client_args:\n"
-                     "    base_url: " +
-                         fake_model_server().base(key, "ok") +
-                         "/v1\n"
-                         "    max_retries: 0\n");
+  const std::string config = dir.write("models.yaml",
+                                       "- config_name: guesser\n"
+                                       "  model_type: openai_chat\n"
+                                       "  model_name: test-model\n"
+                                       "  api_key: test-key\n"
+                                       "  client_args:\n"
+                                       "    base_url: " +
+                                           fake_model_server().base(key, "ok") +
+                                           "/v1\n"
+                                           "    max_retries: 0\n");
   auto clients = spawn(2, config);
   simulation::GameOptions o;
   o.participants = 30;

@@ -29,8 +29,10 @@ class NotifySocket {
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, name_.data(), name_.size());
     socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
-    if (name_[0] == '@') addr.sun_path[0] = '\0';
-    else ++len;
+    if (name_[0] == '@')
+      addr.sun_path[0] = '\0';
+    else
+      ++len;
     REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) == 0);
   }
   ~NotifySocket() {
@@ -56,8 +58,8 @@ class NotifySocket {
                                            std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       auto m = receive(left);
       if (!m) return std::nullopt;

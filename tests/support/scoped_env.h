@@ -24,8 +24,10 @@ class ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
 

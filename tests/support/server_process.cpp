@@ -67,10 +67,8 @@ std::vector<std::string> standard_args(std::vector<std::string> extra) {
 }
 
 std::vector<std::string> standard_args_on_port(std::uint16_t port, std::vector<std::string> extra) {
-  std::vector<std::string> a{"--port",   std::to_string(port),
-                             "--plugin", echo_plugin(),
-                             "--plugin", test_agents_plugin(),
-                             "--log-level", "warn"};
+  std::vector<std::string> a{"--port",   std::to_string(port), "--plugin",    echo_plugin(),
+                             "--plugin", test_agents_plugin(), "--log-level", "warn"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -170,8 +168,7 @@ ExitResult run_as_server(const std::vector<std::string>& args, std::chrono::mill
   r.err = read_file(err_path);
   std::remove(out_path.c_str());
   std::remove(err_path.c_str());
-  if (!done)
-    throw std::runtime_error("as_server did not exit within the deadline; stderr: " + r.err);
+  if (!done) throw std::runtime_error("as_server did not exit within the deadline; stderr: " + r.err);
   return r;
 }
 
@@ -198,8 +195,8 @@ std::unique_ptr<ServerProcess> ServerProcess::start(const std::vector<std::strin
       break;
   }
   auto r = p->wait_exit(10s);
-  throw std::runtime_error("as_server exited before it was ready (status " +
-                           std::to_string(r.exit_code) + "); stderr: " + r.err);
+  throw std::runtime_error("as_server exited before it was ready (status " + std::to_string(r.exit_code) +
+                           "); stderr: " + r.err);
 }
 
 ServerProcess::~ServerProcess() {

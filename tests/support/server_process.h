@@ -30,8 +30,7 @@ inline std::string test_agents_plugin() { return AGENTD_TEST_AGENTS_PLUGIN; }
 // --port 0, the echo and test-agents plugins, quiet logs: what most tests start a server with.
 std::vector<std::string> standard_args(std::vector<std::string> extra = {});
 // The same on a given port.
-std::vector<std::string> standard_args_on_port(std::uint16_t port,
-                                               std::vector<std::string> extra = {});
+std::vector<std::string> standard_args_on_port(std::uint16_t port, std::vector<std::string> extra = {});
 
 // Polls pred (every few ms) until it holds or timeout passes. Returns its last value.
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
@@ -58,15 +57,14 @@ class TempDir {
 
 // What a process that ran to its end left behind.
 struct ExitResult {
-  int exit_code = -1;    // WEXITSTATUS, or -1 when killed by a signal
-  int term_signal = 0;   // the signal that killed it, if any
-  std::string out;       // its stdout
-  std::string err;       // its stderr
+  int exit_code = -1;   // WEXITSTATUS, or -1 when killed by a signal
+  int term_signal = 0;  // the signal that killed it, if any
+  std::string out;      // its stdout
+  std::string err;      // its stderr
 };
 
 // Runs as_server with args to its end (killing it, and failing, after timeout).
-ExitResult run_as_server(const std::vector<std::string>& args,
-                         std::chrono::milliseconds timeout = 30s);
+ExitResult run_as_server(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 30s);
 
 // A running as_server started by the test. Destruction kills it (SIGKILL) if it still runs.
 class ServerProcess {

@@ -33,9 +33,9 @@ struct TestPki {
                      const std::string& san) {
       std::string ext = san.empty() ? "" : " -extfile " + name + ".ext";
       return (san.empty() ? "" : "printf 'subjectAltName=" + san + "\\n' > " + name + ".ext && ") +
-             "openssl req " + key + " -keyout " + name + ".key -out " + name + ".csr -subj /CN=" +
-             cn + " && openssl x509 -req -in " + name + ".csr -CA " + ca_name + ".pem -CAkey " +
-             ca_name + ".key -CAcreateserial -out " + name + ".pem -days 2" + ext + " && ";
+             "openssl req " + key + " -keyout " + name + ".key -out " + name + ".csr -subj /CN=" + cn +
+             " && openssl x509 -req -in " + name + ".csr -CA " + ca_name + ".pem -CAkey " + ca_name +
+             ".key -CAcreateserial -out " + name + ".pem -days 2" + ext + " && ";
     };
     std::string cmd = "cd " + dir.path() + " && " + make_ca("ca") + make_ca("other-ca") +
                       issue("server", "ca", "127.0.0.1", "DNS:127.0.0.1,IP:127.0.0.1,DNS:localhost") +

@@ -27,9 +27,10 @@ bool contains(const std::vector<std::string>& msgs, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("as_server notifies READY once listening, WATCHDOG while serving, RELOADING on SIGHUP "
-          "and STOPPING on SIGTERM",
-          "[sd_notify][process]") {
+TEST_CASE(
+    "as_server notifies READY once listening, WATCHDOG while serving, RELOADING on SIGHUP "
+    "and STOPPING on SIGTERM",
+    "[sd_notify][process]") {
   NotifySocket sock("@agentd-test-as-server-" + unique_suffix());
   std::unique_ptr<ServerProcess> server;
   {

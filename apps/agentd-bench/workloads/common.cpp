@@ -38,8 +38,7 @@ void parallel_for(std::size_t n, std::size_t threads, const std::function<void(s
   if (failure) std::rethrow_exception(failure);
 }
 
-void cleanup(Deployment& dep, std::size_t server, const std::vector<AgentRef>& agents,
-             std::size_t threads) {
+void cleanup(Deployment& dep, std::size_t server, const std::vector<AgentRef>& agents, std::size_t threads) {
   Client& c = dep.client(server);
   if (dep.owned()) {
     c.delete_all_agents();
@@ -63,16 +62,14 @@ void run_windowed(std::size_t n, std::size_t window, const std::function<Placeho
 void require_class(Deployment& dep, std::size_t server, const std::string& cls) {
   if (!dep.has_class(server, cls))
     throw std::runtime_error(fmt::format(
-        "server {} has no agent class {} (start it with the echo_agent and web_agent plugins)",
-        server, cls));
+        "server {} has no agent class {} (start it with the echo_agent and web_agent plugins)", server, cls));
 }
 
 TempStateDir::TempStateDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "agentd-bench-state-XXXXXX").string();
+  std::string pattern = (std::filesystem::temp_directory_path() / "agentd-bench-state-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error(fmt::format("cannot make a state dir from {}: {}", pattern,
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot make a state dir from {}: {}", pattern, std::strerror(errno)));
   path_ = pattern;
 }
 

@@ -40,8 +40,7 @@ inline void expect(bool ok, const std::string& what) {
 void parallel_for(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& body);
 
 // Removes what a workload made: everything on our own children, only our agents elsewhere.
-void cleanup(Deployment& dep, std::size_t server, const std::vector<AgentRef>& agents,
-             std::size_t threads);
+void cleanup(Deployment& dep, std::size_t server, const std::vector<AgentRef>& agents, std::size_t threads);
 
 // Issues n calls in windows that fit the server's result pool (results read later must not be
 // evicted first), reading each window's results before the next.
@@ -77,10 +76,18 @@ inline bool has_class(const ServerInfo& info, const std::string& cls) {
 
 inline double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-inline Target at_most_ratio(double b, std::string text) { return {Target::Kind::ratio_at_most, b, std::move(text)}; }
-inline Target at_least_ratio(double b, std::string text) { return {Target::Kind::ratio_at_least, b, std::move(text)}; }
-inline Target at_most(double b, std::string text) { return {Target::Kind::value_at_most, b, std::move(text)}; }
-inline Target at_least(double b, std::string text) { return {Target::Kind::value_at_least, b, std::move(text)}; }
+inline Target at_most_ratio(double b, std::string text) {
+  return {Target::Kind::ratio_at_most, b, std::move(text)};
+}
+inline Target at_least_ratio(double b, std::string text) {
+  return {Target::Kind::ratio_at_least, b, std::move(text)};
+}
+inline Target at_most(double b, std::string text) {
+  return {Target::Kind::value_at_most, b, std::move(text)};
+}
+inline Target at_least(double b, std::string text) {
+  return {Target::Kind::value_at_least, b, std::move(text)};
+}
 
 // W1 (and W11): round trips of a.reply(msg).get() in microseconds, after 50 for warm-up; each
 // answer checked.

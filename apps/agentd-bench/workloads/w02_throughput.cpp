@@ -15,8 +15,7 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
   auto agents = c.create_agents("EchoAgent", cfg.echo_agents);
   Msg msg = text_msg(cfg.payload);
   CapnpEchoServer echo;
-  Row row{"W2", fmt::format("{} replies in flight, {} agents", cfg.replies, cfg.echo_agents),
-          "replies/s"};
+  Row row{"W2", fmt::format("{} replies in flight, {} agents", cfg.replies, cfg.echo_agents), "replies/s"};
   row.baseline_name = "capnp echo";
   std::size_t window = pool_window(dep, 0);
   if (window < cfg.replies)

@@ -11,8 +11,8 @@ namespace {
 
 // Synchronous create_agent calls (one round trip each) spread over several threads: what a
 // program that does not use create_agents gets (W4's informative row).
-std::vector<AgentRef> create_many(Client& c, const std::string& cls, const Value& args,
-                                  std::size_t n, std::size_t threads) {
+std::vector<AgentRef> create_many(Client& c, const std::string& cls, const Value& args, std::size_t n,
+                                  std::size_t threads) {
   std::vector<std::optional<AgentRef>> made(n);
   parallel_for(n, threads, [&](std::size_t i) { made[i] = c.create_agent(cls, {}, args); });
   std::vector<AgentRef> out;
@@ -27,9 +27,7 @@ void run_w4(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
   Row rate{"W4", fmt::format("create {} agents (create_agents)", cfg.create_n), "agents/s"};
   const std::size_t one_by_one_n = std::min<std::size_t>(cfg.create_n, 10000);
-  Row one_by_one{"W4",
-                 fmt::format("create {} agents (create_agent, {} threads)", one_by_one_n,
-                             cfg.threads),
+  Row one_by_one{"W4", fmt::format("create {} agents (create_agent, {} threads)", one_by_one_n, cfg.threads),
                  "agents/s"};
   Row rss{"W4", "server RSS per idle agent", "B"};
   Row calls{"W4", "then one reply to each", "calls/s"};

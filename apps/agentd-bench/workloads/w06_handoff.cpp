@@ -39,8 +39,7 @@ void run_w6(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 1, "WebAgent");
   AgentRef producer = dep.client(0).create_agent("EchoAgent", "bench-w6-producer");
   // A web agent that does not sleep: it must receive the whole input, and answers a few bytes.
-  AgentRef consumer =
-      dep.client(1).create_agent("WebAgent", "bench-w6-consumer", Value{{"sleep_ms", 0}});
+  AgentRef consumer = dep.client(1).create_agent("WebAgent", "bench-w6-consumer", Value{{"sleep_ms", 0}});
   Msg big = text_msg(cfg.message_bytes);
   Row time{"W6", fmt::format("{} KiB hand-off server 1 -> 2", cfg.message_bytes / 1024), "ms"};
   Row bytes{"W6", "bytes through the client", "B"};

@@ -87,17 +87,15 @@ void run_w7_async(const Config& cfg, Deployment& dep, Report& report) {
   const double wait_s = cfg.wait_ms / 1000.0;
   const bool same_machine = dep.owned();
   const std::int64_t pid = c.info().pid;
-  Row row{"W7", fmt::format("{} async agents waiting {} ms, called at once", cfg.async_agents,
-                            cfg.wait_ms),
+  Row row{"W7", fmt::format("{} async agents waiting {} ms, called at once", cfg.async_agents, cfg.wait_ms),
           "s"};
   row.baseline_name = "one wait";
   Row threads{"W7", "server threads while they all wait", "threads"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W7 async repeat {}/{}", r + 1, cfg.repeat));
-    row.agentd.add(all_at_once(agents, msg, same_machine ? pid : 0, wait_s, threads.agentd,
-                               [&](const Msg& m) {
-                                 expect(m.content == msg.content, "W7: wrong async echo");
-                               }));
+    row.agentd.add(
+        all_at_once(agents, msg, same_machine ? pid : 0, wait_s, threads.agentd,
+                    [&](const Msg& m) { expect(m.content == msg.content, "W7: wrong async echo"); }));
     row.baseline.add(wait_s);
   }
   add_all_at_once_rows(report, std::move(row), std::move(threads), 2.5 * wait_s);
@@ -130,8 +128,9 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
   const std::int64_t pid = c.info().pid;
   progress(fmt::format("W7 creating {} asynchronous agents asking a model", cfg.model_agents));
   auto agents = c.create_agents("AskAgent", cfg.model_agents, Value{{"model", "delayed"}});
-  Row row{"W7", fmt::format("{} async agents each asking a model that takes {} ms (HTTP), at once",
-                            cfg.model_agents, cfg.wait_ms),
+  Row row{"W7",
+          fmt::format("{} async agents each asking a model that takes {} ms (HTTP), at once",
+                      cfg.model_agents, cfg.wait_ms),
           "s"};
   row.baseline_name = "one wait";
   Row threads{"W7", "server threads while the model calls wait", "threads"};

@@ -31,9 +31,10 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
   const std::size_t n = cfg.sim_participants;
   const std::size_t m = std::max<std::size_t>(1, cfg.sim_servers);
   Row init{"W8", fmt::format("create {} participants + groups over {} servers", n, m), "s"};
-  Row round{"W8", fmt::format("one round, {} participants (latency {} ms) over {} servers", n,
-                              cfg.sim_latency_ms, m),
-            "s"};
+  Row round{
+      "W8",
+      fmt::format("one round, {} participants (latency {} ms) over {} servers", n, cfg.sim_latency_ms, m),
+      "s"};
   Row threads{"W8", "server threads during the round (max over servers)", "threads"};
   Row created{"W8", "server threads after creating the agents (max over servers)", "threads"};
   Row cpu{"W8", "servers' CPU during the round (all servers)", "s"};
@@ -106,15 +107,15 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
     cpu.agentd.add(cpu_after - cpu_before);
     expect(res.count == static_cast<std::int64_t>(n),
            fmt::format("W8: {} guesses for {} participants", res.count, n));
-    expect(!res.winner.empty() && std::abs(res.winner_guess - res.target) <= 100,
-           "W8: no winner");
+    expect(!res.winner.empty() && std::abs(res.winner_guess - res.target) <= 100, "W8: no winner");
     round.agentd.add(res.seconds);
     round.baseline.add(cfg.sim_latency_ms / 1000.0);
     threads.agentd.add(static_cast<double>(most));
-    progress(fmt::format("W8 round {:.3f} s (guess {:.3f} s, closest {:.3f} s), average {:.3f}, "
-                         "target {:.3f}, winner {} ({})",
-                         res.seconds, res.guess_seconds, res.closest_seconds, res.average,
-                         res.target, res.winner, res.winner_guess));
+    progress(
+        fmt::format("W8 round {:.3f} s (guess {:.3f} s, closest {:.3f} s), average {:.3f}, "
+                    "target {:.3f}, winner {} ({})",
+                    res.seconds, res.guess_seconds, res.closest_seconds, res.average, res.target, res.winner,
+                    res.winner_guess));
     // The children stop with the cluster; nothing to delete.
   }
   // The two targets (1,000,000 in <= 15 s, 100,000 in <= 2.5 s, latency 1 s) joined by a line:
@@ -127,8 +128,9 @@ void run_w8(const Config& cfg, Deployment& dep, Report& report) {
   threads.target = at_most(63, "< 64");
   threads.note = "sampled every 50 ms; after the creation's idle workers left (up to 40 s)";
   created.note = "informative: idle workers the pool added while constructors queued";
-  cpu.note = "informative: on cores of their own the round takes about the latency plus this "
-             "over the cores";
+  cpu.note =
+      "informative: on cores of their own the round takes about the latency plus this "
+      "over the cores";
   rss.target = at_most(1536, "<= 1.5 KiB");
   rss.note = "(rss after - rss before) / N over all servers, participants only";
   for (Row* row : {&init, &round, &cpu, &threads, &created, &rss}) report.rows.push_back(std::move(*row));

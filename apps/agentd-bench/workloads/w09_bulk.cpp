@@ -13,8 +13,7 @@ namespace agentd::bench {
 void run_w9(const Config& cfg, Deployment& dep, Report& report) {
   require_class(dep, 0, "EchoAgent");
   Row create{"W9", fmt::format("create {} agents (create_agents)", cfg.bulk_n), "s"};
-  Row replies{"W9", fmt::format("{} replies in flight at once, then read in order", cfg.bulk_n),
-              "replies/s"};
+  Row replies{"W9", fmt::format("{} replies in flight at once, then read in order", cfg.bulk_n), "replies/s"};
   Row total{"W9", "reply issue + read time", "s"};
   Row rss{"W9", "server RSS after the replies", "MiB"};
   for (int r = 0; r < cfg.repeat; ++r) {

@@ -31,13 +31,13 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
                    {durable, durable.create_agent("EchoAgent", "bench-w11"),
                     durable.create_agents("EchoAgent", cfg.echo_agents)}};
   const Msg msg = text_msg(cfg.payload);
-  const std::size_t window = std::max<std::size_t>(
-      1, std::min(plain_info.max_pool_size, durable_info.max_pool_size) / 2);
+  const std::size_t window =
+      std::max<std::size_t>(1, std::min(plain_info.max_pool_size, durable_info.max_pool_size) / 2);
   Row p50{"W11", "reply().get() p50, with --state-dir", "us"};
   Row p99{"W11", "reply().get() p99, with --state-dir", "us"};
   Row cpu1{"W11", "server CPU per sequential reply, with --state-dir", "us"};
-  Row rate{"W11", fmt::format("{} replies in flight, {} agents, with --state-dir", cfg.replies,
-                              cfg.echo_agents),
+  Row rate{"W11",
+           fmt::format("{} replies in flight, {} agents, with --state-dir", cfg.replies, cfg.echo_agents),
            "replies/s"};
   Row cpu2{"W11", "server CPU per reply in flight, with --state-dir", "us"};
   std::size_t durable_calls = 2 + cfg.echo_agents;  // creations
@@ -67,9 +67,9 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
   for (Row* row : {&p50, &p99, &cpu1, &rate, &cpu2}) row->baseline_name = "no state dir";
   rate.target = at_least_ratio(0.5, ">= 0.5x");
   p50.note = "W1's sequential replies to one EchoAgent (memory and a counter saved per call)";
-  rate.note = fmt::format("W2's burst on fresh children; {}", window < cfg.replies
-                              ? fmt::format("issued in windows of {}", window)
-                              : std::string("all in flight at once"));
+  rate.note = fmt::format("W2's burst on fresh children; {}",
+                          window < cfg.replies ? fmt::format("issued in windows of {}", window)
+                                               : std::string("all in flight at once"));
   cpu2.note = "all server threads (info().cpu_seconds), the state store's writer included";
   Row size{"W11", "state DB size after the run", "MiB"};
   size.agentd.add(mib(after.state_bytes));

@@ -34,17 +34,15 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
   // only what agentd itself keeps.
   const std::string cls = "FlakyAgent";
   expect(has_class(info0, cls), "W12: the child has no FlakyAgent class (echo_agent plugin)");
-  expect(info0.state_dir.empty() == cfg.soak_without_state,
-         "W12: the child did not take --state-dir");
+  expect(info0.state_dir.empty() == cfg.soak_without_state, "W12: the child did not take --state-dir");
   // Over loopback TCP (the child's advertised address), as independent clients would connect.
-  auto [host, port] = split_address(info0.advertise_address.empty() ? server.address()
-                                                                     : info0.advertise_address);
-  progress(fmt::format("W12 soak: {} connections to {}, {} agents each, {} calls, {} in flight "
-                       "per connection, --max-pool-size {}{}",
-                       conns, info0.advertise_address.empty() ? server.address()
-                                                              : info0.advertise_address,
-                       cfg.soak_agents, total, window, pool,
-                       cfg.soak_without_state ? ", WITHOUT --state-dir" : ", --state-dir"));
+  auto [host, port] =
+      split_address(info0.advertise_address.empty() ? server.address() : info0.advertise_address);
+  progress(fmt::format(
+      "W12 soak: {} connections to {}, {} agents each, {} calls, {} in flight "
+      "per connection, --max-pool-size {}{}",
+      conns, info0.advertise_address.empty() ? server.address() : info0.advertise_address, cfg.soak_agents,
+      total, window, pool, cfg.soak_without_state ? ", WITHOUT --state-dir" : ", --state-dir"));
   std::vector<Client> clients;
   std::vector<std::vector<AgentRef>> agents;
   clients.reserve(conns);
@@ -108,10 +106,11 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
     if (Clock::now() - last_report >= std::chrono::seconds(5)) {
       last_report = Clock::now();
       const ServerInfo i = server.info();
-      progress(fmt::format("W12 soak: {}/{} calls, {:.0f} calls/s, {} errors, server RSS {:.1f} "
-                           "MiB, state {:.1f} MiB",
-                           now_done, total, now_done / seconds_since(t0), errors.load(),
-                           mib(i.rss_bytes), mib(i.state_bytes)));
+      progress(
+          fmt::format("W12 soak: {}/{} calls, {:.0f} calls/s, {} errors, server RSS {:.1f} "
+                      "MiB, state {:.1f} MiB",
+                      now_done, total, now_done / seconds_since(t0), errors.load(), mib(i.rss_bytes),
+                      mib(i.state_bytes)));
     }
   }
   for (auto& th : threads) th.join();
@@ -123,11 +122,11 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
 
   Row calls{"W12", fmt::format("calls over {} connections", conns), "calls"};
   calls.agentd.add(static_cast<double>(total));
-  calls.note = fmt::format("replies to {} {}s per connection (no memory kept), at most {} in "
-                           "flight per connection, over loopback TCP; one run whatever --repeat{}",
-                           cfg.soak_agents, cls, window,
-                           cfg.soak_without_state ? "; WITHOUT --state-dir (--soak-without-state)"
-                                                  : "");
+  calls.note = fmt::format(
+      "replies to {} {}s per connection (no memory kept), at most {} in "
+      "flight per connection, over loopback TCP; one run whatever --repeat{}",
+      cfg.soak_agents, cls, window,
+      cfg.soak_without_state ? "; WITHOUT --state-dir (--soak-without-state)" : "");
   Row errs{"W12", "errors", "calls"};
   errs.agentd.add(static_cast<double>(errors.load()));
   errs.target = at_most(0, "0");

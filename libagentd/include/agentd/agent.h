@@ -27,7 +27,7 @@ class AgentRef;  // agentd/client.h
 namespace detail {
 class AgentServices;  // what the hosting server gives its agents (models, ...); owned by the host
 struct AgentAccess;   // the host's hook to set the running call's chunk sink (private header)
-}
+}  // namespace detail
 
 // An agent's memory: the messages it has seen and said, in order.
 // Not thread-safe on its own; the host runs one call of an agent at a time.
@@ -92,7 +92,8 @@ class Agent {
   const Memory& memory() const { return memory_; }
 
   // The model configured under config_name on the hosting server (see --model-config-path):
-  // chat types answer chat()/stream(), embedding types embed() (see agentd/model.h). Throws agentd::Error (config_error) naming the known configs when there is none.
+  // chat types answer chat()/stream(), embedding types embed() (see agentd/model.h). Throws agentd::Error
+  // (config_error) naming the known configs when there is none.
   std::shared_ptr<ChatModel> model(const std::string& config_name);
 
   // Names of the methods register_method() added, sorted.
@@ -163,8 +164,8 @@ class Agent {
 // the agent's next call starts only after it finishes, in the order the calls were made; other
 // agents (and the server's connections) go on meanwhile. The arguments (x, method, args) stay
 // valid until the call finishes. GCC 12 miscompiles braced initializer lists inside coroutine
-// bodies: build such values in ordinary functions. What a coroutine throws, before or after a suspension, fails the
-// call exactly as a throwing reply() does. The constructor and destructor still run on workers.
+// bodies: build such values in ordinary functions. What a coroutine throws, before or after a suspension,
+// fails the call exactly as a throwing reply() does. The constructor and destructor still run on workers.
 class AsyncAgent : public Agent {
  public:
   using Agent::Agent;
@@ -254,6 +255,7 @@ agentd_plugin_table_v1() {
 #define AGENTD_CONCAT_(a, b) AGENTD_CONCAT_INNER_(a, b)
 
 // Registers an agent class under its C++ name: AGENTD_REGISTER_AGENT(WebAgent);
-#define AGENTD_REGISTER_AGENT(Class)                                                  \
-  static const ::agentd::detail::AgentRegistrar AGENTD_CONCAT_(agentd_registrar_, __LINE__){ \
-      #Class, &::agentd::detail::make_agent<Class>}
+#define AGENTD_REGISTER_AGENT(Class)                                                          \
+  static const ::agentd::detail::AgentRegistrar AGENTD_CONCAT_(agentd_registrar_, __LINE__) { \
+#Class, &::agentd::detail::make_agent < Class>                                            \
+  }

@@ -168,12 +168,12 @@ struct ServerInfo {
 
 // The trace span of one finished agent call (Client::traces, `agentctl trace`).
 struct TraceSpan {
-  std::uint64_t seq = 0;            // 1, 2, ... in the order calls finished on that server
-  std::string call_id;              // empty for observe / method / memory calls
+  std::uint64_t seq = 0;  // 1, 2, ... in the order calls finished on that server
+  std::string call_id;    // empty for observe / method / memory calls
   std::string agent_id;
   std::string agent_class;
-  std::string kind;                 // reply, observe, method, method_async, memory
-  std::string method;               // method / method_async
+  std::string kind;                   // reply, observe, method, method_async, memory
+  std::string method;                 // method / method_async
   std::vector<std::string> consumed;  // call ids of the placeholders it took as input
   std::int64_t enqueued_unix_ns = 0;  // wall clock when the call was queued
   std::int64_t queue_wait_ns = 0;     // queued -> started (includes waiting for its input)
@@ -181,7 +181,7 @@ struct TraceSpan {
   std::uint64_t model_calls = 0;      // model calls the agent made during the call
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
-  std::string outcome;              // "ok", or the error code's name (e.g. "agent_failed")
+  std::string outcome;  // "ok", or the error code's name (e.g. "agent_failed")
   std::string error_message;
 };
 
@@ -322,9 +322,10 @@ class AgentRef {
 
  private:
   friend class Client;
-  AgentRef(std::shared_ptr<detail::ClientCore> core, std::string id, std::string name,
-           std::string class_name)
-      : core_(std::move(core)), id_(std::move(id)), name_(std::move(name)),
+  AgentRef(std::shared_ptr<detail::ClientCore> core, std::string id, std::string name, std::string class_name)
+      : core_(std::move(core)),
+        id_(std::move(id)),
+        name_(std::move(name)),
         class_name_(std::move(class_name)) {}
   Placeholder send_reply(const Placeholder* input, const Msg* msg, bool stream = false) const;
 
@@ -367,13 +368,12 @@ class Client {
                         const Value& args = Value::object(), const std::string& id = {});
   // Creates count agents of one class with the same args, in a few messages (much faster than
   // count create_agent calls). Names are name_prefix + index (first_index, first_index + 1, ...),
-  // or the ids when the prefix is empty. All or nothing: when any fails, those made are deleted again and the first
-  // error is thrown; after the client's timeout it stops, deletes those made (and those still
-  // being made, as they finish) and throws Error(timeout).
+  // or the ids when the prefix is empty. All or nothing: when any fails, those made are deleted again and the
+  // first error is thrown; after the client's timeout it stops, deletes those made (and those still being
+  // made, as they finish) and throws Error(timeout).
   std::vector<AgentRef> create_agents(const std::string& class_name, std::size_t count,
                                       const Value& args = Value::object(),
-                                      const std::string& name_prefix = {},
-                                      std::size_t first_index = 0);
+                                      const std::string& name_prefix = {}, std::size_t first_index = 0);
   // An existing agent; throws Error(unknown_agent) when there is none.
   AgentRef agent(const std::string& id);
   // A new agent of source_id's class made with its args, a copy of its memory and of what its

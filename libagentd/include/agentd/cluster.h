@@ -78,8 +78,7 @@ class Cluster {
                         const Value& args = Value::object(), const std::string& id = std::string());
   // The same on one server: server is a member's address or its index as text ("0", "1", ...).
   AgentRef create_agent_on(const std::string& server, const std::string& class_name,
-                           const std::string& name = std::string(),
-                           const Value& args = Value::object(),
+                           const std::string& name = std::string(), const Value& args = Value::object(),
                            const std::string& id = std::string());
   // count agents of one class, spread over the servers up (round_robin: equal shares;
   // least_loaded: filling the emptiest first), created on all servers in parallel, each share in a

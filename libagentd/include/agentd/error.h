@@ -44,8 +44,7 @@ bool is_retryable(ErrorCode code);
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, std::string message, std::string agent_id = {}, std::string agent_class = {});
-  Error(ErrorCode code, std::string message, std::string agent_id, std::string agent_class,
-        bool retryable);
+  Error(ErrorCode code, std::string message, std::string agent_id, std::string agent_class, bool retryable);
 
   // An error that a retry of the same request may get past, whatever is_retryable(code) says
   // (e.g. unknown_call for a result whose producer may still arrive).

@@ -75,8 +75,7 @@ class ChatModel {
   // type without an asynchronous transport runs chat() on a worker thread (run_blocking).
   // on_chunk runs on the loop thread. (The defaults are `ChatOptions()`, not `{}`: GCC 12
   // destroys a braced temporary twice when a coroutine passes it to a coroutine.)
-  virtual Task<ChatResponse> chat_async(std::vector<Msg> messages,
-                                        ChatOptions options = ChatOptions());
+  virtual Task<ChatResponse> chat_async(std::vector<Msg> messages, ChatOptions options = ChatOptions());
   virtual Task<ChatResponse> stream_async(std::vector<Msg> messages,
                                           std::function<void(std::string_view chunk)> on_chunk,
                                           ChatOptions options = ChatOptions());

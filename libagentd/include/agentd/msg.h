@@ -9,11 +9,11 @@
 namespace agentd {
 
 struct Msg {
-  std::string id;         // unique message id; generated when left empty
-  std::string name;       // who speaks: the agent's name, "user", "system", ...
-  std::string role;       // "user", "assistant" or "system"
-  Value content;          // any value tree; text is the common case
-  Value metadata;         // free-form, null when unused
+  std::string id;    // unique message id; generated when left empty
+  std::string name;  // who speaks: the agent's name, "user", "system", ...
+  std::string role;  // "user", "assistant" or "system"
+  Value content;     // any value tree; text is the common case
+  Value metadata;    // free-form, null when unused
   std::vector<std::string> url;
   std::string timestamp;  // "YYYY-MM-DD HH:MM:SS", local time, as AgentScope stamps it
 

@@ -240,9 +240,7 @@ struct BlockingAwaiter {
 }  // namespace detail
 
 // Suspends the calling coroutine for d without holding a thread (a timer on the loop).
-inline detail::SleepAwaiter sleep_for(std::chrono::nanoseconds d) {
-  return detail::SleepAwaiter{d, {}};
-}
+inline detail::SleepAwaiter sleep_for(std::chrono::nanoseconds d) { return detail::SleepAwaiter{d, {}}; }
 
 // Runs fn (blocking code: a file, a library without an asynchronous API, heavy computation) on
 // the server's worker pool and resumes with its result (or rethrows what it threw) back on the

@@ -21,16 +21,14 @@ constexpr const char* kRefKey = "agentd_agent_ref";
 
 AgentAddress parse_agent_ref(const Value& ref) {
   if (!AgentRef::is_ref(ref))
-    throw Error(ErrorCode::bad_args,
-                "not an agent reference (expected the Value of AgentRef::to_value()): " +
-                    ref.dump(-1, ' ', false, Value::error_handler_t::replace));
+    throw Error(ErrorCode::bad_args, "not an agent reference (expected the Value of AgentRef::to_value()): " +
+                                         ref.dump(-1, ' ', false, Value::error_handler_t::replace));
   std::string address = ref[kRefKey].value("address", std::string{});
   AgentAddress out;
   auto endpoint = net::Endpoint::try_parse(address);
   if (!endpoint || endpoint->is_unix())
-    throw Error(ErrorCode::bad_args,
-                "the agent reference names no reachable server (\"" + address +
-                    "\"); agents in local mode cannot be reached from other processes");
+    throw Error(ErrorCode::bad_args, "the agent reference names no reachable server (\"" + address +
+                                         "\"); agents in local mode cannot be reached from other processes");
   out.host = endpoint->host;
   out.port = endpoint->port;
   out.id = ref[kRefKey]["id"].get<std::string>();
@@ -47,8 +45,10 @@ kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentI
       return kj::Promise<void>(kj::READY_NOW);
     }
     return r.getAgent().infoRequest().send().then([&st](capnp::Response<wire::Agent::InfoResults> i) {
-      if (i.hasError()) st.fail(read_error(i.getError()));
-      else st.set(read_agent_info(i.getAgent()));
+      if (i.hasError())
+        st.fail(read_error(i.getError()));
+      else
+        st.set(read_agent_info(i.getAgent()));
     });
   });
 }
@@ -78,16 +78,14 @@ Placeholder AgentRef::reply(const Msg& x) const { return send_reply(nullptr, &x)
 Placeholder AgentRef::reply(const Placeholder& x) const { return send_reply(&x, nullptr); }
 Placeholder AgentRef::reply() const { return send_reply(nullptr, nullptr); }
 Placeholder AgentRef::reply_stream(const Msg& x) const { return send_reply(nullptr, &x, true); }
-Placeholder AgentRef::reply_stream(const Placeholder& x) const {
-  return send_reply(&x, nullptr, true);
-}
+Placeholder AgentRef::reply_stream(const Placeholder& x) const { return send_reply(&x, nullptr, true); }
 
 AgentRef AgentRef::with_timeout(std::chrono::milliseconds timeout) const {
   if (timeout.count() < 0)
-    throw Error(ErrorCode::bad_args,
-                fmt::format("with_timeout({} ms): a call deadline must be >= 0 (0: the server's)",
-                            timeout.count()),
-                id_, class_name_);
+    throw Error(
+        ErrorCode::bad_args,
+        fmt::format("with_timeout({} ms): a call deadline must be >= 0 (0: the server's)", timeout.count()),
+        id_, class_name_);
   AgentRef ref = *this;
   ref.timeout_ = timeout;
   return ref;
@@ -97,8 +95,10 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool 
   auto state = detail::new_placeholder(core_, id_);
   auto spec = spec_of(*this, wire::CallKind::REPLY);
   spec.stream = stream;
-  if (input) spec.ref = detail::input_ref(*input->s_);
-  else if (msg) spec.msg = *msg;
+  if (input)
+    spec.ref = detail::input_ref(*input->s_);
+  else if (msg)
+    spec.msg = *msg;
   detail::send_async(*core_, std::move(spec), *state);
   return Placeholder(std::move(state));
 }
@@ -139,15 +139,15 @@ Placeholder AgentRef::call_async(const std::string& method, const Value& args) c
 }
 
 std::vector<Msg> AgentRef::memory() const {
-  return core_->call_sync<std::vector<Msg>>(
-      "memory of " + id_, spec_of(*this, wire::CallKind::MEMORY),
-      [](wire::CallDone::Reader d) {
-        detail::throw_if_error(d);
-        std::vector<Msg> out;
-        if (d.isMemory())
-          for (auto m : d.getMemory()) out.push_back(detail::read_msg(m));
-        return out;
-      });
+  return core_->call_sync<std::vector<Msg>>("memory of " + id_, spec_of(*this, wire::CallKind::MEMORY),
+                                            [](wire::CallDone::Reader d) {
+                                              detail::throw_if_error(d);
+                                              std::vector<Msg> out;
+                                              if (d.isMemory())
+                                                for (auto m : d.getMemory())
+                                                  out.push_back(detail::read_msg(m));
+                                              return out;
+                                            });
 }
 
 AgentInfo AgentRef::info() const {
@@ -170,8 +170,8 @@ Value AgentRef::to_value() const {
 
 bool AgentRef::is_ref(const Value& v) {
   using detail::kRefKey;
-  return v.is_object() && v.contains(kRefKey) && v[kRefKey].is_object() &&
-         v[kRefKey].contains("id") && v[kRefKey]["id"].is_string();
+  return v.is_object() && v.contains(kRefKey) && v[kRefKey].is_object() && v[kRefKey].contains("id") &&
+         v[kRefKey]["id"].is_string();
 }
 
 AgentRef AgentRef::from_value(const Value& ref, ClientOptions options) {
@@ -186,11 +186,9 @@ AgentRef connect_agent(Agent& caller, const Value& ref) {
   // The hosting server's shared link to that server (no connection or thread of its own).
   auto link = std::dynamic_pointer_cast<detail::ClientLink>(
       caller.services()->link_to(where.host, where.port, where.server_id));
-  if (!link)
-    throw Error(ErrorCode::internal, "this server's agent connector made no client link");
+  if (!link) throw Error(ErrorCode::internal, "this server's agent connector made no client link");
   auto core = std::move(link->core);
-  if (detail::AsyncLoop* loop = detail::current_async_loop();
-      loop != nullptr && loop->on_loop_thread()) {
+  if (detail::AsyncLoop* loop = detail::current_async_loop(); loop != nullptr && loop->on_loop_thread()) {
     // Asynchronous agent code must not wait here: the reference's own name and class stand in
     // for the lookup, and a missing agent fails the first call (unknown_agent) instead.
     const Value& r = ref[detail::kRefKey];

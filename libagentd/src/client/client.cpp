@@ -95,15 +95,14 @@ void Client::close() {
 }
 
 AgentRef Client::agent(const std::string& id) {
-  auto info = core_->sync<AgentInfo>(
-      "look up agent " + id, [id](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
-        return detail::agent_info(loop, id, st);
-      });
+  auto info = core_->sync<AgentInfo>("look up agent " + id,
+                                     [id](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
+                                       return detail::agent_info(loop, id, st);
+                                     });
   return AgentRef(core_, info.id, info.name, info.class_name);
 }
 
-AgentRef Client::clone_agent(const std::string& source_id, const std::string& name,
-                             const std::string& id) {
+AgentRef Client::clone_agent(const std::string& source_id, const std::string& name, const std::string& id) {
   auto info = core_->sync<AgentInfo>(
       "clone agent " + source_id,
       [source_id, name, id](LoopState& loop, Sync<AgentInfo>& st) -> kj::Promise<void> {
@@ -140,8 +139,10 @@ void Client::delete_agent(const std::string& id) {
     auto req = loop.server.deleteAgentRequest();
     req.setId(detail::to_kj(id));
     return req.send().then([&st](capnp::Response<wire::AgentServer::DeleteAgentResults> r) {
-      if (r.hasError()) st.fail(detail::read_error(r.getError()));
-      else st.set(true);
+      if (r.hasError())
+        st.fail(detail::read_error(r.getError()));
+      else
+        st.set(true);
     });
   });
 }
@@ -150,18 +151,18 @@ std::size_t Client::delete_all_agents() {
   return core_->sync<std::size_t>(
       "delete all agents", [](LoopState& loop, Sync<std::size_t>& st) -> kj::Promise<void> {
         return loop.server.deleteAllAgentsRequest().send().then(
-            [&st](capnp::Response<wire::AgentServer::DeleteAllAgentsResults> r) {
-              st.set(r.getCount());
-            });
+            [&st](capnp::Response<wire::AgentServer::DeleteAllAgentsResults> r) { st.set(r.getCount()); });
       });
 }
 
 ServerInfo Client::info() {
-  return core_->sync<ServerInfo>("server info", [](LoopState& loop, Sync<ServerInfo>& st) -> kj::Promise<void> {
-    return loop.server.infoRequest().send().then([&st](capnp::Response<wire::AgentServer::InfoResults> r) {
-      st.set(detail::read_server_info(r.getInfo()));
-    });
-  });
+  return core_->sync<ServerInfo>("server info",
+                                 [](LoopState& loop, Sync<ServerInfo>& st) -> kj::Promise<void> {
+                                   return loop.server.infoRequest().send().then(
+                                       [&st](capnp::Response<wire::AgentServer::InfoResults> r) {
+                                         st.set(detail::read_server_info(r.getInfo()));
+                                       });
+                                 });
 }
 
 std::vector<TraceSpan> Client::traces(std::uint32_t limit) {
@@ -205,8 +206,10 @@ std::uint64_t Client::set_model_configs(const std::string& text) {
         auto req = loop.server.setModelConfigsRequest();
         req.setYaml(detail::to_kj(text));
         return req.send().then([&st](capnp::Response<wire::AgentServer::SetModelConfigsResults> r) {
-          if (r.hasError()) st.fail(detail::read_error(r.getError()));
-          else st.set(r.getVersion());
+          if (r.hasError())
+            st.fail(detail::read_error(r.getError()));
+          else
+            st.set(r.getVersion());
         });
       });
 }

@@ -59,11 +59,9 @@ net::Endpoint endpoint_of(const std::string& host, std::uint16_t port) {
 // Loop thread: dials to with TLS when tls is set, logs in with token and asks the server who it
 // is; each stage bounded by limit. bytes and tls are borrowed and outlive the connection.
 kj::Promise<kj::Own<net::Dialed>> open_connection(kj::AsyncIoContext& io, const net::Endpoint& to,
-                                                  TlsConfig* tls, ByteCount& bytes,
-                                                  std::string token,
+                                                  TlsConfig* tls, ByteCount& bytes, std::string token,
                                                   std::chrono::milliseconds limit) {
-  return net::dial(io, to,
-                   {.tls = tls, .bytes = &bytes, .token = std::move(token), .stage_limit = limit});
+  return net::dial(io, to, {.tls = tls, .bytes = &bytes, .token = std::move(token), .stage_limit = limit});
 }
 
 // Why a dial to the as_server at to failed, as the client tells it: disconnected, or
@@ -72,16 +70,14 @@ std::optional<Error> dial_error(const net::Dialed& d, const net::Endpoint& to, b
   const std::string where = to.text();
   if (d.refused)
     return Error(ErrorCode::unauthenticated,
-                 fmt::format("as_server at {} refused the login: {}", where,
-                             d.refused->message()));
+                 fmt::format("as_server at {} refused the login: {}", where, d.refused->message()));
   if (!d.failed) return std::nullopt;
   const std::string why = d.failed->getDescription().cStr();
   switch (d.stage) {
     case net::DialStage::resolve:
     case net::DialStage::connect:
       return Error(ErrorCode::disconnected,
-                   fmt::format("cannot connect to as_server at {}: {}; is it running there?",
-                               where, why));
+                   fmt::format("cannot connect to as_server at {}: {}; is it running there?", where, why));
     case net::DialStage::tls:
       return Error(ErrorCode::disconnected,
                    fmt::format("TLS handshake with as_server at {} failed: {} (a server "
@@ -101,8 +97,7 @@ std::optional<Error> dial_error(const net::Dialed& d, const net::Endpoint& to, b
       break;
   }
   return Error(ErrorCode::disconnected,
-               fmt::format("{} accepted the connection but did not answer as an as_server: {}",
-                           where, why));
+               fmt::format("{} accepted the connection but did not answer as an as_server: {}", where, why));
 }
 
 }  // namespace
@@ -132,8 +127,8 @@ struct ClientCore::Reconnector {
     delay = std::chrono::milliseconds(0);
     attempts = 0;
     last_error = "no attempt finished yet";
-    spdlog::warn("lost the connection to as_server at {}; reconnecting (for up to {} ms)",
-                 loop.where, core.options_.reconnect_deadline.count());
+    spdlog::warn("lost the connection to as_server at {}; reconnecting (for up to {} ms)", loop.where,
+                 core.options_.reconnect_deadline.count());
     schedule();
   }
 
@@ -142,30 +137,27 @@ struct ClientCore::Reconnector {
     // The first attempt waits too: a server that just went is rarely back at once, and clients
     // that lost the same server come back apart (jitter).
     delay = delay.count() == 0 ? std::max(o.reconnect_initial, std::chrono::milliseconds(1))
-                               : std::min(std::max(o.reconnect_max, o.reconnect_initial),
-                                          delay * 2);
+                               : std::min(std::max(o.reconnect_max, o.reconnect_initial), delay * 2);
     thread_local std::minstd_rand rng{std::random_device{}()};
     std::int64_t ms = delay.count() / 2 + static_cast<std::int64_t>(rng() % (delay.count() / 2 + 1));
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          lost_at + o.reconnect_deadline - std::chrono::steady_clock::now())
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(lost_at + o.reconnect_deadline -
+                                                                            std::chrono::steady_clock::now())
                           .count();
     ms = std::max<std::int64_t>(0, std::min<std::int64_t>(ms, left));
-    loop.tasks.add(io.provider->getTimer().afterDelay(ms * kj::MILLISECONDS).then([this]() {
-      return attempt();
-    }));
+    loop.tasks.add(
+        io.provider->getTimer().afterDelay(ms * kj::MILLISECONDS).then([this]() { return attempt(); }));
   }
 
   kj::Promise<void> attempt() {
     const auto& o = core.options_;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        lost_at + o.reconnect_deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(lost_at + o.reconnect_deadline -
+                                                                            std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       give_up();
       return kj::READY_NOW;
     }
     ++attempts;
-    return open_connection(io, to, tls, loop.bytes, client_token(o.token),
-                           std::min(o.connect_timeout, left))
+    return open_connection(io, to, tls, loop.bytes, client_token(o.token), std::min(o.connect_timeout, left))
         .then([this](kj::Own<net::Dialed> c) {
           if (auto error = dial_error(*c, to, tls != nullptr)) {
             last_error = error->message();
@@ -191,25 +183,24 @@ struct ClientCore::Reconnector {
     loop.server = kj::mv(c->server);
     if (!c->server_id.empty()) core.set_server_id(c->server_id);
     set_server(loop, c->server_id);
-    spdlog::info("reconnected to as_server at {} (server {}) after {} attempt(s)", loop.where,
-                 c->server_id, attempts);
+    spdlog::info("reconnected to as_server at {} (server {}) after {} attempt(s)", loop.where, c->server_id,
+                 attempts);
     open_session(loop);
     connection_restored(loop);
   }
 
   void give_up() {
     trying = false;
-    const auto tried = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - lost_at);
+    const auto tried =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - lost_at);
     connection_down(
-        loop, Error::retryable(
-                  ErrorCode::disconnected,
-                  fmt::format("lost the connection to as_server at {} and could not reconnect "
-                              "within {} ms ({} attempt(s) over {} ms; the reconnect deadline: "
-                              "C++ ClientOptions::reconnect_deadline, Python "
-                              "reconnect_deadline=); last error: {}",
-                              loop.where, core.options_.reconnect_deadline.count(), attempts,
-                              tried.count(), last_error)));
+        loop, Error::retryable(ErrorCode::disconnected,
+                               fmt::format("lost the connection to as_server at {} and could not reconnect "
+                                           "within {} ms ({} attempt(s) over {} ms; the reconnect deadline: "
+                                           "C++ ClientOptions::reconnect_deadline, Python "
+                                           "reconnect_deadline=); last error: {}",
+                                           loop.where, core.options_.reconnect_deadline.count(), attempts,
+                                           tried.count(), last_error)));
   }
 };
 
@@ -230,15 +221,13 @@ void ClientCore::report_child_loss(LoopState& loop) {
   *check_ptr = [self, loop_ptr, deadline, check_ptr]() -> kj::Promise<void> {
     std::optional<int> status = self->child_ ? self->child_->exit_status() : std::nullopt;
     if (!status && std::chrono::steady_clock::now() < deadline)
-      return loop_ptr->io.provider->getTimer()
-          .afterDelay(20 * kj::MILLISECONDS)
-          .then([check_ptr]() { return (*check_ptr)(); });
+      return loop_ptr->io.provider->getTimer().afterDelay(20 * kj::MILLISECONDS).then([check_ptr]() {
+        return (*check_ptr)();
+      });
     const pid_t pid = self->child_ ? self->child_->started_pid() : -1;
-    std::string what = status ? describe_wait_status(*status)
-                              : "closed the connection but is still running";
-    std::string tail = self->child_ ? self->child_->stderr_tail(
-                                          10, status ? std::chrono::milliseconds(500)
-                                                     : std::chrono::milliseconds(0))
+    std::string what = status ? describe_wait_status(*status) : "closed the connection but is still running";
+    std::string tail = self->child_ ? self->child_->stderr_tail(10, status ? std::chrono::milliseconds(500)
+                                                                           : std::chrono::milliseconds(0))
                                     : std::string{};
     connection_down(
         *loop_ptr,
@@ -247,8 +236,7 @@ void ClientCore::report_child_loss(LoopState& loop) {
             fmt::format("the child as_server (pid {}) at {} {}; {}{} (child mode does not "
                         "restart it: make a new client)",
                         pid, loop_ptr->where, what,
-                        tail.empty() ? "it wrote nothing to stderr" : "its last stderr lines:\n",
-                        tail)));
+                        tail.empty() ? "it wrote nothing to stderr" : "its last stderr lines:\n", tail)));
     return kj::READY_NOW;
   };
   loop.tasks.add((*check_ptr)().attach(kj::mv(check)));
@@ -280,14 +268,14 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
   set_server_id(std::move(attached.server_id));
   port_ = attached.port;
   open_session(loop);
-  KJ_IF_MAYBE(lost, attached.lost) {
+  KJ_IF_MAYBE (lost, attached.lost) {
     // The connection is gone: refuse new calls (the owner makes a new core for the address)
     // and fail the ones still waiting. The state itself stays until detach().
     auto close = [this]() {
       bridge_.store(nullptr);
-      fail_all_tickets(*attached_, Error::retryable(ErrorCode::disconnected,
-                                                    "lost the connection to as_server at " +
-                                                        address_ + " before the call finished"));
+      fail_all_tickets(*attached_,
+                       Error::retryable(ErrorCode::disconnected, "lost the connection to as_server at " +
+                                                                     address_ + " before the call finished"));
     };
     // (Copies: then() would keep a reference to an lvalue lambda.)
     loop.tasks.add(lost->then([close]() { close(); }, [close](kj::Exception&&) { close(); }));
@@ -301,9 +289,8 @@ void ClientCore::detach() {
   bridge_.store(nullptr);
   LoopState& loop = *attached_;
   loop.bridge.close();
-  fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected,
-                                          "the server holding the connection to " + address_ +
-                                              " is stopping"));
+  fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected, "the server holding the connection to " +
+                                                                       address_ + " is stopping"));
   loop.session = nullptr;
   loop.server = nullptr;
   loop_ = nullptr;
@@ -401,10 +388,9 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
       try {
         auto* server = &loop.server;
         io.provider->getTimer()
-            .timeoutAfter(2 * kj::SECONDS,
-                          sent.promise.then([server]() {
-                            return server->pingRequest().send().ignoreResult();
-                          }))
+            .timeoutAfter(2 * kj::SECONDS, sent.promise.then([server]() {
+              return server->pingRequest().send().ignoreResult();
+            }))
             .wait(io.waitScope);
       } catch (const kj::Exception&) {
         // The server is gone or slow: nothing is left to flush.

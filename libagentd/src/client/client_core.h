@@ -1,10 +1,10 @@
 // ClientCore: one client connection, behind every Client, AgentRef and Placeholder made from it.
 // A KJ event-loop thread owns the connection and its session (loop_state.h): over TCP to an
 // as_server (independent mode, or a child process the core stops when it goes), or to a Server
-// in this process (local mode, which the local layer above gives as an InProcess). User threads reach that thread through post() and block on
-// plain condition variables (sync.h) for answers.
-// An attached core has no thread: it lives on a server's loop and uses a connection the server
-// owns; that is how a server's agents reach other agents (pooled_connector.h).
+// in this process (local mode, which the local layer above gives as an InProcess). User threads reach that
+// thread through post() and block on plain condition variables (sync.h) for answers. An attached core has no
+// thread: it lives on a server's loop and uses a connection the server owns; that is how a server's agents
+// reach other agents (pooled_connector.h).
 #pragma once
 
 #include <agentd/client.h>
@@ -64,10 +64,10 @@ class ClientCore {
 
   // A core on another loop, over a connection it does not own.
   struct Attached {
-    kj::AsyncIoContext& io;              // that loop's
-    wire::AgentServer::Client server;    // usable at once (a promise capability is fine)
-    kj::Maybe<kj::Promise<void>> lost;   // settles when the connection goes (none: it cannot)
-    std::string address;                 // "host:port", as placeholders made here name it
+    kj::AsyncIoContext& io;             // that loop's
+    wire::AgentServer::Client server;   // usable at once (a promise capability is fine)
+    kj::Maybe<kj::Promise<void>> lost;  // settles when the connection goes (none: it cannot)
+    std::string address;                // "host:port", as placeholders made here name it
     std::string server_id;
     std::uint16_t port = 0;
   };
@@ -121,9 +121,7 @@ class ClientCore {
           return;
         }
         // The task holds st, so continuations may keep a reference to it.
-        loop->tasks.add(p.catch_([st, what](kj::Exception&& e) {
-          st->fail(error_from_kj(e, what));
-        }));
+        loop->tasks.add(p.catch_([st, what](kj::Exception&& e) { st->fail(error_from_kj(e, what)); }));
       });
     });
     return wait_counted(*st, what);
@@ -132,8 +130,7 @@ class ClientCore {
   // Any thread but the loop's: send spec on the session and wait for its CallDone, which
   // decode turns into the answer (or throws Error).
   template <typename T>
-  T call_sync(std::string what, OutSpec spec,
-              std::function<T(wire::CallDone::Reader)> decode) {
+  T call_sync(std::string what, OutSpec spec, std::function<T(wire::CallDone::Reader)> decode) {
     auto st = std::make_shared<Sync<T>>();
     post([self = this, st, spec = std::move(spec), decode = std::move(decode)]() mutable {
       Ticket t;
@@ -199,7 +196,7 @@ class ClientCore {
   std::thread thread_;
   std::mutex close_mu_;  // close(): one closer at a time
   std::atomic<Bridge*> bridge_{nullptr};
-  LoopState* loop_ = nullptr;  // loop thread only
+  LoopState* loop_ = nullptr;            // loop thread only
   std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()
   kj::Own<kj::PromiseFulfiller<void>> quit_;
   std::string address_;

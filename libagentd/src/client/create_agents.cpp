@@ -18,8 +18,8 @@ namespace agentd {
 
 namespace {
 
-detail::OutSpec create_spec(const std::string& class_name, const std::string& name,
-                            const Value& args, const std::string& id) {
+detail::OutSpec create_spec(const std::string& class_name, const std::string& name, const Value& args,
+                            const std::string& id) {
   auto spec = detail::spec_for(wire::CallKind::CREATE, id);
   spec.class_name = class_name;
   spec.name = name;
@@ -38,8 +38,8 @@ void delete_quietly(detail::LoopState& loop, const std::string& id) {
 
 }  // namespace
 
-AgentRef Client::create_agent(const std::string& class_name, const std::string& name,
-                              const Value& args, const std::string& id) {
+AgentRef Client::create_agent(const std::string& class_name, const std::string& name, const Value& args,
+                              const std::string& id) {
   std::string made = core_->call_sync<std::string>(
       fmt::format("create {} agent", class_name), create_spec(class_name, name, args, id),
       [](wire::CallDone::Reader d) {
@@ -58,7 +58,7 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     std::mutex mu;
     std::condition_variable cv;
     std::size_t pending = 0;
-    std::vector<std::string> ids;      // by index; empty where creation failed
+    std::vector<std::string> ids;  // by index; empty where creation failed
     // By index: the server answered that the creation failed (nothing was made). The others
     // that are not in ids were lost with the connection: they may have been made.
     std::vector<char> refused;
@@ -129,7 +129,8 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
           }
           abandoned = finish(i, std::nullopt, detail::read_error(d.getError()));
         } else {
-          abandoned = finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
+          abandoned =
+              finish(i, std::nullopt, Error(ErrorCode::internal, "the server answered a create oddly"));
         }
         if (!abandoned) (*again)();
       };
@@ -182,12 +183,10 @@ std::vector<AgentRef> Client::create_agents(const std::string& class_name, std::
     const Error& e = *b->first_error;
     std::string outcome = fmt::format("{} were made and deleted again", deleted);
     if (!left.empty())
-      outcome += fmt::format(
-          "; {} may exist and could not be deleted ({}): delete them by id, first {}", left.size(),
-          why_left, left.front());
+      outcome += fmt::format("; {} may exist and could not be deleted ({}): delete them by id, first {}",
+                             left.size(), why_left, left.front());
     throw Error(e.code(),
-                fmt::format("{} (creating {} {} agents; {})", e.message(), count, class_name,
-                            outcome),
+                fmt::format("{} (creating {} {} agents; {})", e.message(), count, class_name, outcome),
                 e.agent_id(), e.agent_class(), e.retryable());
   }
   std::vector<AgentRef> out;

@@ -91,30 +91,26 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(slot.mu);
   if (!slot.cv.wait_for(lock, timeout, [&slot] { return slot.value || slot.error; }))
     throw Error(ErrorCode::timeout,
-                fmt::format("the result of call {} to agent {} was not ready within {} ms",
-                            s_->call_id, s_->agent_id, timeout.count()),
+                fmt::format("the result of call {} to agent {} was not ready within {} ms", s_->call_id,
+                            s_->agent_id, timeout.count()),
                 s_->agent_id, "", true);
   if (slot.error) throw *slot.error;
   return *slot.value;
 }
 
-std::optional<std::string> Placeholder::next_chunk() const {
-  return next_chunk(s_->core->options().timeout);
-}
+std::optional<std::string> Placeholder::next_chunk() const { return next_chunk(s_->core->options().timeout); }
 
 std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds timeout) const {
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
   // A stream ends with its CallDone; a placeholder that is not streamed ends with its result.
-  auto ready = [&slot] {
-    return !slot.chunks.empty() || slot.stream_ended || slot.value || slot.error;
-  };
+  auto ready = [&slot] { return !slot.chunks.empty() || slot.stream_ended || slot.value || slot.error; };
   if (!ready()) {
     s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
     if (!slot.cv.wait_for(lock, timeout, ready))
       throw Error(ErrorCode::timeout,
-                  fmt::format("no chunk of call {} to agent {} within {} ms", s_->call_id,
-                              s_->agent_id, timeout.count()),
+                  fmt::format("no chunk of call {} to agent {} within {} ms", s_->call_id, s_->agent_id,
+                              timeout.count()),
                   s_->agent_id, "", true);
   }
   if (!slot.chunks.empty()) {
@@ -129,9 +125,7 @@ std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds tim
 
 void Placeholder::on_chunk(std::function<void(std::string_view)> fn) const {
   s_->core->check_open("Placeholder::on_chunk");
-  s_->core->post([slot = s_->slot, fn = std::move(fn)]() mutable {
-    slot->set_on_chunk(std::move(fn));
-  });
+  s_->core->post([slot = s_->slot, fn = std::move(fn)]() mutable { slot->set_on_chunk(std::move(fn)); });
 }
 
 const std::string& Placeholder::call_id() const { return s_->call_id; }

@@ -53,9 +53,9 @@ struct Cluster::State {
     std::string why;
     for (const auto& m : members)
       why += fmt::format("; {}: {}", m.info.address, m.info.error.empty() ? "up" : m.info.error);
-    return Error::retryable(ErrorCode::disconnected,
-                            fmt::format("{}: no server of the cluster is up ({} members{})", what,
-                                        members.size(), why));
+    return Error::retryable(
+        ErrorCode::disconnected,
+        fmt::format("{}: no server of the cluster is up ({} members{})", what, members.size(), why));
   }
 };
 
@@ -109,8 +109,7 @@ void merge_client_options(ClientOptions& into, const cluster::ClusterFile& file)
 Cluster Cluster::connect(const std::vector<std::string>& servers, ClusterOptions options) {
   if (servers.empty()) throw Error(ErrorCode::bad_args, "a cluster needs at least one server");
   auto addresses = cluster::resolve(servers);
-  if (addresses.empty())
-    throw Error(ErrorCode::bad_args, "the cluster's members resolve to no address");
+  if (addresses.empty()) throw Error(ErrorCode::bad_args, "the cluster's members resolve to no address");
   auto s = std::make_shared<State>();
   s->specs = servers;
   s->options = std::move(options);
@@ -123,8 +122,7 @@ Cluster Cluster::connect(const std::vector<std::string>& servers, ClusterOptions
 Cluster Cluster::from_file(const std::string& path, ClusterOptions options) {
   auto file = cluster::read_cluster_file(path);
   merge_client_options(options.client, file);
-  if (file.placement && options.placement == Placement::round_robin)
-    options.placement = *file.placement;
+  if (file.placement && options.placement == Placement::round_robin) options.placement = *file.placement;
   return connect(file.servers, std::move(options));
 }
 
@@ -183,9 +181,8 @@ Client& Cluster::server(std::size_t i) {
                 fmt::format("cluster member {}: there are {} members", i, s_->members.size()));
   auto& m = s_->members[i];
   if (!m.info.up || !m.client)
-    throw Error::retryable(ErrorCode::disconnected,
-                           fmt::format("cluster member {} ({}) is down: {}", i, m.info.address,
-                                       m.info.error));
+    throw Error::retryable(ErrorCode::disconnected, fmt::format("cluster member {} ({}) is down: {}", i,
+                                                                m.info.address, m.info.error));
   return *m.client;
 }
 
@@ -208,9 +205,8 @@ std::size_t Cluster::refresh() {
   {
     std::lock_guard lock(s_->mu);
     for (const auto& a : addresses)
-      if (std::none_of(s_->members.begin(), s_->members.end(), [&](const State::Member& m) {
-            return m.info.up && m.info.address == a.text();
-          }))
+      if (std::none_of(s_->members.begin(), s_->members.end(),
+                       [&](const State::Member& m) { return m.info.up && m.info.address == a.text(); }))
         to_connect.push_back(a);
   }
   auto fresh = connect_all(to_connect, s_->options.client);
@@ -324,8 +320,7 @@ std::vector<std::pair<std::size_t, std::size_t>> shares(Cluster::State& s, std::
   auto order = placement_order(s);
   if (order.empty()) return out;
   std::size_t base = count / order.size(), extra = count % order.size();
-  for (std::size_t k = 0; k < order.size(); ++k)
-    out.emplace_back(order[k], base + (k < extra ? 1 : 0));
+  for (std::size_t k = 0; k < order.size(); ++k) out.emplace_back(order[k], base + (k < extra ? 1 : 0));
   // Members in order, so a member's agents get consecutive indexes in member order.
   std::sort(out.begin(), out.end());
   {
@@ -337,17 +332,15 @@ std::vector<std::pair<std::size_t, std::size_t>> shares(Cluster::State& s, std::
 
 }  // namespace
 
-AgentRef Cluster::create_agent(const std::string& class_name, const std::string& name,
-                               const Value& args, const std::string& id) {
+AgentRef Cluster::create_agent(const std::string& class_name, const std::string& name, const Value& args,
+                               const std::string& id) {
   return create_on_first(
-      *s_, placement_order(*s_),
-      [&](Client& c) { return c.create_agent(class_name, name, args, id); },
+      *s_, placement_order(*s_), [&](Client& c) { return c.create_agent(class_name, name, args, id); },
       fmt::format("create {} agent", class_name));
 }
 
 AgentRef Cluster::create_agent_on(const std::string& server, const std::string& class_name,
-                                  const std::string& name, const Value& args,
-                                  const std::string& id) {
+                                  const std::string& name, const Value& args, const std::string& id) {
   std::optional<std::size_t> index;
   {
     std::lock_guard lock(s_->mu);
@@ -357,8 +350,7 @@ AgentRef Cluster::create_agent_on(const std::string& server, const std::string& 
       std::string known;
       for (std::size_t i = 0; i < s_->members.size(); ++i)
         known += fmt::format("{}{} ({})", i ? ", " : "", i, s_->members[i].info.address);
-      throw Error(ErrorCode::bad_args,
-                  fmt::format("no cluster member \"{}\" (members: {})", server, known));
+      throw Error(ErrorCode::bad_args, fmt::format("no cluster member \"{}\" (members: {})", server, known));
     }
   }
   Client& c = this->server(*index);  // throws when down
@@ -409,8 +401,7 @@ std::vector<AgentRef> Cluster::create_agents(const std::string& class_name, std:
       threads.emplace_back([&, j = &job] {
         auto c = s_->up_client(j->member);
         try {
-          if (!c)
-            throw Error::retryable(ErrorCode::disconnected, "the member went down");
+          if (!c) throw Error::retryable(ErrorCode::disconnected, "the member went down");
           for (auto& [first, n] : j->ranges) {
             auto refs = c->create_agents(class_name, n, args, name_prefix, first);
             for (std::size_t k = 0; k < n; ++k) {

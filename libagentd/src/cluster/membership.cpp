@@ -33,8 +33,7 @@ std::optional<net::Endpoint> endpoint_of(std::string_view spec) {
 bool parses(const std::string& spec) { return endpoint_of(spec).has_value(); }
 
 // Every address name resolves to, for port: IPv4 first, each sorted, no duplicates.
-std::vector<Address> resolve_name(const std::string& spec, const std::string& name,
-                                  std::uint16_t port) {
+std::vector<Address> resolve_name(const std::string& spec, const std::string& name, std::uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -52,8 +51,7 @@ std::vector<Address> resolve_name(const std::string& spec, const std::string& na
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
       v4.insert(text);
     } else if (a->ai_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text,
-                sizeof text);
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
       v6.insert(text);
     }
   }
@@ -128,13 +126,15 @@ ClusterFile read_cluster_file(const std::string& path) {
   if (!root.IsMap()) throw fail("expected a mapping with a servers: list");
   auto dir = std::filesystem::absolute(path, ec).parent_path();
   ClusterFile out;
-  static const std::set<std::string> kKeys = {"servers", "token_file", "tls_ca", "tls_cert",
-                                              "tls_key", "placement"};
+  static const std::set<std::string> kKeys = {"servers",  "token_file", "tls_ca",
+                                              "tls_cert", "tls_key",    "placement"};
   for (const auto& kv : root) {
     auto key = kv.first.as<std::string>();
     if (!kKeys.count(key))
-      throw fail(fmt::format("unknown key \"{}\" (known: servers, token_file, tls_ca, tls_cert, "
-                             "tls_key, placement)", key));
+      throw fail(
+          fmt::format("unknown key \"{}\" (known: servers, token_file, tls_ca, tls_cert, "
+                      "tls_key, placement)",
+                      key));
   }
   auto servers = root["servers"];
   if (!servers || !servers.IsSequence() || servers.size() == 0)
@@ -156,8 +156,7 @@ ClusterFile read_cluster_file(const std::string& path) {
     } catch (const YAML::Exception& e) {
       throw fail(fmt::format("{}: {}", where, e.what()));
     }
-    if (!parses(spec))
-      throw fail(fmt::format("{}: \"{}\" is not HOST:PORT (or dns:NAME:PORT)", where, spec));
+    if (!parses(spec)) throw fail(fmt::format("{}: \"{}\" is not HOST:PORT (or dns:NAME:PORT)", where, spec));
     out.servers.push_back(spec);
   }
   auto text = [&](const char* key) {
@@ -175,8 +174,7 @@ ClusterFile read_cluster_file(const std::string& path) {
   if (auto p = root["placement"]) {
     auto name = p.IsScalar() ? p.as<std::string>() : std::string();
     out.placement = placement_from_name(name);
-    if (!out.placement)
-      throw fail(fmt::format("placement: \"{}\" is not round_robin or least_loaded", name));
+    if (!out.placement) throw fail(fmt::format("placement: \"{}\" is not round_robin or least_loaded", name));
   }
   return out;
 }

@@ -8,7 +8,6 @@
 
 namespace agentd {
 
-
 Agent::Agent(AgentInit init) : init_(std::move(init)) {}
 
 Agent::~Agent() = default;
@@ -25,8 +24,8 @@ Value Agent::call(const std::string& method, const Value& args) {
     std::string known;
     for (const auto& [n, _] : methods_) known += (known.empty() ? "" : ", ") + n;
     throw Error(ErrorCode::unknown_method,
-                "no method '" + method + "'; known methods: " + (known.empty() ? "(none)" : known),
-                id(), class_name());
+                "no method '" + method + "'; known methods: " + (known.empty() ? "(none)" : known), id(),
+                class_name());
   }
   return it->second(args);
 }
@@ -56,8 +55,8 @@ namespace agentd {
 
 Msg AsyncAgent::reply(const Msg&) {
   throw Error(ErrorCode::internal,
-              "AsyncAgent::reply was called; the host calls reply_async() of asynchronous agents",
-              id(), class_name());
+              "AsyncAgent::reply was called; the host calls reply_async() of asynchronous agents", id(),
+              class_name());
 }
 
 Task<void> AsyncAgent::observe_async(const Msg& x) {
@@ -66,16 +65,15 @@ Task<void> AsyncAgent::observe_async(const Msg& x) {
 }
 
 Task<Value> AsyncAgent::call_async(const std::string& method, const Value& args) {
-  if (auto it = async_methods_.find(method); it != async_methods_.end())
-    co_return co_await it->second(args);
+  if (auto it = async_methods_.find(method); it != async_methods_.end()) co_return co_await it->second(args);
   auto sync_names = method_names();
   if (std::find(sync_names.begin(), sync_names.end(), method) != sync_names.end())
     co_return call(method, args);
   std::string known;
   for (const auto& n : async_method_names()) known += (known.empty() ? "" : ", ") + n;
   throw Error(ErrorCode::unknown_method,
-              "no method '" + method + "'; known methods: " + (known.empty() ? "(none)" : known),
-              id(), class_name());
+              "no method '" + method + "'; known methods: " + (known.empty() ? "(none)" : known), id(),
+              class_name());
 }
 
 std::vector<std::string> AsyncAgent::async_method_names() const {

@@ -29,8 +29,7 @@ class AgentServices {
 
   // Thread-safe: agents call it on worker threads. A handle on config_name whose calls count
   // toward agent_id's usage and the config's. Throws Error(config_error) naming the known configs.
-  virtual std::shared_ptr<ChatModel> model(const std::string& config_name,
-                                           const std::string& agent_id) = 0;
+  virtual std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id) = 0;
 
   // Thread-safe: agent_id's own usage counter, created on first use. The host keeps it with the
   // agent so it can read the usage of each call without a lookup.
@@ -49,7 +48,7 @@ class AgentServices {
 // How a server reaches the servers its agents name by reference: link_to() as a function.
 // main() chooses it (as_server and local mode pass local/pooled_connector.h's, which shares the
 // server's own peer connections); a server without one refuses.
-using AgentConnector = std::function<std::shared_ptr<AgentLink>(
-    const std::string& host, std::uint16_t port, const std::string& server_id)>;
+using AgentConnector = std::function<std::shared_ptr<AgentLink>(const std::string& host, std::uint16_t port,
+                                                                const std::string& server_id)>;
 
 }  // namespace agentd::detail

@@ -73,8 +73,7 @@ bool is_retryable(ErrorCode code) {
 }
 
 Error::Error(ErrorCode code, std::string message, std::string agent_id, std::string agent_class)
-    : Error(code, std::move(message), std::move(agent_id), std::move(agent_class),
-            is_retryable(code)) {}
+    : Error(code, std::move(message), std::move(agent_id), std::move(agent_class), is_retryable(code)) {}
 
 Error::Error(ErrorCode code, std::string message, std::string agent_id, std::string agent_class,
              bool retryable)

@@ -48,8 +48,12 @@ std::string Msg::text() const {
 }
 
 Value to_json(const Msg& m) {
-  return Value{{"id", m.id},           {"name", m.name},         {"role", m.role},
-               {"content", m.content}, {"metadata", m.metadata}, {"url", m.url},
+  return Value{{"id", m.id},
+               {"name", m.name},
+               {"role", m.role},
+               {"content", m.content},
+               {"metadata", m.metadata},
+               {"url", m.url},
                {"timestamp", m.timestamp}};
 }
 

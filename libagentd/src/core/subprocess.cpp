@@ -90,9 +90,9 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
         break;
       case Redirect::Kind::pipe: {
         auto mine = add_pipe(fa, target, child_ends);
-        (target == STDIN_FILENO ? child.stdin_ : target == STDOUT_FILENO ? child.stdout_
-                                                                         : child.stderr_) =
-            std::move(mine);
+        (target == STDIN_FILENO    ? child.stdin_
+         : target == STDOUT_FILENO ? child.stdout_
+                                   : child.stderr_) = std::move(mine);
         break;
       }
       case Redirect::Kind::null:
@@ -100,8 +100,8 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
                                          target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
         break;
       case Redirect::Kind::append_to:
-        posix_spawn_file_actions_addopen(&fa.actions, target, r.path.c_str(),
-                                         O_WRONLY | O_CREAT | O_APPEND, 0600);
+        posix_spawn_file_actions_addopen(&fa.actions, target, r.path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                         0600);
         break;
       case Redirect::Kind::to_stdout:
         posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, target);

@@ -54,8 +54,8 @@ std::string utf8_problem(std::string_view s) {
       if (bad == i && p[i] >= 0xC2 && p[i] <= 0xF4)
         return fmt::format("byte {} (0x{:02x}) starts a character the text cuts short", i, p[i]);
       if (bad == i) return fmt::format("byte {} is 0x{:02x}, which starts no UTF-8 character", i, p[i]);
-      return fmt::format("byte {} is 0x{:02x}, which does not continue the character at byte {}", bad,
-                         p[bad], i);
+      return fmt::format("byte {} is 0x{:02x}, which does not continue the character at byte {}", bad, p[bad],
+                         i);
     }
     i += len;
   }
@@ -156,8 +156,9 @@ std::string msg_problem(const Msg& m, int max_depth) {
     auto why = value_problem(v, max_depth);
     return why.empty() ? why : fmt::format("the message's {}: {}", field, why);
   };
-  for (auto why : {text("id", m.id), text("name", m.name), text("role", m.role), text("timestamp", m.timestamp),
-                   value("content", m.content), value("metadata", m.metadata)})
+  for (auto why :
+       {text("id", m.id), text("name", m.name), text("role", m.role), text("timestamp", m.timestamp),
+        value("content", m.content), value("metadata", m.metadata)})
     if (!why.empty()) return why;
   for (const auto& u : m.url)
     if (auto why = text("url", u); !why.empty()) return why;

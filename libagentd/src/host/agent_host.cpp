@@ -19,7 +19,7 @@
 namespace agentd::detail {
 
 AgentInfoRow row_of(const AgentSlot& s) {
-  return AgentInfoRow{s.id, s.name, s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
+  return AgentInfoRow{s.id,        s.name,  s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
                       s.completed, s.failed};
 }
 
@@ -75,9 +75,7 @@ void AgentHost::when_result(const std::string& call_id, kj::Function<void(const 
   Locked lock(*this);
   defer(results_.when_ready(
       call_id,
-      [this, w = kj::mv(w)](const OutcomePtr& o) mutable {
-        on_loop([w = kj::mv(w), o]() mutable { w(o); });
-      },
+      [this, w = kj::mv(w)](const OutcomePtr& o) mutable { on_loop([w = kj::mv(w), o]() mutable { w(o); }); },
       wait_for_unknown));
 }
 
@@ -121,8 +119,7 @@ void AgentHost::forget_until(std::int64_t unix_ms) {
                         std::chrono::duration_cast<ResultPool::Clock::duration>(ago));
 }
 
-void AgentHost::restore_result(const std::string& call_id, const std::string& agent_id,
-                               OutcomePtr outcome) {
+void AgentHost::restore_result(const std::string& call_id, const std::string& agent_id, OutcomePtr outcome) {
   Locked lock(*this);
   if (!results_.add_pending(call_id, agent_id)) return;
   defer(results_.complete(call_id, *outcome));
@@ -215,9 +212,7 @@ void AgentHost::after_saved(kj::Function<void()> fn) {
   auto holder = std::make_shared<kj::Function<void()>>(kj::mv(fn));
   // Submitted without the lock: the completion runs under it (the done scope) or, failing at
   // once, here without it; on_loop() posts to the loop or runs fn now (no host state touched).
-  store->submit(StateStore::Change{}, [this, holder](const Error*) {
-    on_loop([holder]() { (*holder)(); });
-  });
+  store->submit(StateStore::Change{}, [this, holder](const Error*) { on_loop([holder]() { (*holder)(); }); });
 }
 
 void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
@@ -233,16 +228,16 @@ void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
   call->change.reset();
   if (slot->removed) keep_result_only(change);  // deleted while this call ran: its row is gone
   // The completion runs with the host lock held (the done scope, or inline from submit()).
-  store->submit(std::move(change), [this, store, call, id = slot->id,
-                                    cls = slot->class_name](const Error* failed) {
-    // Reads keep working while the disk is broken.
-    if (failed != nullptr && !reads_only(*call)) {
-      call->out_msg.reset();
-      call->out_error = store_error(*failed, id, cls);
-    }
-    publish(call);
-    store->journal().end(call->journal_slot);  // its outcome is committed (or failed): settled
-  });
+  store->submit(std::move(change),
+                [this, store, call, id = slot->id, cls = slot->class_name](const Error* failed) {
+                  // Reads keep working while the disk is broken.
+                  if (failed != nullptr && !reads_only(*call)) {
+                    call->out_msg.reset();
+                    call->out_error = store_error(*failed, id, cls);
+                  }
+                  publish(call);
+                  store->journal().end(call->journal_slot);  // its outcome is committed (or failed): settled
+                });
 }
 
 // ---- Limits ----
@@ -257,8 +252,7 @@ std::optional<Error> AgentHost::admit(const std::string& agent_id) const {
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return std::nullopt;
   const AgentSlot& slot = *it->second;
-  if (limits_.max_queued_calls_per_agent != 0 &&
-      slot.mailbox.size() >= limits_.max_queued_calls_per_agent)
+  if (limits_.max_queued_calls_per_agent != 0 && slot.mailbox.size() >= limits_.max_queued_calls_per_agent)
     return Error(ErrorCode::overloaded,
                  fmt::format("agent '{}' has {} calls queued, its limit "
                              "(--max-queued-calls-per-agent {}); try again later",
@@ -312,8 +306,7 @@ void AgentHost::enqueue_locked(const std::string& id, std::shared_ptr<Call> call
   mailboxes_.pump(it->second);
 }
 
-ResultPool::Waiter AgentHost::input_waiter(const std::string& agent_id,
-                                           const std::shared_ptr<Call>& call) {
+ResultPool::Waiter AgentHost::input_waiter(const std::string& agent_id, const std::shared_ptr<Call>& call) {
   Locked lock(*this);
   return input_waiter_locked(agent_id, call);
 }
@@ -394,14 +387,13 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
     const auto now = std::chrono::steady_clock::now();
     stats_.finished(*slot, *call, now, sink ? &span : nullptr);
     if (spdlog::should_log(spdlog::level::debug)) {
-      spdlog::debug("call finished: agent={} class={} kind={}{}{} call_id={} outcome={} "
-                    "run_ms={:.3f}",
-                    slot->id, slot->class_name, kind_name(call->kind),
-                    call->method.empty() ? "" : " method=", call->method,
-                    call->call_id.empty() ? "-" : call->call_id,
-                    call->out_error ? fmt::format("error({})", to_string(call->out_error->code()))
-                                    : std::string("ok"),
-                    std::chrono::duration<double>(now - call->started).count() * 1000);
+      spdlog::debug(
+          "call finished: agent={} class={} kind={}{}{} call_id={} outcome={} "
+          "run_ms={:.3f}",
+          slot->id, slot->class_name, kind_name(call->kind),
+          call->method.empty() ? "" : " method=", call->method, call->call_id.empty() ? "-" : call->call_id,
+          call->out_error ? fmt::format("error({})", to_string(call->out_error->code())) : std::string("ok"),
+          std::chrono::duration<double>(now - call->started).count() * 1000);
     }
     // With a state store, published once the call's change is committed.
     commit_and_publish(slot, call);
@@ -409,7 +401,7 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
       destroy_agent(*slot);
     else
       mailboxes_.pump(slot);
-  }  // runs the waiters the call released, without the lock
+  }                            // runs the waiters the call released, without the lock
   if (sink) span_sink_(span);  // e.g. --trace-file: I/O without the host lock
 }
 
@@ -427,8 +419,7 @@ void AgentHost::publish(const std::shared_ptr<Call>& call) {
     default:
       break;
   }
-  if (c.has_on_done)
-    defer([this, call]() { on_loop([call]() { call->on_done(*call); }); });
+  if (c.has_on_done) defer([this, call]() { on_loop([call]() { call->on_done(*call); }); });
 }
 
 void AgentHost::fail(std::shared_ptr<Call> call, Error error) {

@@ -111,9 +111,8 @@ class AgentHost : private CallRunner::Host {
   // lifecycle, so a pool full of blocked calls never holds up making or removing agents.
   // Construct on the loop thread (the thread on_loop() runs things on), and destroy it there:
   // the calls of asynchronous agents still suspended then are destroyed unfinished.
-  AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
-            WorkerPool& lifecycle, Bridge& bridge, LoopScheduler& scheduler,
-            ResultPool::Limits result_limits);
+  AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers, WorkerPool& lifecycle,
+            Bridge& bridge, LoopScheduler& scheduler, ResultPool::Limits result_limits);
   ~AgentHost() override;
 
   // Runs fn on the loop thread: now when called there, else through the bridge. Any thread.
@@ -150,14 +149,14 @@ class AgentHost : private CallRunner::Host {
   // Empty id: one is generated. done runs on the loop thread.
   // Returns the id, or an error right away for an unknown class or a taken id.
   // seed: what the agent starts from after its constructor (a restart or a clone).
-  std::variant<std::string, Error> create(const std::string& class_name, const std::string& name,
-                                          Value args, std::string id, CreateDone done,
+  std::variant<std::string, Error> create(const std::string& class_name, const std::string& name, Value args,
+                                          std::string id, CreateDone done,
                                           std::shared_ptr<AgentSeed> seed = nullptr);
   // Creates an agent of source's class with source's args and a copy of its memory and saved
   // state, taken in source's call order (after the calls queued before). done as for create.
   // Returns an error right away for an unknown source or a taken id.
-  std::optional<Error> clone(const std::string& source_id, const std::string& name,
-                             std::string id, CreateDone done);
+  std::optional<Error> clone(const std::string& source_id, const std::string& name, std::string id,
+                             CreateDone done);
 
   // ---- The state store (as_server --state-dir). ----
   // Set before serving (restore first); nullptr detaches it (before the server's agents are
@@ -226,7 +225,7 @@ class AgentHost : private CallRunner::Host {
   // Before serving (starts the watch's thread when anything is to be watched).
   void set_watch(Watch w);
   struct WatchStats {
-    std::size_t slow_now = 0;     // in progress past slow_call_warn now
+    std::size_t slow_now = 0;      // in progress past slow_call_warn now
     std::uint64_t slow_total = 0;  // ever reported as slow
     std::uint64_t timed_out = 0;   // failed by their deadline
   };
@@ -294,8 +293,7 @@ class AgentHost : private CallRunner::Host {
   void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void destroy_agent(AgentSlot& slot);
   void enqueue_locked(const std::string& id, std::shared_ptr<Call> call);
-  ResultPool::Waiter input_waiter_locked(const std::string& agent_id,
-                                         const std::shared_ptr<Call>& call);
+  ResultPool::Waiter input_waiter_locked(const std::string& agent_id, const std::shared_ptr<Call>& call);
   // save: record the deletion in the store (not when the server's agents go at exit, or when
   // remove_all() records one change for all).
   bool remove_one(const std::string& id, bool save);

@@ -26,11 +26,10 @@ Error describe_exception(const AgentSlot& s, const std::string& what) {
     return Error(e.code(), fmt::format("{} failed: {}", what, e.message()), s.id, s.class_name,
                  e.retryable());
   } catch (const std::exception& e) {
-    return Error(ErrorCode::agent_failed, fmt::format("{} raised: {}", what, e.what()), s.id,
-                 s.class_name);
+    return Error(ErrorCode::agent_failed, fmt::format("{} raised: {}", what, e.what()), s.id, s.class_name);
   } catch (...) {
-    return Error(ErrorCode::agent_failed, fmt::format("{} raised a non-standard exception", what),
-                 s.id, s.class_name);
+    return Error(ErrorCode::agent_failed, fmt::format("{} raised a non-standard exception", what), s.id,
+                 s.class_name);
   }
 }
 
@@ -62,9 +61,7 @@ struct Blocking {
     a.observe(x);
     return {};
   }
-  static Ready<Value> call(Agent& a, const std::string& m, const Value& args) {
-    return {a.call(m, args)};
-  }
+  static Ready<Value> call(Agent& a, const std::string& m, const Value& args) { return {a.call(m, args)}; }
 };
 
 // AsyncAgent: its calls are coroutines on the loop thread.
@@ -116,9 +113,7 @@ thread_local FrameCache t_frame_cache;
 struct CallRunner::Run {
   struct promise_type {
     std::unordered_set<void*>* registry = nullptr;
-    Run get_return_object() {
-      return Run{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
+    Run get_return_object() { return Run{std::coroutine_handle<promise_type>::from_promise(*this)}; }
     std::suspend_always initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }
     void return_void() noexcept {}
@@ -169,8 +164,7 @@ CallRunner::Run CallRunner::drive(std::shared_ptr<AgentSlot> slot, std::shared_p
   const ModelUsage before = s.usage->snapshot();
   c.started = std::chrono::steady_clock::now();
   StateStore* store = host_.store();
-  if (store != nullptr && !c.call_id.empty())
-    c.journal_slot = store->journal().begin(c.call_id, s.id);
+  if (store != nullptr && !c.call_id.empty()) c.journal_slot = store->journal().begin(c.call_id, s.id);
   auto& agent = Kind::agent(s);
   // The chunk sink stays set across suspensions: the agent runs no other call meanwhile.
   if (c.on_chunk) AgentAccess::set_chunk_sink(agent, host_.chunk_sink(c));

@@ -12,8 +12,7 @@
 
 namespace agentd::detail {
 
-CallWatch::CallWatch(std::chrono::milliseconds scan_period,
-                     std::function<void(Clock::time_point)> tick)
+CallWatch::CallWatch(std::chrono::milliseconds scan_period, std::function<void(Clock::time_point)> tick)
     : scan_period_(std::max(scan_period, std::chrono::milliseconds(10))),
       tick_(std::move(tick)),
       thread_([this] { main(); }) {}
@@ -40,8 +39,7 @@ void CallWatch::main() {
   }
 }
 
-void CallWatch::add_deadline(const std::shared_ptr<AgentSlot>& slot,
-                             const std::shared_ptr<Call>& call) {
+void CallWatch::add_deadline(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call) {
   const bool first = deadlines_.empty() || call->deadline < deadlines_.begin()->first;
   deadlines_.emplace(call->deadline, std::make_pair(call.get(), Due{slot, call}));
   if (!first) return;
@@ -76,8 +74,8 @@ std::vector<CallWatch::Due> CallWatch::take_due(Clock::time_point now) {
   return due;
 }
 
-void CallWatch::dispatched(const std::shared_ptr<AgentSlot>& slot,
-                           const std::shared_ptr<Call>& call, Clock::time_point now) {
+void CallWatch::dispatched(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call,
+                           Clock::time_point now) {
   running_.insert_or_assign(call.get(), Running{slot, call, now, false});
 }
 
@@ -88,8 +86,7 @@ void CallWatch::done(const Call& call) {
   running_.erase(it);
 }
 
-std::vector<CallWatch::Slow> CallWatch::take_newly_slow(Clock::time_point now,
-                                                         Clock::duration threshold) {
+std::vector<CallWatch::Slow> CallWatch::take_newly_slow(Clock::time_point now, Clock::duration threshold) {
   std::vector<Slow> out;
   for (auto& [_, r] : running_) {
     if (r.reported || now - r.since < threshold) continue;
@@ -125,9 +122,8 @@ void AgentHost::set_watch(Watch w) {
   // Slow calls are looked for every second (a quarter of the threshold when that is shorter).
   auto period = std::chrono::milliseconds(1000);
   if (o.slow_call_warn.count() > 0) period = std::min(period, o.slow_call_warn / 4);
-  auto watch = std::make_unique<CallWatch>(period, [this](CallWatch::Clock::time_point now) {
-    watch_tick(now);
-  });
+  auto watch =
+      std::make_unique<CallWatch>(period, [this](CallWatch::Clock::time_point now) { watch_tick(now); });
   Locked lock(*this);
   watch_ = std::move(watch);
 }
@@ -137,8 +133,7 @@ AgentHost::WatchStats AgentHost::watch_stats() const {
   return WatchStats{watch_ ? watch_->slow_now() : 0, slow_total_, timed_out_};
 }
 
-void AgentHost::watch_enqueue(const std::shared_ptr<AgentSlot>& slot,
-                              const std::shared_ptr<Call>& call) {
+void AgentHost::watch_enqueue(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call) {
   if (!watch_) return;
   if (call->timeout.count() <= 0) {
     call->timeout = watch_options_.call_timeout;
@@ -156,8 +151,7 @@ void AgentHost::watch_enqueue(const std::shared_ptr<AgentSlot>& slot,
   watch_->add_deadline(slot, call);
 }
 
-void AgentHost::watch_dispatch(const std::shared_ptr<AgentSlot>& slot,
-                               const std::shared_ptr<Call>& call) {
+void AgentHost::watch_dispatch(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call) {
   if (watch_) watch_->dispatched(slot, call, std::chrono::steady_clock::now());
 }
 
@@ -177,11 +171,10 @@ void AgentHost::watch_finish(AgentSlot& slot, Call& call) {
 }
 
 Error AgentHost::timeout_error(const AgentSlot& slot, const Call& call, Stalled where) const {
-  const std::string what = call.method.empty() ? std::string("the call")
-                                               : fmt::format("the call of '{}'", call.method);
+  const std::string what =
+      call.method.empty() ? std::string("the call") : fmt::format("the call of '{}'", call.method);
   const std::string deadline =
-      fmt::format("its deadline ({} after it was queued, {})", seconds_text(call.timeout),
-                  call.timeout_by);
+      fmt::format("its deadline ({} after it was queued, {})", seconds_text(call.timeout), call.timeout_by);
   switch (where) {
     case Stalled::queued:
       return Error(ErrorCode::timeout,
@@ -237,9 +230,8 @@ void AgentHost::watch_tick(std::chrono::steady_clock::time_point now) {
         lines.push_back(fmt::format(
             "slow call: agent={} class={} kind={}{}{} call_id={} in progress for {:.1f} s "
             "(over --slow-call-warn {}); workers busy {}/{}; it is logged once",
-            s.slot->id, s.slot->class_name, kind_name(c.kind),
-            c.method.empty() ? "" : " method=", c.method, c.call_id.empty() ? "-" : c.call_id,
-            std::chrono::duration<double>(s.in_progress).count(),
+            s.slot->id, s.slot->class_name, kind_name(c.kind), c.method.empty() ? "" : " method=", c.method,
+            c.call_id.empty() ? "-" : c.call_id, std::chrono::duration<double>(s.in_progress).count(),
             seconds_text(watch_options_.slow_call_warn), workers_.busy(), workers_.max_threads()));
       }
     }

@@ -43,12 +43,18 @@ struct Line {
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    default: return "a fatal signal";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    default:
+      return "a fatal signal";
   }
 }
 
@@ -70,8 +76,9 @@ void on_fatal(int sig) {
     line.add(&r->agent_id);
     line.add(" (");
     line.add(&r->agent_class);
-    line.add("); the process dies, and with --state-dir the call is reported interrupted after "
-             "the restart\n");
+    line.add(
+        "); the process dies, and with --state-dir the call is reported interrupted after "
+        "the restart\n");
   } else {
     line.add(" outside agent code\n");
   }

@@ -25,8 +25,8 @@ void set_crash_journal(RunJournal* journal);
 // The strings are borrowed and outlive the mark.
 class CrashContext {
  public:
-  CrashContext(const std::string& call_id, const std::string& agent_id,
-               const std::string& agent_class, std::uint32_t journal_slot) noexcept;
+  CrashContext(const std::string& call_id, const std::string& agent_id, const std::string& agent_class,
+               std::uint32_t journal_slot) noexcept;
   ~CrashContext();
   CrashContext(const CrashContext&) = delete;
   CrashContext& operator=(const CrashContext&) = delete;

@@ -47,8 +47,7 @@ void AgentHost::remove_all_at_exit() {
   agents.clear();  // the map, without the lock (the idle agents' slots go with them)
   if (idle->empty()) return;
   // Destructors are agent code: on the lifecycle pool, each task a contiguous share.
-  const std::size_t parts =
-      std::clamp<std::size_t>(idle->size() / 4096 + 1, 1, lifecycle_.max_threads());
+  const std::size_t parts = std::clamp<std::size_t>(idle->size() / 4096 + 1, 1, lifecycle_.max_threads());
   for (std::size_t p = 0; p < parts; ++p) {
     const std::size_t from = idle->size() * p / parts;
     const std::size_t to = idle->size() * (p + 1) / parts;

@@ -15,9 +15,8 @@
 
 namespace agentd::detail {
 
-std::variant<std::string, Error> AgentHost::create(const std::string& class_name,
-                                                   const std::string& name, Value args,
-                                                   std::string id, CreateDone done,
+std::variant<std::string, Error> AgentHost::create(const std::string& class_name, const std::string& name,
+                                                   Value args, std::string id, CreateDone done,
                                                    std::shared_ptr<AgentSeed> seed) {
   if (args.is_null()) args = Value::object();  // unset args (a raw client's) are no args
   Locked lock(*this);
@@ -42,9 +41,8 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   if (id.empty()) id = new_id();
   if (agents_.count(id))
     return Error(ErrorCode::duplicate_agent,
-                 fmt::format("an agent with id '{}' already exists; pick another id or delete it",
-                             id),
-                 id, class_name);
+                 fmt::format("an agent with id '{}' already exists; pick another id or delete it", id), id,
+                 class_name);
   auto slot = std::make_shared<AgentSlot>();
   slot->id = id;
   slot->name = name.empty() ? id : name;
@@ -75,13 +73,12 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         err = guarded(*slot, "save_state", [&] { record_own_state(*slot, agent, held); });
       }
     }
-    bridge_.post([this, slot, holder, err = std::move(err), done_ptr,
-                  change = std::move(change)]() mutable {
+    bridge_.post([this, slot, holder, err = std::move(err), done_ptr, change = std::move(change)]() mutable {
       Locked lock(*this);
       mailboxes_.constructor_returned();
       if (err) {
-        Error e(err->code() == ErrorCode::agent_failed ? ErrorCode::bad_args : err->code(),
-                err->message(), slot->id, slot->class_name);
+        Error e(err->code() == ErrorCode::agent_failed ? ErrorCode::bad_args : err->code(), err->message(),
+                slot->id, slot->class_name);
         if (!slot->removed) agents_.erase(slot->id);
         slot->removed = true;
         for (auto& c : mailboxes_.take_waiting(*slot)) fail(c, e);  // all: none started
@@ -96,8 +93,8 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         destroy_agent(*slot);
         if (*done_ptr)
           defer([done_ptr, slot]() {
-            (*done_ptr)(Error(ErrorCode::unknown_agent, "the agent was deleted while being created",
-                              slot->id, slot->class_name));
+            (*done_ptr)(Error(ErrorCode::unknown_agent, "the agent was deleted while being created", slot->id,
+                              slot->class_name));
           });
         return;
       }
@@ -130,24 +127,21 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   return id;
 }
 
-std::optional<Error> AgentHost::clone(const std::string& source_id, const std::string& name,
-                                      std::string id, CreateDone done) {
+std::optional<Error> AgentHost::clone(const std::string& source_id, const std::string& name, std::string id,
+                                      CreateDone done) {
   Locked lock(*this);
   auto it = agents_.find(source_id);
   if (it == agents_.end())
-    return Error(ErrorCode::unknown_agent,
-                 fmt::format("no agent '{}' on this server to clone", source_id), source_id);
+    return Error(ErrorCode::unknown_agent, fmt::format("no agent '{}' on this server to clone", source_id),
+                 source_id);
   if (!id.empty() && agents_.count(id))
     return Error(ErrorCode::duplicate_agent,
-                 fmt::format("an agent with id '{}' already exists; pick another id or delete it",
-                             id),
-                 id);
+                 fmt::format("an agent with id '{}' already exists; pick another id or delete it", id), id);
   auto call = std::make_shared<Call>();
   call->kind = Call::Kind::snapshot;
   call->has_on_done = true;
   auto done_ptr = std::make_shared<CreateDone>(std::move(done));
-  call->on_done = [this, cls = it->second->class_name, name, id = std::move(id),
-                   done_ptr](Call& c) mutable {
+  call->on_done = [this, cls = it->second->class_name, name, id = std::move(id), done_ptr](Call& c) mutable {
     if (c.out_error) {
       if (*done_ptr) (*done_ptr)(*c.out_error);
       return;
@@ -183,8 +177,8 @@ bool AgentHost::remove_one(const std::string& id, bool save) {
   // The running call (if any) stays at the head until its worker reports back.
   auto queued = mailboxes_.take_waiting(*slot);
   if (!queued.empty()) {
-    Error e(ErrorCode::unknown_agent,
-            fmt::format("agent '{}' was deleted before this call ran", id), id, slot->class_name);
+    Error e(ErrorCode::unknown_agent, fmt::format("agent '{}' was deleted before this call ran", id), id,
+            slot->class_name);
     for (auto& c : queued) fail(c, e);
   }
   if (!slot->busy) destroy_agent(*slot);

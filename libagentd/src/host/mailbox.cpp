@@ -4,12 +4,18 @@ namespace agentd::detail {
 
 const char* kind_name(Call::Kind k) {
   switch (k) {
-    case Call::Kind::reply: return "reply";
-    case Call::Kind::observe: return "observe";
-    case Call::Kind::method: return "method";
-    case Call::Kind::method_async: return "method_async";
-    case Call::Kind::memory: return "memory";
-    case Call::Kind::snapshot: return "snapshot";
+    case Call::Kind::reply:
+      return "reply";
+    case Call::Kind::observe:
+      return "observe";
+    case Call::Kind::method:
+      return "method";
+    case Call::Kind::method_async:
+      return "method_async";
+    case Call::Kind::memory:
+      return "memory";
+    case Call::Kind::snapshot:
+      return "snapshot";
   }
   return "?";
 }

@@ -102,8 +102,8 @@ struct AgentSlot {
   AsyncAgent* async = nullptr;   // agent, when it is an AsyncAgent (its calls run on the loop)
   // A list, not a deque: an empty std::deque allocates ~600 bytes, and most agents sit idle.
   std::list<std::shared_ptr<Call>> mailbox;
-  bool busy = true;          // a call (or the constructor) is running
-  bool constructing = true;  // the constructor is (busy, with no call at the head)
+  bool busy = true;                     // a call (or the constructor) is running
+  bool constructing = true;             // the constructor is (busy, with no call at the head)
   std::shared_ptr<UsageCounter> usage;  // this agent's model use (AgentServices::usage_counter)
   bool removed = false;
   std::uint64_t completed = 0;
@@ -128,8 +128,7 @@ class Mailboxes {
  public:
   struct Hooks {
     // call, the head of slot's mailbox with its input there, is to run now (slot is busy).
-    std::function<void(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call)>
-        dispatch;
+    std::function<void(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call)> dispatch;
     // call failed without running (it has left its mailbox; counted in slot's failures).
     std::function<void(std::shared_ptr<Call> call, Error error)> fail;
   };

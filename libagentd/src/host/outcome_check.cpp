@@ -18,8 +18,8 @@ void check_outcome(const std::string& agent_id, const std::string& class_name, C
     if (auto bad = msg_problem(c.out_memory[i]); !bad.empty())
       why = fmt::format("message {} of its memory: {}", i, bad);
   if (why.empty()) return;
-  const char* what = c.kind == Call::Kind::reply    ? "the reply"
-                     : c.kind == Call::Kind::memory ? "the memory"
+  const char* what = c.kind == Call::Kind::reply      ? "the reply"
+                     : c.kind == Call::Kind::memory   ? "the memory"
                      : c.kind == Call::Kind::snapshot ? "the saved state"
                                                       : "the method's result";
   c.out_error = Error(ErrorCode::bad_request,
@@ -28,6 +28,5 @@ void check_outcome(const std::string& agent_id, const std::string& class_name, C
                                   what, agent_id, why, kMaxValueDepth),
                       agent_id, class_name);
 }
-
 
 }  // namespace agentd::detail

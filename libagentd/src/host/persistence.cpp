@@ -59,8 +59,7 @@ void record_change(AgentSlot& s, Call& c) {
   }
   if (c.kind == Call::Kind::reply || c.kind == Call::Kind::method_async) {
     ch.call_id = c.call_id;
-    ch.outcome = c.out_error ? encode_outcome(Outcome(*c.out_error))
-                             : encode_outcome(Outcome(*c.out_msg));
+    ch.outcome = c.out_error ? encode_outcome(Outcome(*c.out_error)) : encode_outcome(Outcome(*c.out_msg));
   }
   c.change = std::make_unique<StateStore::Change>(std::move(ch));
 }

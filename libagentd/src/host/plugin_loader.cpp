@@ -72,8 +72,7 @@ void PluginLoader::load(const std::string& path, ClassCatalog& catalog) {
   }
   if (table->classes.empty()) {
     ::dlclose(handle);
-    throw Error(ErrorCode::plugin_error,
-                fmt::format("plugin {}: registers no agent classes", path));
+    throw Error(ErrorCode::plugin_error, fmt::format("plugin {}: registers no agent classes", path));
   }
   handles_.push_back(handle);
   paths_.push_back(path);
@@ -104,16 +103,12 @@ void PluginLoader::load_dir(const std::string& dir, ClassCatalog& catalog) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error(ErrorCode::plugin_error,
-                fmt::format("plugin directory {}: not a readable directory", dir));
+    throw Error(ErrorCode::plugin_error, fmt::format("plugin directory {}: not a readable directory", dir));
   std::vector<std::string> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file(ec) && it->path().extension() == ".so")
-      files.push_back(it->path().string());
+    if (it->is_regular_file(ec) && it->path().extension() == ".so") files.push_back(it->path().string());
   }
-  if (ec)
-    throw Error(ErrorCode::plugin_error,
-                fmt::format("plugin directory {}: {}", dir, ec.message()));
+  if (ec) throw Error(ErrorCode::plugin_error, fmt::format("plugin directory {}: {}", dir, ec.message()));
   std::sort(files.begin(), files.end());
   for (const auto& f : files) load(f, catalog);
 }

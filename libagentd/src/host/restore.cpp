@@ -25,7 +25,8 @@ void restore_from_store(AgentHost& host, StateStore& store, const ClassCatalog& 
   for (const auto& a : contents.agents) {
     if (catalog.find(a.class_name) != nullptr) continue;
     missing.push_back(a.id);
-    if (missing.size() <= 20) listed += fmt::format("{}{} ({})", listed.empty() ? "" : ", ", a.id, a.class_name);
+    if (missing.size() <= 20)
+      listed += fmt::format("{}{} ({})", listed.empty() ? "" : ", ", a.id, a.class_name);
   }
   if (missing.size() > 20) listed += fmt::format(" and {} more", missing.size() - 20);
   if (!missing.empty()) {
@@ -35,9 +36,10 @@ void restore_from_store(AgentHost& host, StateStore& store, const ClassCatalog& 
                               "their plugins (--plugin, --plugin-dir), or start with "
                               "--drop-missing-classes to delete them",
                               store.file(), missing.size(), listed));
-    spdlog::warn("--drop-missing-classes: deleting {} agent(s) of classes no loaded plugin "
-                 "provides from {}: {}",
-                 missing.size(), store.file(), listed);
+    spdlog::warn(
+        "--drop-missing-classes: deleting {} agent(s) of classes no loaded plugin "
+        "provides from {}: {}",
+        missing.size(), store.file(), listed);
     store.drop_agents(missing);
   }
   host.set_store(&store);  // restored agents learn what the store holds of them
@@ -64,8 +66,8 @@ void restore_from_store(AgentHost& host, StateStore& store, const ClassCatalog& 
     auto made = host.create(
         a.class_name, a.name, std::move(a.args), a.id,
         [&finished, id](std::variant<AgentInfoRow, Error> r) {
-          finished(id, std::holds_alternative<Error>(r) ? std::optional<Error>(std::get<Error>(r))
-                                                        : std::nullopt);
+          finished(
+              id, std::holds_alternative<Error>(r) ? std::optional<Error>(std::get<Error>(r)) : std::nullopt);
         },
         seed);
     if (auto* e = std::get_if<Error>(&made)) finished(id, *e);
@@ -81,8 +83,8 @@ void restore_from_store(AgentHost& host, StateStore& store, const ClassCatalog& 
   }
   for (auto& r : contents.results) host.restore_result(r.call_id, r.agent_id, std::move(r.outcome));
   host.forget_until(contents.forgotten_until_unix_ms);
-  spdlog::info("state dir {}: restored {} agent(s) and {} finished result(s)", o.state_dir,
-               restored, contents.results.size());
+  spdlog::info("state dir {}: restored {} agent(s) and {} finished result(s)", o.state_dir, restored,
+               contents.results.size());
 }
 
 }  // namespace agentd::detail

@@ -17,8 +17,8 @@ class ClassCatalog;
 class StateStore;
 
 struct RestoreOptions {
-  std::string server_id;          // saved in the store
-  std::size_t max_results = 0;    // finished results kept (the result pool's limits)
+  std::string server_id;        // saved in the store
+  std::size_t max_results = 0;  // finished results kept (the result pool's limits)
   std::chrono::milliseconds max_age{0};
   bool drop_missing_classes = false;  // delete agents of classes no plugin provides
   std::string state_dir;              // for the log line

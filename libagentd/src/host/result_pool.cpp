@@ -45,8 +45,7 @@ ResultPool::Ready ResultPool::complete(const std::string& call_id, Outcome outco
   return ready;
 }
 
-ResultPool::Ready ResultPool::when_ready(const std::string& call_id, Waiter w,
-                                         bool wait_for_unknown) {
+ResultPool::Ready ResultPool::when_ready(const std::string& call_id, Waiter w, bool wait_for_unknown) {
   Ready ready;
   auto it = entries_.find(call_id);
   if (it == entries_.end()) {
@@ -104,9 +103,9 @@ Error ResultPool::gone_error(const std::string& call_id) const {
                              "{} results, {} s); read results sooner or raise --max-pool-size / "
                              "--max-expire-time",
                              call_id, limits_.max_size, limits_.max_age.count() / 1000.0));
-  return Error(ErrorCode::unknown_call,
-               fmt::format("no call {} is known to this server (never made here, or expired long ago)",
-                           call_id));
+  return Error(
+      ErrorCode::unknown_call,
+      fmt::format("no call {} is known to this server (never made here, or expired long ago)", call_id));
 }
 
 ResultPool::Ready ResultPool::sweep(Clock::time_point now) {
@@ -119,10 +118,10 @@ ResultPool::Ready ResultPool::sweep(Clock::time_point now) {
     if (!e.announced && !e.outcome && now - e.since >= limits_.unknown_wait) overdue.push_back(id);
   for (const auto& id : overdue) {
     auto node = entries_.extract(id);
-    auto err = std::make_shared<const Outcome>(Error::retryable(
-        ErrorCode::unknown_call,
-        fmt::format("no call {} arrived at this server within {} s of being asked for", id,
-                    limits_.unknown_wait.count() / 1000.0)));
+    auto err = std::make_shared<const Outcome>(
+        Error::retryable(ErrorCode::unknown_call,
+                         fmt::format("no call {} arrived at this server within {} s of being asked for", id,
+                                     limits_.unknown_wait.count() / 1000.0)));
     for (auto& w : node.mapped().waiters) ready.add(kj::mv(w), err);
   }
   return ready;

@@ -34,7 +34,7 @@ class ResultPool {
   using Waiter = kj::Function<void(const OutcomePtr&)>;
 
   struct Limits {
-    std::size_t max_size = 8192;                           // finished results kept
+    std::size_t max_size = 8192;  // finished results kept
     std::chrono::milliseconds max_age = std::chrono::seconds(7200);
     std::chrono::milliseconds unknown_wait = std::chrono::seconds(30);  // see when_ready()
   };

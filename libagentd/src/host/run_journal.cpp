@@ -42,7 +42,6 @@ struct RunJournal::Slot {
   char agent_id[60];
 };
 
-
 constexpr std::size_t kHeaderBytes = 4096;
 
 RunJournal::Header* RunJournal::header() const { return static_cast<Header*>(map_); }

@@ -46,8 +46,7 @@ std::string flat(Fill&& fill) {
 class FlatReader {
  public:
   explicit FlatReader(std::string_view bytes)
-      : words_(kj::heapArray<capnp::word>((bytes.size() + sizeof(capnp::word) - 1) /
-                                          sizeof(capnp::word))) {
+      : words_(kj::heapArray<capnp::word>((bytes.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word))) {
     if (bytes.size() % sizeof(capnp::word) != 0 || bytes.empty())
       throw std::runtime_error("not a whole Cap'n Proto message");
     std::memcpy(words_.begin(), bytes.data(), bytes.size());
@@ -106,9 +105,12 @@ std::string encode_outcome(const Outcome& o) {
 Outcome decode_outcome(std::string_view bytes) {
   return decode<wire::Outcome>(bytes, [](wire::Outcome::Reader r) -> Outcome {
     switch (r.which()) {
-      case wire::Outcome::MSG: return read_msg(r.getMsg());
-      case wire::Outcome::ERROR: return read_error(r.getError());
-      default: throw std::runtime_error("a stored outcome is neither a message nor an error");
+      case wire::Outcome::MSG:
+        return read_msg(r.getMsg());
+      case wire::Outcome::ERROR:
+        return read_error(r.getError());
+      default:
+        throw std::runtime_error("a stored outcome is neither a message nor an error");
     }
   });
 }
@@ -174,8 +176,7 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
       where = "the memory of agent '" + agent + "'";
       auto it = index.find(agent);
       if (it == index.end()) continue;  // left by a deletion's memory rows (never committed apart)
-      for (auto m : split_framed(memory.column(1)))
-        out.agents[it->second].memory.push_back(decode_msg(m));
+      for (auto m : split_framed(memory.column(1))) out.agents[it->second].memory.push_back(decode_msg(m));
     }
     where = "the results";
     Stmt results(db_,
@@ -262,8 +263,7 @@ void StateStore::drop_agents(const std::vector<std::string>& ids) {
 void StateStore::submit(Change change, Done done) {
   std::unique_lock lock(mu_);
   if (failure_ || closing_) {
-    Error e = failure_ ? *failure_
-                       : Error(ErrorCode::not_applied, "the server's state store is closed");
+    Error e = failure_ ? *failure_ : Error(ErrorCode::not_applied, "the server's state store is closed");
     lock.unlock();
     if (done) done(&e);
     return;
@@ -300,9 +300,10 @@ void StateStore::check_stall() {
   if (started == 0) return;
   const std::int64_t ms = now_unix_ms() - started;
   if (ms >= 2000 && !stall_logged_.exchange(true))
-    spdlog::warn("state store: a commit to {} has been running for {:.1f} s (the disk stalls?); "
-                 "calls are not reported done until it finishes",
-                 file_, ms / 1000.0);
+    spdlog::warn(
+        "state store: a commit to {} has been running for {:.1f} s (the disk stalls?); "
+        "calls are not reported done until it finishes",
+        file_, ms / 1000.0);
 }
 
 void StateStore::close() {
@@ -375,9 +376,10 @@ void StateStore::writer_main() {
       if (stall_logged_.exchange(false))
         spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
       else if (took >= 1000)
-        spdlog::warn("state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
-                     "calls wait for their commit",
-                     batch.size(), file_, took / 1000.0);
+        spdlog::warn(
+            "state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
+            "calls wait for their commit",
+            batch.size(), file_, took / 1000.0);
     }
     lock.lock();
     if (failed) failure_ = failed;
@@ -447,8 +449,7 @@ void StateStore::apply(std::vector<Pending>& batch,
       const auto keep = static_cast<std::int64_t>(trim->first);
       s.trimmed_until.integer(1, trim->second).integer(2, keep);
       if (s.trimmed_until.row()) {
-        if (!s.trimmed_until.column_null(0))
-          forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
+        if (!s.trimmed_until.column_null(0)) forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
         s.trimmed_until.row();
       }
       s.trim_age.integer(1, trim->second).run();

@@ -170,8 +170,8 @@ class StateStore {
   std::optional<Error> failure() const;
 
   struct Stats {
-    std::uint64_t bytes = 0;                // database + WAL on disk
-    std::int64_t last_commit_unix_ms = 0;   // 0: none since start
+    std::uint64_t bytes = 0;               // database + WAL on disk
+    std::int64_t last_commit_unix_ms = 0;  // 0: none since start
     std::uint64_t commits = 0;
     std::uint64_t changes = 0;
     std::string error;  // the failure's message, if any
@@ -197,8 +197,8 @@ class StateStore {
   std::string file_;
   int lock_fd_ = -1;  // DIR, flock()ed
   std::unique_ptr<RunJournal> journal_;
-  std::uint64_t commit_seq_ = 0;            // commits in the database (writer thread)
-  std::int64_t forgotten_until_ms_ = 0;     // writer thread after the constructor
+  std::uint64_t commit_seq_ = 0;                    // commits in the database (writer thread)
+  std::int64_t forgotten_until_ms_ = 0;             // writer thread after the constructor
   std::atomic<std::int64_t> commit_started_ms_{0};  // 0: no commit running
   std::atomic<bool> stall_logged_{false};
   sqlite3* db_ = nullptr;
@@ -211,8 +211,8 @@ class StateStore {
   std::vector<Pending> queue_;
   std::optional<std::pair<std::size_t, std::int64_t>> trim_;  // max results, max age (ms)
   bool results_written_ = false;  // writer thread: results committed since the last trim
-  std::uint64_t submitted_ = 0;  // changes ever queued
-  std::uint64_t finished_ = 0;   // changes whose done has run
+  std::uint64_t submitted_ = 0;   // changes ever queued
+  std::uint64_t finished_ = 0;    // changes whose done has run
   bool closing_ = false;
   std::optional<Error> failure_;
   std::int64_t last_commit_ms_ = 0;

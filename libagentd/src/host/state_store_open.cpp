@@ -41,7 +41,6 @@ std::string printable(std::string_view in) {
 
 namespace {
 
-
 // Why path cannot be written, or empty when it can (or does not exist).
 std::string not_writable(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0 || ::access(path.c_str(), W_OK) == 0) return {};
@@ -51,9 +50,10 @@ std::string not_writable(const std::string& path) {
     return fmt::format("{} is on a read-only file system", path);
   struct stat st {};
   ::stat(path.c_str(), &st);
-  return fmt::format("{} is not writable by this process (uid {}; the file is mode {:04o}, owner "
-                     "uid {}: {})",
-                     path, ::getuid(), st.st_mode & 07777, st.st_uid, std::strerror(err));
+  return fmt::format(
+      "{} is not writable by this process (uid {}; the file is mode {:04o}, owner "
+      "uid {}: {})",
+      path, ::getuid(), st.st_mode & 07777, st.st_uid, std::strerror(err));
 }
 
 }  // namespace
@@ -110,8 +110,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                               "with no agents",
                               file_));
     journal_ = std::make_unique<RunJournal>((fs::path(dir_) / "agentd.run").string());
-    if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                                 SQLITE_OPEN_NOMUTEX,
+    if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         nullptr) != SQLITE_OK)
       throw std::runtime_error(db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory");
     // Waits for another process holding the database (a backup taking a write lock) rather than
@@ -190,22 +189,23 @@ void StateStore::check_against_journal(bool fresh) {
                             "replaced by an older copy. Put the missing files back; to start from "
                             "what the database holds anyway (losing the calls acknowledged "
                             "after it), remove {}",
-                            file_, commit_seq_, prev.pid, prev.commits, run_file,
-                            prev.commits - commit_seq_, file_, run_file));
+                            file_, commit_seq_, prev.pid, prev.commits, run_file, prev.commits - commit_seq_,
+                            file_, run_file));
   if (prev.clean) return;
-  spdlog::warn("state dir {}: the last run (pid {}) did not stop cleanly{}; {} call(s) it was "
-               "running are reported interrupted; checking the database",
-               dir_, prev.pid,
-               prev.fatal_signal != 0 ? fmt::format(" (it died of signal {})", prev.fatal_signal)
-                                      : std::string(),
-               prev.running.size());
+  spdlog::warn(
+      "state dir {}: the last run (pid {}) did not stop cleanly{}; {} call(s) it was "
+      "running are reported interrupted; checking the database",
+      dir_, prev.pid,
+      prev.fatal_signal != 0 ? fmt::format(" (it died of signal {})", prev.fatal_signal) : std::string(),
+      prev.running.size());
   for (const auto& r : prev.running)
     if (r.crashed)
-      spdlog::error("state dir {}: the last run died of signal {} while running call {} of agent "
-                    "{}; that call is reported interrupted and not retried; a server that keeps "
-                    "crashing on an agent's calls should host that agent apart (README "
-                    "\"Durability\")",
-                    dir_, prev.fatal_signal, r.call_id, r.agent_id);
+      spdlog::error(
+          "state dir {}: the last run died of signal {} while running call {} of agent "
+          "{}; that call is reported interrupted and not retried; a server that keeps "
+          "crashing on an agent's calls should host that agent apart (README "
+          "\"Durability\")",
+          dir_, prev.fatal_signal, r.call_id, r.agent_id);
   if (!fresh) {
     Stmt check(db_, "PRAGMA quick_check(5)");
     std::string problems;
@@ -242,17 +242,18 @@ void StateStore::record_interrupted() {
     for (const auto* r : todo) {
       const std::string why =
           r->crashed
-              ? fmt::format("call {} was running when as_server (pid {}) died of signal {} in it: "
-                            "this call crashed the server, and is not retried; its effects on "
-                            "the agent were not kept, but it may have had effects outside agentd",
-                            r->call_id, prev.pid, prev.fatal_signal)
-              : fmt::format("call {} was running when as_server (pid {}) stopped without "
-                            "finishing it{}: its effects on the agent were not kept, but it may "
-                            "have had effects outside agentd; it is not safe to retry blindly",
-                            r->call_id, prev.pid,
-                            prev.fatal_signal != 0
-                                ? fmt::format(" (the server died of signal {})", prev.fatal_signal)
-                                : std::string());
+              ? fmt::format(
+                    "call {} was running when as_server (pid {}) died of signal {} in it: "
+                    "this call crashed the server, and is not retried; its effects on "
+                    "the agent were not kept, but it may have had effects outside agentd",
+                    r->call_id, prev.pid, prev.fatal_signal)
+              : fmt::format(
+                    "call {} was running when as_server (pid {}) stopped without "
+                    "finishing it{}: its effects on the agent were not kept, but it may "
+                    "have had effects outside agentd; it is not safe to retry blindly",
+                    r->call_id, prev.pid,
+                    prev.fatal_signal != 0 ? fmt::format(" (the server died of signal {})", prev.fatal_signal)
+                                           : std::string());
       const std::string outcome = encode_outcome(Outcome(Error(ErrorCode::interrupted, why, r->agent_id)));
       st_->put_result.text(1, r->call_id).text(2, r->agent_id).blob(3, outcome).integer(4, now).run();
     }
@@ -265,9 +266,10 @@ void StateStore::record_interrupted() {
     throw;
   }
   if (!todo.empty())
-    spdlog::warn("state dir {}: {} call(s) the last run was running are kept as interrupted "
-                 "results",
-                 dir_, todo.size());
+    spdlog::warn(
+        "state dir {}: {} call(s) the last run was running are kept as interrupted "
+        "results",
+        dir_, todo.size());
 }
 
 }  // namespace agentd::detail

@@ -44,7 +44,8 @@ Client Client::local(LocalOptions options) {
   detail::ClientCore::Target t;
   t.mode = detail::ClientCore::Mode::local;
   ClientOptions copts = options.client;
-  t.in_process = [local = std::move(options)](kj::AsyncIoContext& io) -> kj::Own<detail::ClientCore::InProcess> {
+  t.in_process = [local =
+                      std::move(options)](kj::AsyncIoContext& io) -> kj::Own<detail::ClientCore::InProcess> {
     return kj::heap<LocalServer>(local, io);
   };
   return Client(std::make_shared<detail::ClientCore>(std::move(t), copts));

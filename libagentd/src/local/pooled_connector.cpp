@@ -54,8 +54,7 @@ class PeerLinks : public std::enable_shared_from_this<PeerLinks> {
     });
     if (answer.wait_for(kLoopAnswer) != std::future_status::ready)
       throw Error::retryable(ErrorCode::disconnected,
-                             fmt::format("cannot reach the agents at {}: this server is stopping",
-                                         origin));
+                             fmt::format("cannot reach the agents at {}: this server is stopping", origin));
     return answer.get();
   }
 

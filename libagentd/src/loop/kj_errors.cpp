@@ -23,12 +23,14 @@ kj::Exception to_kj_exception(std::exception_ptr e) {
     text += std::string(to_string(err.code())) + ' ' + (err.retryable() ? '1' : '0') + ' ' +
             std::to_string(err.agent_id().size()) + ' ' + std::to_string(err.agent_class().size()) + "]: ";
     text += err.agent_id() + err.agent_class() + err.message();
-    auto type = err.code() == ErrorCode::disconnected ? kj::Exception::Type::DISCONNECTED : kj::Exception::Type::FAILED;
+    auto type = err.code() == ErrorCode::disconnected ? kj::Exception::Type::DISCONNECTED
+                                                      : kj::Exception::Type::FAILED;
     return kj::Exception(type, __FILE__, __LINE__, kj::heapString(text.data(), text.size()));
   } catch (const std::exception& other) {
     return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::heapString(other.what()));
   } catch (...) {
-    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::heapString("unknown exception"));
+    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                         kj::heapString("unknown exception"));
   }
 }
 
@@ -62,10 +64,14 @@ Error error_from_kj(const kj::Exception& e, std::string_view context) {
   }
   std::string message = in_context(std::string(d));
   switch (e.getType()) {
-    case kj::Exception::Type::DISCONNECTED: return Error(ErrorCode::disconnected, message);
-    case kj::Exception::Type::OVERLOADED: return Error(ErrorCode::overloaded, message);
-    case kj::Exception::Type::UNIMPLEMENTED: return Error(ErrorCode::bad_request, message);
-    case kj::Exception::Type::FAILED: break;
+    case kj::Exception::Type::DISCONNECTED:
+      return Error(ErrorCode::disconnected, message);
+    case kj::Exception::Type::OVERLOADED:
+      return Error(ErrorCode::overloaded, message);
+    case kj::Exception::Type::UNIMPLEMENTED:
+      return Error(ErrorCode::bad_request, message);
+    case kj::Exception::Type::FAILED:
+      break;
   }
   return Error(ErrorCode::internal, message);
 }

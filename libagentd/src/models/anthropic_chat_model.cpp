@@ -17,7 +17,8 @@ Value anthropic_tools(const Value& tools) {
     const Value fn = t.value("function", t);
     out.push_back({{"name", fn.value("name", "")},
                    {"description", fn.value("description", "")},
-                   {"input_schema", fn.value("parameters", Value{{"type", "object"}, {"properties", Value::object()}})}});
+                   {"input_schema",
+                    fn.value("parameters", Value{{"type", "object"}, {"properties", Value::object()}})}});
   }
   return out;
 }
@@ -41,7 +42,8 @@ void anthropic_messages(const std::vector<Msg>& messages, Value& body) {
       continue;
     }
     if (role == "tool") {
-      Value result = {{"type", "tool_result"}, {"tool_use_id", m.value("tool_call_id", "")}, {"content", text}};
+      Value result = {
+          {"type", "tool_result"}, {"tool_use_id", m.value("tool_call_id", "")}, {"content", text}};
       // The results of one turn's tool calls go back together, in one user message.
       if (!out.empty() && out.back()["role"] == "user" && out.back()["content"].is_array() &&
           !out.back()["content"].empty() && out.back()["content"].back().value("type", "") == "tool_result") {
@@ -84,7 +86,8 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
     return h;
   }
 
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
     r.url = config().base_url + "/v1/messages";
     Value body = Value::object();
@@ -122,8 +125,9 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
       } else if (type == "tool_use") {
         calls.push_back({{"id", block.value("id", "")},
                          {"type", "function"},
-                         {"function", {{"name", block.value("name", "")},
-                                       {"arguments", block.value("input", Value::object()).dump()}}}});
+                         {"function",
+                          {{"name", block.value("name", "")},
+                           {"arguments", block.value("input", Value::object()).dump()}}}});
       }
     }
     const Value stop = body.value("stop_reason", Value());
@@ -137,15 +141,18 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
   class Parser final : public StreamParser {
    public:
     Parser(const AnthropicChatModel& model, const std::function<void(std::string_view)>& on_chunk)
-        : model_(model), on_chunk_(on_chunk), sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
+        : model_(model),
+          on_chunk_(on_chunk),
+          sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
 
     void feed(std::string_view bytes) override { sse_.feed(bytes); }
 
     ChatResponse finish() override {
       sse_.finish();
       if (!stopped_) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no message_stop)",
-                    true);
+        model_.fail(
+            "stream from " + model_.config().base_url + " ended before it was complete (no message_stop)",
+            true);
       }
       Value calls = Value::array();
       for (auto& [index, call] : blocks_) {
@@ -163,7 +170,8 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
       model_.check_error(e, "stream event");
       const std::string type = e.value("type", "");
       if (type == "message_start") {
-        usage_.prompt_tokens = usage_from_json(e.value("message", Value::object()).value("usage", Value())).prompt_tokens;
+        usage_.prompt_tokens =
+            usage_from_json(e.value("message", Value::object()).value("usage", Value())).prompt_tokens;
       } else if (type == "content_block_start") {
         const Value block = e.value("content_block", Value::object());
         Value call;
@@ -192,7 +200,8 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
         }
       } else if (type == "message_delta") {
         const Value delta = e.value("delta", Value::object());
-        if (delta.contains("stop_reason") && delta["stop_reason"].is_string()) stop_reason_ = delta["stop_reason"];
+        if (delta.contains("stop_reason") && delta["stop_reason"].is_string())
+          stop_reason_ = delta["stop_reason"];
         if (auto u = e.find("usage"); u != e.end()) {
           usage_.completion_tokens = usage_from_json(*u).completion_tokens;
         }
@@ -210,7 +219,6 @@ class AnthropicChatModel final : public StreamingChatModel<AnthropicChatModel> {
     Usage usage_;
     bool stopped_ = false;
   };
-
 };
 
 }  // namespace

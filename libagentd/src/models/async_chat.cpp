@@ -6,14 +6,17 @@
 
 namespace agentd::detail {
 
-kj::Promise<ChatResponse> chat_async(std::shared_ptr<ChatModel> model, AsyncHttp& http, const std::vector<Msg>& messages,
-                                     const ChatOptions& options) {
+kj::Promise<ChatResponse> chat_async(std::shared_ptr<ChatModel> model, AsyncHttp& http,
+                                     const std::vector<Msg>& messages, const ChatOptions& options) {
   if (auto* async = dynamic_cast<AsyncChatModel*>(model.get())) {
     return async->chat_async(http, messages, options).attach(kj::mv(model));
   }
-  auto result = std::make_shared<std::optional<ChatResponse>>();  // written on the worker, read on the loop after
+  auto result =
+      std::make_shared<std::optional<ChatResponse>>();  // written on the worker, read on the loop after
   return http
-      .offload([model, messages, options, result](const AsyncHttp::Emit&) { *result = model->chat(messages, options); })
+      .offload([model, messages, options, result](const AsyncHttp::Emit&) {
+        *result = model->chat(messages, options);
+      })
       .then([result]() { return std::move(**result); });
 }
 
@@ -25,11 +28,9 @@ kj::Promise<ChatResponse> stream_async(std::shared_ptr<ChatModel> model, AsyncHt
   }
   auto result = std::make_shared<std::optional<ChatResponse>>();
   return http
-      .offload(
-          [model, messages, options, result](const AsyncHttp::Emit& emit) {
-            *result = model->stream(messages, emit, options);
-          },
-          std::move(on_chunk))
+      .offload([model, messages, options,
+                result](const AsyncHttp::Emit& emit) { *result = model->stream(messages, emit, options); },
+               std::move(on_chunk))
       .then([result]() { return std::move(**result); });
 }
 

@@ -43,7 +43,10 @@ struct AsyncHttp::Transfer {
 // on it, so a watch may be destroyed whenever libcurl says so (never from inside its own waits).
 struct AsyncHttp::Watch {
   Watch(AsyncHttp& http, int fd, std::uint64_t id)
-      : http(http), fd(fd), id(id), observer(http.port_, fd, kj::UnixEventPort::FdObserver::OBSERVE_READ_WRITE) {}
+      : http(http),
+        fd(fd),
+        id(id),
+        observer(http.port_, fd, kj::UnixEventPort::FdObserver::OBSERVE_READ_WRITE) {}
 
   // Waits for what libcurl wants and is not yet waited for. Edge-triggered observers only report
   // new readiness, so a socket already ready (checked with poll) is reported at once instead.
@@ -184,7 +187,8 @@ AsyncHttp::AsyncHttp(kj::AsyncIoContext& io, WorkerPool* pool, Bridge* bridge)
   // four per transfer in flight, closes most of a burst's connections as it winds down).
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max<rlim_t>(16, files.rlim_cur / 2)));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(std::max<rlim_t>(16, files.rlim_cur / 2)));
   }
   t_current_http = this;
 }
@@ -363,7 +367,8 @@ kj::Promise<HttpAttempt> AsyncHttp::post(HttpRequest request, BodySink sink) {
   t->fulfiller = kj::mv(paf.fulfiller);
   if (t->request.stream) {
     auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(t->request.timeout).count();
-    t->watchdog = idle_watchdog(t->id, std::max<std::int64_t>(1, timeout) * kj::MILLISECONDS).eagerlyEvaluate(nullptr);
+    t->watchdog =
+        idle_watchdog(t->id, std::max<std::int64_t>(1, timeout) * kj::MILLISECONDS).eagerlyEvaluate(nullptr);
   }
   const std::uint64_t id = t->id;
   transfers_.emplace(id, std::move(t));
@@ -412,7 +417,8 @@ kj::Promise<HttpResponse> AsyncHttp::post_with_retries(CallSite site, RetryPolic
 
 kj::Promise<HttpResponse> AsyncHttp::attempt_loop(RetryState& s, int attempt_no) {
   return post(s.request, s.sink).then([this, &s, attempt_no](HttpAttempt a) -> kj::Promise<HttpResponse> {
-    RetryStep step = rethrow_as_kj([&] { return next_retry_step(s.site, s.policy, s.url, attempt_no, std::move(a)); });
+    RetryStep step =
+        rethrow_as_kj([&] { return next_retry_step(s.site, s.policy, s.url, attempt_no, std::move(a)); });
     if (step.response) return kj::mv(*step.response);
     return timer_.afterDelay(step.wait.count() * kj::MILLISECONDS).then([this, &s, attempt_no] {
       return attempt_loop(s, attempt_no + 1);
@@ -436,8 +442,8 @@ kj::Promise<kj::Own<AsyncHttp::Permit>> AsyncHttp::admit(const std::string& key,
 
 kj::Promise<void> AsyncHttp::offload(std::function<void(const Emit& emit)> work, ChunkCallback on_chunk) {
   if (pool_ == nullptr || bridge_ == nullptr) {
-    return kj::Promise<void>(to_kj_exception(std::make_exception_ptr(
-        Error(ErrorCode::internal, "this model has no asynchronous path and no worker pool was given to run it"))));
+    return kj::Promise<void>(to_kj_exception(std::make_exception_ptr(Error(
+        ErrorCode::internal, "this model has no asynchronous path and no worker pool was given to run it"))));
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   const std::uint64_t id = ++offload_->next_id;

@@ -27,10 +27,9 @@ Task<ChatResponse> ChatModel::chat_async(std::vector<Msg> messages, ChatOptions 
   if (async != nullptr && http != nullptr) {
     co_return co_await detail::await_kj(async->chat_async(*http, messages, options));
   }
-  co_return co_await run_blocking(
-      [this, messages = std::move(messages), options = std::move(options)]() {
-        return chat(messages, options);
-      });
+  co_return co_await run_blocking([this, messages = std::move(messages), options = std::move(options)]() {
+    return chat(messages, options);
+  });
 }
 
 Task<ChatResponse> ChatModel::stream_async(std::vector<Msg> messages,
@@ -39,8 +38,7 @@ Task<ChatResponse> ChatModel::stream_async(std::vector<Msg> messages,
   auto* async = dynamic_cast<detail::AsyncChatModel*>(this);
   detail::AsyncHttp* http = detail::current_async_http();
   if (async != nullptr && http != nullptr) {
-    co_return co_await detail::await_kj(
-        async->stream_async(*http, messages, std::move(on_chunk), options));
+    co_return co_await detail::await_kj(async->stream_async(*http, messages, std::move(on_chunk), options));
   }
   // Chunks arrive on the worker; each is posted to the loop, ahead of the resume (both go
   // through the loop's one bridge, in order). The alive flag drops chunks that would arrive
@@ -48,8 +46,7 @@ Task<ChatResponse> ChatModel::stream_async(std::vector<Msg> messages,
   detail::AsyncLoop& loop = detail::require_async_loop("ChatModel::stream_async");
   auto sink = std::make_shared<std::function<void(std::string_view)>>(std::move(on_chunk));
   detail::AliveFlag flag;
-  co_return co_await run_blocking([this, &loop, sink, alive = flag.alive,
-                                   messages = std::move(messages),
+  co_return co_await run_blocking([this, &loop, sink, alive = flag.alive, messages = std::move(messages),
                                    options = std::move(options)]() {
     return stream(
         messages,

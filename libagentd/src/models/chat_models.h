@@ -52,8 +52,8 @@ class AsyncChatModel {
 // model->chat(messages, options) awaited on the loop of `http`: through the model's AsyncChatModel
 // path when it has one; otherwise the blocking call runs on http's worker pool and the promise
 // resolves on the loop. Keeps `model` alive until the promise settles or is dropped.
-kj::Promise<ChatResponse> chat_async(std::shared_ptr<ChatModel> model, AsyncHttp& http, const std::vector<Msg>& messages,
-                                     const ChatOptions& options = {});
+kj::Promise<ChatResponse> chat_async(std::shared_ptr<ChatModel> model, AsyncHttp& http,
+                                     const std::vector<Msg>& messages, const ChatOptions& options = {});
 // The same for model->stream(): on_chunk receives each piece on the loop thread, in order, before
 // the promise resolves.
 kj::Promise<ChatResponse> stream_async(std::shared_ptr<ChatModel> model, AsyncHttp& http,
@@ -106,8 +106,8 @@ class HttpChatModel : public HttpModel, public AsyncChatModel {
   using ChatModel::stream_async;
   kj::Promise<ChatResponse> chat_async(AsyncHttp& http, const std::vector<Msg>& messages,
                                        const ChatOptions& options) override;
-  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
-                                         const ChatOptions& options) override;
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                         ChunkCallback on_chunk, const ChatOptions& options) override;
 
  protected:
   struct Request {
@@ -144,8 +144,8 @@ class HttpChatModel : public HttpModel, public AsyncChatModel {
                    const ChatOptions& options, bool stream);
   // The request run() and run_async() send.
   HttpRequest prepare(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const;
-  kj::Promise<ChatResponse> run_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
-                                      const ChatOptions& options, bool stream);
+  kj::Promise<ChatResponse> run_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                      ChunkCallback on_chunk, const ChatOptions& options, bool stream);
 };
 
 // Base of the HTTP chat model types that read a streamed answer with their nested `Parser`

@@ -13,7 +13,8 @@ class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
   friend class StreamingChatModel<DashScopeChatModel>;  // makes our Parser
 
  protected:
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
     r.url = config().base_url + "/services/aigc/text-generation/generation";
     Value parameters = merged_generate_args(options);
@@ -37,7 +38,8 @@ class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
   };
 
   Piece parse_output(const Value& body) const {
-    if (!body.is_object()) fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
+    if (!body.is_object())
+      fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
     if (body.contains("code") && body["code"].is_string() && !body["code"].get<std::string>().empty() &&
         !body.contains("output")) {
       fail("error from " + config().base_url + ": " + endpoint_error_message(body.dump()));
@@ -51,7 +53,8 @@ class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
       std::string f = v.is_string() ? v.get<std::string>() : "";
       return f == "null" ? std::string() : f;
     };
-    if (auto choices = output->find("choices"); choices != output->end() && choices->is_array() && !choices->empty()) {
+    if (auto choices = output->find("choices");
+        choices != output->end() && choices->is_array() && !choices->empty()) {
       const Value& choice = (*choices)[0];
       const Value message = choice.value("message", Value::object());
       const Value content = message.value("content", Value(""));
@@ -87,8 +90,9 @@ class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
     ChatResponse finish() override {
       sse_.finish();
       if (finish_reason_.empty()) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no finish_reason)",
-                    true);
+        model_.fail(
+            "stream from " + model_.config().base_url + " ended before it was complete (no finish_reason)",
+            true);
       }
       return model_.make_response(std::move(text_), tools_.result(), finish_reason_, usage_);
     }
@@ -117,7 +121,6 @@ class DashScopeChatModel final : public StreamingChatModel<DashScopeChatModel> {
     std::string finish_reason_;
     Usage usage_;
   };
-
 };
 
 }  // namespace

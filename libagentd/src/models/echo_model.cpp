@@ -42,11 +42,11 @@ class EchoModel final : public ChatModel, public AsyncChatModel {
   }
 
   // Chunks reach on_chunk in a later turn of the loop, never before this returns.
-  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
-                                         const ChatOptions& /*options*/) override {
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                         ChunkCallback on_chunk, const ChatOptions& /*options*/) override {
     const auto started = std::chrono::steady_clock::now();
-    kj::Promise<void> wait = delay_.count() == 0 ? kj::evalLater([] {})
-                                                 : steady_deadline(http.timer(), started + delay_);
+    kj::Promise<void> wait =
+        delay_.count() == 0 ? kj::evalLater([] {}) : steady_deadline(http.timer(), started + delay_);
     return wait
         .then([this, messages, started, on_chunk = std::move(on_chunk)] {
           return rethrow_as_kj([&] { return answer(messages, on_chunk ? &on_chunk : nullptr, started); });
@@ -91,7 +91,8 @@ class EchoModel final : public ChatModel, public AsyncChatModel {
                         {"completion_tokens", r.usage.completion_tokens},
                         {"total_tokens", r.usage.total_tokens}}}};
     if (!model_name_.empty()) r.msg.metadata["model_name"] = model_name_;
-    r.latency = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    r.latency =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     return r;
   }
 
@@ -103,6 +104,8 @@ class EchoModel final : public ChatModel, public AsyncChatModel {
 
 }  // namespace
 
-std::shared_ptr<ChatModel> make_echo_model(const ModelConfig& config) { return std::make_shared<EchoModel>(config); }
+std::shared_ptr<ChatModel> make_echo_model(const ModelConfig& config) {
+  return std::make_shared<EchoModel>(config);
+}
 
 }  // namespace agentd::detail

@@ -12,7 +12,8 @@
 
 namespace agentd {
 
-EmbeddingResponse ChatModel::embed(const std::vector<std::string>& /*texts*/, const EmbedOptions& /*options*/) {
+EmbeddingResponse ChatModel::embed(const std::vector<std::string>& /*texts*/,
+                                   const EmbedOptions& /*options*/) {
   throw Error(ErrorCode::model_error, "model '" + config_name() + "' (model_type " + model_type() +
                                           ") does not make embeddings; configure an embedding type "
                                           "(openai_embedding, ollama_embedding, ...) for embed()");
@@ -30,7 +31,8 @@ class EmbeddingModel final : public HttpModel {
   ChatResponse chat(const std::vector<Msg>& /*messages*/, const ChatOptions& /*options*/) override {
     fail("model_type " + config().model_type + " makes embeddings, it does not chat; use embed()");
   }
-  ChatResponse stream(const std::vector<Msg>& messages, const std::function<void(std::string_view)>& /*on_chunk*/,
+  ChatResponse stream(const std::vector<Msg>& messages,
+                      const std::function<void(std::string_view)>& /*on_chunk*/,
                       const ChatOptions& options) override {
     return chat(messages, options);
   }
@@ -80,10 +82,12 @@ class EmbeddingModel final : public HttpModel {
       for (const auto& [k, v] : args.items()) body[k] = v;
     }
 
-    HttpRequest request = make_http_request(std::move(url), body, {}, options.timeout.value_or(config().timeout), false);
+    HttpRequest request =
+        make_http_request(std::move(url), body, {}, options.timeout.value_or(config().timeout), false);
     HttpResponse http = post_with_retries(site(), retry_policy(), request);
     parse(parse_json(http.body, "the answer"), texts.size(), r);
-    r.latency = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    r.latency =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     return r;
   }
 
@@ -96,7 +100,8 @@ class EmbeddingModel final : public HttpModel {
 
  private:
   [[noreturn]] void unexpected(const Value& body, std::string_view what) const {
-    fail("unexpected answer from " + config().base_url + " (" + std::string(what) + "): " + body.dump().substr(0, 200));
+    fail("unexpected answer from " + config().base_url + " (" + std::string(what) +
+         "): " + body.dump().substr(0, 200));
   }
 
   std::vector<double> vector_of(const Value& v, const Value& body) const {
@@ -128,7 +133,8 @@ class EmbeddingModel final : public HttpModel {
       const Value list = body.value("embeddings", Value());
       if (!list.is_array()) unexpected(body, "no embeddings");
       for (std::size_t i = 0; i < list.size(); ++i) {
-        indexed.emplace_back(i, vector_of(list[i].is_object() ? list[i].value("values", Value()) : Value(), body));
+        indexed.emplace_back(
+            i, vector_of(list[i].is_object() ? list[i].value("values", Value()) : Value(), body));
       }
     } else {
       const bool dashscope = type == "dashscope_text_embedding";
@@ -146,7 +152,8 @@ class EmbeddingModel final : public HttpModel {
       if (r.usage.prompt_tokens == 0) r.usage.prompt_tokens = r.usage.total_tokens;  // DashScope: total only
     }
     if (indexed.size() != count) {
-      unexpected(body, std::to_string(indexed.size()) + " embeddings for " + std::to_string(count) + " texts");
+      unexpected(body,
+                 std::to_string(indexed.size()) + " embeddings for " + std::to_string(count) + " texts");
     }
     r.embeddings.assign(count, {});
     for (auto& [i, v] : indexed) {

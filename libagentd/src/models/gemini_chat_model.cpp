@@ -52,9 +52,11 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
     return {"x-goog-api-key: " + config().api_key};
   }
 
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
-    r.url = config().base_url + "/" + model_path() + (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
+    r.url = config().base_url + "/" + model_path() +
+            (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
     Value body = Value::object();
     std::string system;
     Value contents = Value::array();
@@ -87,7 +89,8 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
           const Value fn = call.value("function", Value::object());
           call_names[call.value("id", "")] = fn.value("name", "");
           parts.push_back({{"functionCall",
-                            {{"name", fn.value("name", "")}, {"args", parse_arguments(fn.value("arguments", Value()))}}}});
+                            {{"name", fn.value("name", "")},
+                             {"args", parse_arguments(fn.value("arguments", Value()))}}}});
         }
       }
       if (parts.empty()) parts.push_back({{"text", ""}});
@@ -122,7 +125,8 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
   };
 
   Piece parse_piece(const Value& body) const {
-    if (!body.is_object()) fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
+    if (!body.is_object())
+      fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
     if (auto e = body.find("error"); e != body.end() && !e->is_null()) {
       fail("error from " + config().base_url + ": " + endpoint_error_message(body.dump()));
     }
@@ -136,7 +140,8 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
     }
     auto candidates = body.find("candidates");
     if (candidates == body.end() || !candidates->is_array() || candidates->empty()) {
-      if (auto feedback = body.find("promptFeedback"); feedback != body.end() && feedback->contains("blockReason")) {
+      if (auto feedback = body.find("promptFeedback");
+          feedback != body.end() && feedback->contains("blockReason")) {
         fail("the prompt was blocked by " + config().base_url + ": " + (*feedback)["blockReason"].dump());
       }
       if (p.usage) return p;  // a usage-only stream event
@@ -151,9 +156,10 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
         p.text += t->get<std::string>();
       }
       if (auto fc = part.find("functionCall"); fc != part.end() && fc->is_object()) {
-        p.calls.push_back({{"type", "function"},
-                           {"function", {{"name", fc->value("name", "")},
-                                         {"arguments", fc->value("args", Value::object()).dump()}}}});
+        p.calls.push_back(
+            {{"type", "function"},
+             {"function",
+              {{"name", fc->value("name", "")}, {"arguments", fc->value("args", Value::object()).dump()}}}});
       }
     }
     return p;
@@ -173,7 +179,9 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
   class Parser final : public StreamParser {
    public:
     Parser(const GeminiChatModel& model, const std::function<void(std::string_view)>& on_chunk)
-        : model_(model), on_chunk_(on_chunk), sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
+        : model_(model),
+          on_chunk_(on_chunk),
+          sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
 
     void feed(std::string_view bytes) override {
       if (events_ == 0 && head_.size() < 4096) head_.append(bytes.substr(0, 4096 - head_.size()));
@@ -183,11 +191,13 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
     ChatResponse finish() override {
       sse_.finish();
       if (events_ == 0) {
-        model_.fail("stream from " + model_.config().base_url + " had no events: " + endpoint_error_message(head_));
+        model_.fail("stream from " + model_.config().base_url +
+                    " had no events: " + endpoint_error_message(head_));
       }
       if (finish_reason_.empty()) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no finishReason)",
-                    true);
+        model_.fail(
+            "stream from " + model_.config().base_url + " ended before it was complete (no finishReason)",
+            true);
       }
       return model_.make_response(std::move(text_), std::move(calls_), finish_reason_, usage_);
     }
@@ -216,7 +226,6 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
     std::string finish_reason_;
     Usage usage_;
   };
-
 };
 
 }  // namespace

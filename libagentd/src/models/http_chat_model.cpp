@@ -15,8 +15,9 @@ HttpModel::HttpModel(ModelConfig config) : config_(std::move(config)) {
   retry_.max_delay = config_.retry_max_delay;
   if (config_.headers.is_object()) {
     for (const auto& [name, value] : config_.headers.items()) {
-      headers_.push_back(name + ": " + (value.is_string() ? value.get<std::string>()
-                                                          : value.dump(-1, ' ', false, Value::error_handler_t::replace)));
+      headers_.push_back(name + ": " +
+                         (value.is_string() ? value.get<std::string>()
+                                            : value.dump(-1, ' ', false, Value::error_handler_t::replace)));
     }
   }
 }
@@ -35,13 +36,14 @@ Value HttpModel::parse_json(std::string_view text, std::string_view what) const 
   ParsedValue parsed = parse_value(text);
   if (!parsed) {
     std::string start = utf8_replaced(text.substr(0, 200));
-    fail("invalid JSON in " + std::string(what) + " from " + config_.base_url + " (" + parsed.error + "): \"" +
-         start + (text.size() > 200 ? "...\"" : "\""));
+    fail("invalid JSON in " + std::string(what) + " from " + config_.base_url + " (" + parsed.error +
+         "): \"" + start + (text.size() > 200 ? "...\"" : "\""));
   }
   return std::move(parsed.value);
 }
 
-HttpRequest HttpModel::make_http_request(std::string url, const Value& body, std::vector<std::string> extra_headers,
+HttpRequest HttpModel::make_http_request(std::string url, const Value& body,
+                                         std::vector<std::string> extra_headers,
                                          std::chrono::milliseconds timeout, bool stream) const {
   HttpRequest request;
   request.url = std::move(url);
@@ -100,15 +102,16 @@ ChatResponse HttpChatModel::stream(const std::vector<Msg>& messages,
   return run(messages, &on_chunk, options, true);
 }
 
-HttpRequest HttpChatModel::prepare(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const {
+HttpRequest HttpChatModel::prepare(const std::vector<Msg>& messages, const ChatOptions& options,
+                                   bool stream) const {
   Request built = build_request(messages, options, stream);
   return make_http_request(std::move(built.url), built.body, std::move(built.headers),
                            options.timeout.value_or(config().timeout), stream);
 }
 
 ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
-                                const std::function<void(std::string_view)>* on_chunk, const ChatOptions& options,
-                                bool stream) {
+                                const std::function<void(std::string_view)>* on_chunk,
+                                const ChatOptions& options, bool stream) {
   const auto started = std::chrono::steady_clock::now();
   HttpRequest request = prepare(messages, options, stream);
 
@@ -116,8 +119,10 @@ ChatResponse HttpChatModel::run(const std::vector<Msg>& messages,
   if (stream) {
     static const std::function<void(std::string_view)> ignore = [](std::string_view) {};
     // One parser serves all attempts: post_with_retries retries only before any byte reached it.
-    std::unique_ptr<StreamParser> parser = make_stream_parser(on_chunk != nullptr && *on_chunk ? *on_chunk : ignore);
-    post_with_retries(site(), retry_policy(), request, [&parser](std::string_view bytes) { parser->feed(bytes); });
+    std::unique_ptr<StreamParser> parser =
+        make_stream_parser(on_chunk != nullptr && *on_chunk ? *on_chunk : ignore);
+    post_with_retries(site(), retry_policy(), request,
+                      [&parser](std::string_view bytes) { parser->feed(bytes); });
     response = parser->finish();
   } else {
     HttpResponse http = post_with_retries(site(), retry_policy(), request);
@@ -150,7 +155,8 @@ kj::Promise<ChatResponse> HttpChatModel::stream_async(AsyncHttp& http, const std
 // request is built at once (messages and options are not kept); the call then waits for its
 // place among config().max_concurrency, which it holds until it settles.
 kj::Promise<ChatResponse> HttpChatModel::run_async(AsyncHttp& http, const std::vector<Msg>& messages,
-                                                   ChunkCallback on_chunk, const ChatOptions& options, bool stream) {
+                                                   ChunkCallback on_chunk, const ChatOptions& options,
+                                                   bool stream) {
   // The parser and the chunk callback it borrows are shared with the transfer's sink: a call
   // dropped from inside its own chunk callback must not free the parser under its feet (the
   // transfer keeps them until libcurl has returned).
@@ -184,15 +190,17 @@ kj::Promise<ChatResponse> HttpChatModel::run_async(AsyncHttp& http, const std::v
         c.started = std::chrono::steady_clock::now();
         kj::Promise<ChatResponse> answer = nullptr;
         if (c.stream) {
-          answer = http.post_with_retries(site(), retry_policy(), kj::mv(c.request),
-                                          [shared = c.stream](std::string_view bytes) { shared->parser->feed(bytes); })
+          answer = http.post_with_retries(
+                           site(), retry_policy(), kj::mv(c.request),
+                           [shared = c.stream](std::string_view bytes) { shared->parser->feed(bytes); })
                        .then([&c](HttpResponse) {
                          return rethrow_as_kj([&c] { return c.stream->parser->finish(); });
                        });
         } else {
-          answer = http.post_with_retries(site(), retry_policy(), kj::mv(c.request)).then([this](HttpResponse r) {
-            return rethrow_as_kj([&] { return parse_response(parse_json(r.body, "the answer")); });
-          });
+          answer =
+              http.post_with_retries(site(), retry_policy(), kj::mv(c.request)).then([this](HttpResponse r) {
+                return rethrow_as_kj([&] { return parse_response(parse_json(r.body, "the answer")); });
+              });
         }
         return answer;
       })
@@ -206,8 +214,8 @@ kj::Promise<ChatResponse> HttpChatModel::run_async(AsyncHttp& http, const std::v
             kj::throwFatalException(kj::mv(e));
           })
       .then([&c](ChatResponse response) {
-        response.latency = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                                 c.started);
+        response.latency = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - c.started);
         return response;
       })
       .attach(kj::mv(call))
@@ -235,8 +243,8 @@ Value openai_messages(const std::vector<Msg>& messages) {
       msg["content"] = m.text();
     }
     if (m.metadata.is_object()) {
-      if (auto calls = m.metadata.find("tool_calls"); calls != m.metadata.end() && calls->is_array() &&
-                                                      !calls->empty()) {
+      if (auto calls = m.metadata.find("tool_calls");
+          calls != m.metadata.end() && calls->is_array() && !calls->empty()) {
         msg["tool_calls"] = *calls;
         if (msg["content"] == "") msg["content"] = nullptr;
       }
@@ -256,8 +264,8 @@ void ToolCallAccumulator::add(const Value& deltas) {
     std::size_t index = calls_.size();
     if (auto i = d.find("index"); i != d.end() && i->is_number_unsigned()) {
       index = i->get<std::size_t>();
-    } else if (auto id = d.find("id"); id != d.end() && id->is_string() && !calls_.empty() &&
-                                       calls_.back()["id"] == *id) {
+    } else if (auto id = d.find("id");
+               id != d.end() && id->is_string() && !calls_.empty() && calls_.back()["id"] == *id) {
       index = calls_.size() - 1;  // no index: a continuation of the last call with the same id
     } else if (!calls_.empty() && (!d.contains("id") || d["id"] == "" || d["id"].is_null())) {
       index = calls_.size() - 1;
@@ -270,7 +278,8 @@ void ToolCallAccumulator::add(const Value& deltas) {
     if (auto id = d.find("id"); id != d.end() && id->is_string() && !id->get<std::string>().empty()) {
       call["id"] = *id;
     }
-    if (auto type = d.find("type"); type != d.end() && type->is_string() && !type->get<std::string>().empty()) {
+    if (auto type = d.find("type");
+        type != d.end() && type->is_string() && !type->get<std::string>().empty()) {
       call["type"] = *type;
     }
     if (auto fn = d.find("function"); fn != d.end() && fn->is_object()) {
@@ -279,7 +288,9 @@ void ToolCallAccumulator::add(const Value& deltas) {
         if (!n.empty()) call["function"]["name"] = n;
       }
       if (auto args = fn->find("arguments"); args != fn->end()) {
-        std::string piece = args->is_string() ? args->get<std::string>() : args->is_null() ? "" : args->dump();
+        std::string piece = args->is_string() ? args->get<std::string>()
+                            : args->is_null() ? ""
+                                              : args->dump();
         call["function"]["arguments"] = call["function"]["arguments"].get<std::string>() + piece;
       }
     }

@@ -234,13 +234,15 @@ milliseconds backoff_delay(const RetryPolicy& policy, int retry) {
 
 void throw_model_error(const CallSite& site, std::string message, bool retryable) {
   throw Error(ErrorCode::model_error,
-              redact("model '" + std::string(site.config_name) + "': " + std::move(message), site.secret),
-              {}, {}, retryable);
+              redact("model '" + std::string(site.config_name) + "': " + std::move(message), site.secret), {},
+              {}, retryable);
 }
 
 std::string endpoint_error_message(std::string_view body) {
   Value v = parse_value(body).value;  // bounded; discarded when not JSON
-  auto text_of = [](const Value& x) -> std::string { return x.is_string() ? x.get<std::string>() : x.dump(); };
+  auto text_of = [](const Value& x) -> std::string {
+    return x.is_string() ? x.get<std::string>() : x.dump();
+  };
   if (v.is_object()) {
     if (auto e = v.find("error"); e != v.end()) {
       if (e->is_object()) {
@@ -268,7 +270,8 @@ RetryStep next_retry_step(const CallSite& site, const RetryPolicy& policy, const
                           int attempt_no, HttpAttempt a) {
   const long status = a.response.status;
   const bool last = attempt_no >= policy.max_retries;
-  const std::string attempts = attempt_no == 0 ? "" : " (after " + std::to_string(attempt_no + 1) + " attempts)";
+  const std::string attempts =
+      attempt_no == 0 ? "" : " (after " + std::to_string(attempt_no + 1) + " attempts)";
   RetryStep step;
   if (a.failure == HttpAttempt::Failure::none) {
     if (status >= 200 && status < 300) {

@@ -17,17 +17,17 @@ namespace agentd::detail {
 
 struct HttpRequest {
   std::string url;
-  std::vector<std::string> headers;   // "Name: value"; Content-Type: application/json is added
-  std::string body;                   // POSTed as is
+  std::vector<std::string> headers;  // "Name: value"; Content-Type: application/json is added
+  std::string body;                  // POSTed as is
   // The whole exchange; when streaming, the longest silence (checked about once a second, so a
   // stalled stream fails up to a second late).
   std::chrono::milliseconds timeout{120'000};
-  bool stream = false;                // the body of a 2xx answer goes to the sink as it arrives
+  bool stream = false;  // the body of a 2xx answer goes to the sink as it arrives
 };
 
 struct HttpResponse {
   long status = 0;
-  std::string body;  // the body, unless it was streamed to a sink
+  std::string body;                                      // the body, unless it was streamed to a sink
   std::optional<std::chrono::milliseconds> retry_after;  // Retry-After or retry-after-ms
   bool streamed = false;                                 // some body bytes went to the sink
 };

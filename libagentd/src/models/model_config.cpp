@@ -30,8 +30,8 @@ struct TypeSpec {
   std::vector<std::string_view> client_args;  // keys allowed in client_args
 };
 
-const std::vector<std::string_view> kCommonFields = {"config_name", "model_type",    "model_name",
-                                                     "api_key",     "client_args",   "generate_args",
+const std::vector<std::string_view> kCommonFields = {"config_name", "model_type",     "model_name",
+                                                     "api_key",     "client_args",    "generate_args",
                                                      "stream",      "max_concurrency"};
 const std::vector<std::string_view> kRetryClientArgs = {"timeout", "max_retries", "retry_initial_delay",
                                                         "retry_max_delay"};
@@ -100,8 +100,8 @@ class ConfigValidator {
 
   ModelConfig run() {
     if (!raw_.is_object()) {
-      fail_at("", false, "a model config must be a mapping (with config_name, model_type, ...), got " +
-                             describe(raw_));
+      fail_at("", false,
+              "a model config must be a mapping (with config_name, model_type, ...), got " + describe(raw_));
     }
     ModelConfig c;
     c.raw = raw_;
@@ -145,9 +145,11 @@ class ConfigValidator {
       const Value& v = raw_["max_concurrency"];
       auto d = as_number(v);
       if (!d || *d < 1 || *d != std::floor(*d) || *d > 1'000'000) {
-        fail_at("max_concurrency", false,
-                "field 'max_concurrency' must be a positive integer (asynchronous calls of this model in flight "
-                "at once per event loop; default 64), got " + describe(v));
+        fail_at(
+            "max_concurrency", false,
+            "field 'max_concurrency' must be a positive integer (asynchronous calls of this model in flight "
+            "at once per event loop; default 64), got " +
+                describe(v));
       }
       c.max_concurrency = static_cast<int>(*d);
     }
@@ -179,7 +181,8 @@ class ConfigValidator {
         for (const char* key : {"temperature", "top_p", "max_tokens"}) {
           if (!raw_.contains(key) || raw_[key].is_null()) continue;
           if (!raw_[key].is_number()) {
-            fail_at(key, false, std::string("field '") + key + "' must be a number, got " + describe(raw_[key]));
+            fail_at(key, false,
+                    std::string("field '") + key + "' must be a number, got " + describe(raw_[key]));
           }
           if (!c.generate_args.contains(key)) c.generate_args[key] = raw_[key];
         }
@@ -193,8 +196,8 @@ class ConfigValidator {
       if (raw_.contains("keep_alive")) {
         const Value& k = raw_["keep_alive"];
         if (!k.is_string() && !k.is_number()) {
-          fail_at("keep_alive", false, "keep_alive must be a duration such as \"5m\" or a number of seconds, got " +
-                                           describe(k));
+          fail_at("keep_alive", false,
+                  "keep_alive must be a duration such as \"5m\" or a number of seconds, got " + describe(k));
         }
         c.extra["keep_alive"] = k;
       }
@@ -248,8 +251,8 @@ class ConfigValidator {
   }
 
   [[noreturn]] void fail_at(std::string_view field, bool key, const std::string& message) const {
-    std::string who = name_.empty() ? "model config #" + std::to_string(index_ + 1)
-                                    : "model config '" + name_ + "'";
+    std::string who =
+        name_.empty() ? "model config #" + std::to_string(index_ + 1) : "model config '" + name_ + "'";
     fail(where(field, key) + ": " + who + ": " + message);
   }
 
@@ -265,7 +268,8 @@ class ConfigValidator {
     return parent.empty() ? std::string(key) : std::string(parent) + '.' + std::string(key);
   }
 
-  void check_keys(const Value& obj, std::string_view parent, const std::vector<std::string_view>& allowed) const {
+  void check_keys(const Value& obj, std::string_view parent,
+                  const std::vector<std::string_view>& allowed) const {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       std::string message = "unknown field '" + path(parent, key) + "'";
@@ -307,8 +311,8 @@ class ConfigValidator {
 
   std::string checked_url(const std::string& url, std::string_view field) const {
     if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
-      fail_at(field, false, "field '" + std::string(field) + "' must be an http:// or https:// URL, got \"" +
-                                url + "\"");
+      fail_at(field, false,
+              "field '" + std::string(field) + "' must be an http:// or https:// URL, got \"" + url + "\"");
     }
     std::string out = url;
     while (out.size() > 8 && out.back() == '/') out.pop_back();
@@ -383,7 +387,8 @@ class ConfigValidator {
 
   void read_retry_args(ModelConfig& c, const Value& client_args, std::string_view parent) const {
     if (client_args.contains("timeout")) c.timeout = seconds(client_args, "timeout", parent, false);
-    if (client_args.contains("max_retries")) c.max_retries = non_negative_int(client_args, "max_retries", parent);
+    if (client_args.contains("max_retries"))
+      c.max_retries = non_negative_int(client_args, "max_retries", parent);
     if (client_args.contains("retry_initial_delay")) {
       c.retry_initial_delay = seconds(client_args, "retry_initial_delay", parent, true);
     }
@@ -410,13 +415,15 @@ class ConfigValidator {
   std::string name_;
 };
 
-std::vector<ModelConfig> validate_document(const Value& doc, std::string_view source, const PosMap& positions) {
+std::vector<ModelConfig> validate_document(const Value& doc, std::string_view source,
+                                           const PosMap& positions) {
   std::vector<ModelConfig> configs;
   std::map<std::string, std::string, std::less<>> seen;  // config_name -> where
   auto add = [&](const Value& raw, std::string pointer, std::size_t index) {
     ModelConfig c = ConfigValidator(raw, source, &positions, std::move(pointer), index).run();
     if (auto it = seen.find(c.config_name); it != seen.end()) {
-      fail(c.source + ": duplicate config_name '" + c.config_name + "' (first defined at " + it->second + ")");
+      fail(c.source + ": duplicate config_name '" + c.config_name + "' (first defined at " + it->second +
+           ")");
     }
     seen.emplace(c.config_name, c.source);
     configs.push_back(std::move(c));

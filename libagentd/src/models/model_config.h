@@ -29,15 +29,15 @@ struct ModelConfig {
   std::string source;  // "file:line:column" where the config starts (for messages), or ""
 
   // --- shared by the HTTP model types ---
-  std::string api_key;                            // never printed; empty when not configured
-  std::string base_url;                           // client_args.base_url (openai/dashscope), host (ollama), api_url (post_api)
-  std::chrono::milliseconds timeout{120'000};     // per attempt; idle time between bytes when streaming
-  int max_retries = 3;                            // extra attempts on 429, 5xx, timeouts, connection failures
+  std::string api_key;   // never printed; empty when not configured
+  std::string base_url;  // client_args.base_url (openai/dashscope), host (ollama), api_url (post_api)
+  std::chrono::milliseconds timeout{120'000};  // per attempt; idle time between bytes when streaming
+  int max_retries = 3;                         // extra attempts on 429, 5xx, timeouts, connection failures
   std::chrono::milliseconds retry_initial_delay{500};
   std::chrono::milliseconds retry_max_delay{30'000};
-  Value generate_args = Value::object();          // merged into every request (options may override)
-  Value headers = Value::object();                // extra HTTP headers, name -> string value
-  bool stream = false;                            // AgentScope's `stream`: chat() streams internally
+  Value generate_args = Value::object();  // merged into every request (options may override)
+  Value headers = Value::object();        // extra HTTP headers, name -> string value
+  bool stream = false;                    // AgentScope's `stream`: chat() streams internally
   // Asynchronous calls (chat_async) of this config in flight at once per event loop; more wait
   // in FIFO order. Top-level field `max_concurrency`, a positive integer.
   int max_concurrency = 64;

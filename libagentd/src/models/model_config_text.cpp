@@ -53,10 +53,11 @@ Pos pos_of(const YAML::Mark& mark) {
 // expand into copies (a "billion laughs" document is a few lines). Documents come from files
 // and, over RPC, from setModelConfigs, so both are refused with a config_error first.
 
-constexpr int kMaxNesting = 64;            // flow collections ([ {) inside each other
-constexpr std::size_t kMaxIndent = 256;    // columns of block structure (spaces, "- ", "? ", ": ")
+constexpr int kMaxNesting = 64;               // flow collections ([ {) inside each other
+constexpr std::size_t kMaxIndent = 256;       // columns of block structure (spaces, "- ", "? ", ": ")
 constexpr std::size_t kMaxNodes = 1'000'000;  // values in the document once aliases are expanded
-constexpr int kMaxDepth = 256;  // levels once aliases are expanded (an alias inside its own anchor never ends)
+constexpr int kMaxDepth =
+    256;  // levels once aliases are expanded (an alias inside its own anchor never ends)
 
 // Refuses text nested deeper than the limits allow, by a scan that needs no parser: flow depth
 // outside quoted scalars and comments, and each line's leading block structure.
@@ -81,8 +82,8 @@ void check_nesting(std::string_view text, std::string_view source) {
     if (line_start) {
       if (c == ' ' || c == '\t' || c == '-' || c == '?' || c == ':') {
         if (++lead > kMaxIndent)
-          fail(here(i) + ": nested deeper than a model config can be (more than " + std::to_string(kMaxIndent) +
-               " columns of indentation)");
+          fail(here(i) + ": nested deeper than a model config can be (more than " +
+               std::to_string(kMaxIndent) + " columns of indentation)");
         continue;
       }
       line_start = false;
@@ -110,7 +111,8 @@ void check_nesting(std::string_view text, std::string_view source) {
       }
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxNesting)
-        fail(here(i) + ": nested deeper than " + std::to_string(kMaxNesting) + " levels of [ ] and { }, more than a model config needs");
+        fail(here(i) + ": nested deeper than " + std::to_string(kMaxNesting) +
+             " levels of [ ] and { }, more than a model config needs");
     } else if (c == ']' || c == '}') {
       if (depth > 0) --depth;
     }
@@ -147,11 +149,11 @@ std::string substitute_env(std::string_view text, const std::string& where, cons
       name = inner.substr(0, dash);
       fallback = inner.substr(dash + 2);
     }
-    bool valid = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
-                 std::all_of(name.begin(), name.end(), [](char c) {
-                   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                          c == '_';
-                 });
+    bool valid =
+        !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+        std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+        });
     if (!valid) {
       fail(where + ": bad environment variable reference '${" + std::string(inner) + "}' in " + field);
     }

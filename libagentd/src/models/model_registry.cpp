@@ -82,25 +82,26 @@ class CountingChatModel final : public ChatModel, public AsyncChatModel {
     return counted_async(detail::chat_async(model_, http, messages, options));
   }
 
-  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages, ChunkCallback on_chunk,
-                                         const ChatOptions& options) override {
+  kj::Promise<ChatResponse> stream_async(AsyncHttp& http, const std::vector<Msg>& messages,
+                                         ChunkCallback on_chunk, const ChatOptions& options) override {
     return counted_async(detail::stream_async(model_, http, messages, std::move(on_chunk), options));
   }
 
  private:
   kj::Promise<ChatResponse> counted_async(kj::Promise<ChatResponse> call) {
     const auto started = std::chrono::steady_clock::now();
-    return call.then(
-        [this](ChatResponse r) {
-          for (const auto& c : counters_) c->record(r);
-          return r;
-        },
-        [this, started](kj::Exception&& e) -> ChatResponse {
-          auto latency =
-              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-          for (const auto& c : counters_) c->record_error(latency);
-          kj::throwFatalException(kj::mv(e));
-        })
+    return call
+        .then(
+            [this](ChatResponse r) {
+              for (const auto& c : counters_) c->record(r);
+              return r;
+            },
+            [this, started](kj::Exception&& e) -> ChatResponse {
+              auto latency = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - started);
+              for (const auto& c : counters_) c->record_error(latency);
+              kj::throwFatalException(kj::mv(e));
+            })
         .eagerlyEvaluate(nullptr);  // counted when the call ends, not when its result is taken
   }
 
@@ -150,19 +151,21 @@ std::shared_ptr<ChatModel> make_chat_model(const ModelConfig& config) {
   if (type == "gemini_chat") return make_gemini_chat_model(config);
   if (type == "ollama_generate") return make_ollama_generate_model(config);
   // The OpenAI chat protocol; model_config set each provider's base URL.
-  if (type == "zhipuai_chat" || type == "yi_chat" || type == "litellm_chat") return make_openai_chat_model(config);
+  if (type == "zhipuai_chat" || type == "yi_chat" || type == "litellm_chat")
+    return make_openai_chat_model(config);
   if (type == "openai_embedding" || type == "zhipuai_embedding" || type == "ollama_embedding" ||
       type == "dashscope_text_embedding" || type == "gemini_embedding") {
     return make_embedding_model(config);
   }
-  throw Error(ErrorCode::config_error, "model config '" + config.config_name + "': " +
-                                           unsupported_model_type_message(type));
+  throw Error(ErrorCode::config_error,
+              "model config '" + config.config_name + "': " + unsupported_model_type_message(type));
 }
 
 ModelRegistry::ModelRegistry() { replace({}); }
 
 std::uint64_t ModelRegistry::replace(std::vector<ModelConfig> configs) {
-  bool has_echo = std::any_of(configs.begin(), configs.end(), [](const ModelConfig& c) { return c.config_name == "echo"; });
+  bool has_echo = std::any_of(configs.begin(), configs.end(),
+                              [](const ModelConfig& c) { return c.config_name == "echo"; });
   if (!has_echo) configs.push_back(builtin_echo_config());
 
   std::lock_guard lock(mutex_);

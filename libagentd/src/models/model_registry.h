@@ -79,8 +79,8 @@ class ModelRegistry {
 
   std::vector<std::string> names() const;  // sorted
   std::uint64_t version() const;
-  std::vector<ModelInfo> list() const;     // sorted by config_name
-  ModelUsage total_usage() const;          // all models, all versions
+  std::vector<ModelInfo> list() const;  // sorted by config_name
+  ModelUsage total_usage() const;       // all models, all versions
 
  private:
   struct Entry {

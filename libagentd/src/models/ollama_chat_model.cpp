@@ -22,7 +22,8 @@ Value tool_calls_to_openai(const Value& calls) {
     out.push_back({{"id", call.value("id", "call_" + std::to_string(i))},
                    {"type", "function"},
                    {"function",
-                    {{"name", fn.value("name", "")}, {"arguments", args.is_string() ? args.get<std::string>() : args.dump()}}}});
+                    {{"name", fn.value("name", "")},
+                     {"arguments", args.is_string() ? args.get<std::string>() : args.dump()}}}});
   }
   return out;
 }
@@ -48,7 +49,8 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
   friend class StreamingChatModel<OllamaChatModel>;  // makes our Parser
 
  protected:
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
     r.url = config().base_url + "/api/chat";
     Value body = Value::object();
@@ -82,7 +84,8 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
   }
 
   ChatResponse parse_response(const Value& body) const override {
-    if (!body.is_object()) fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
+    if (!body.is_object())
+      fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
     if (auto e = body.find("error"); e != body.end() && !e->is_null()) {
       fail("error from " + config().base_url + ": " + endpoint_error_message(body.dump()));
     }
@@ -95,8 +98,8 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
     usage.completion_tokens = body.value("eval_count", std::int64_t{0});
     const Value content = message->value("content", Value(""));
     return make_response(content.is_string() ? content.get<std::string>() : content.dump(),
-                         tool_calls_to_openai(message->value("tool_calls", Value())), body.value("done_reason", ""),
-                         usage);
+                         tool_calls_to_openai(message->value("tool_calls", Value())),
+                         body.value("done_reason", ""), usage);
   }
 
   class Parser final : public StreamParser {
@@ -111,8 +114,9 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
     ChatResponse finish() override {
       lines_.finish([this](std::string_view line) { on_line(line); });
       if (!done_) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no \"done\": true)",
-                    true);
+        model_.fail(
+            "stream from " + model_.config().base_url + " ended before it was complete (no \"done\": true)",
+            true);
       }
       return model_.make_response(std::move(text_), std::move(tool_calls_), finish_reason_, usage_);
     }
@@ -126,7 +130,8 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
         model_.fail("error in stream from " + model_.config().base_url + ": " + endpoint_error_message(line));
       }
       if (auto m = chunk.find("message"); m != chunk.end() && m->is_object()) {
-        if (auto c = m->find("content"); c != m->end() && c->is_string() && !c->get_ref<const std::string&>().empty()) {
+        if (auto c = m->find("content");
+            c != m->end() && c->is_string() && !c->get_ref<const std::string&>().empty()) {
           text_ += c->get<std::string>();
           on_chunk_(c->get_ref<const std::string&>());
         }
@@ -156,7 +161,6 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
     std::string finish_reason_;
     Usage usage_;
   };
-
 };
 
 }  // namespace

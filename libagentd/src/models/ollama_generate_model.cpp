@@ -18,7 +18,8 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
   friend class StreamingChatModel<OllamaGenerateModel>;  // makes our Parser
 
  protected:
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
     r.url = config().base_url + "/api/generate";
     std::string system;
@@ -79,7 +80,8 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
     if (response == body.end() || !response->is_string()) {
       fail("unexpected answer from " + config().base_url + " (no response): " + body.dump().substr(0, 200));
     }
-    return make_response(response->get<std::string>(), Value(), body.value("done_reason", ""), usage_of(body));
+    return make_response(response->get<std::string>(), Value(), body.value("done_reason", ""),
+                         usage_of(body));
   }
 
   class Parser final : public StreamParser {
@@ -94,8 +96,9 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
     ChatResponse finish() override {
       lines_.finish([this](std::string_view line) { on_line(line); });
       if (!done_) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no \"done\": true)",
-                    true);
+        model_.fail(
+            "stream from " + model_.config().base_url + " ended before it was complete (no \"done\": true)",
+            true);
       }
       return model_.make_response(std::move(text_), Value(), finish_reason_, usage_);
     }
@@ -105,7 +108,8 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
       if (line.find_first_not_of(" \t") == std::string_view::npos) return;
       Value chunk = model_.parse_json(line, "a stream line");
       model_.check(chunk, "stream line");
-      if (auto r = chunk.find("response"); r != chunk.end() && r->is_string() && !r->get_ref<const std::string&>().empty()) {
+      if (auto r = chunk.find("response");
+          r != chunk.end() && r->is_string() && !r->get_ref<const std::string&>().empty()) {
         text_ += r->get<std::string>();
         on_chunk_(r->get_ref<const std::string&>());
       }
@@ -124,7 +128,6 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
     std::string finish_reason_;
     Usage usage_;
   };
-
 };
 
 }  // namespace

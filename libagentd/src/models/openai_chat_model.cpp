@@ -25,7 +25,8 @@ class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
   friend class StreamingChatModel<OpenAIChatModel>;  // makes our Parser
 
  protected:
-  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options, bool stream) const override {
+  Request build_request(const std::vector<Msg>& messages, const ChatOptions& options,
+                        bool stream) const override {
     Request r;
     r.url = config().base_url + "/chat/completions";
     Value body = Value::object();
@@ -50,7 +51,8 @@ class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
   }
 
   ChatResponse parse_response(const Value& body) const override {
-    if (!body.is_object()) fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
+    if (!body.is_object())
+      fail("unexpected answer from " + config().base_url + ": " + body.dump().substr(0, 200));
     if (auto e = body.find("error"); e != body.end() && !e->is_null()) {
       fail("error from " + config().base_url + ": " + endpoint_error_message(body.dump()));
     }
@@ -75,7 +77,9 @@ class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
   class Parser final : public StreamParser {
    public:
     Parser(const OpenAIChatModel& model, const std::function<void(std::string_view)>& on_chunk)
-        : model_(model), on_chunk_(on_chunk), sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
+        : model_(model),
+          on_chunk_(on_chunk),
+          sse_([this](std::string_view, std::string_view data) { on_event(data); }) {}
 
     void feed(std::string_view bytes) override {
       if (events_ == 0 && head_.size() < 4096) head_.append(bytes.substr(0, 4096 - head_.size()));
@@ -85,10 +89,12 @@ class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
     ChatResponse finish() override {
       sse_.finish();
       if (events_ == 0) {
-        model_.fail("stream from " + model_.config().base_url + " had no events: " + endpoint_error_message(head_));
+        model_.fail("stream from " + model_.config().base_url +
+                    " had no events: " + endpoint_error_message(head_));
       }
       if (!done_ && finish_reason_.empty()) {
-        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no [DONE])", true);
+        model_.fail("stream from " + model_.config().base_url + " ended before it was complete (no [DONE])",
+                    true);
       }
       return model_.make_response(std::move(text_), tools_.result(), finish_reason_, usage_, extra_);
     }
@@ -139,7 +145,6 @@ class OpenAIChatModel final : public StreamingChatModel<OpenAIChatModel> {
     Usage usage_;
     Value extra_ = Value::object();
   };
-
 };
 
 }  // namespace

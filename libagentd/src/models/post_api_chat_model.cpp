@@ -86,14 +86,18 @@ class PostApiChatModel final : public HttpChatModel {
              " (set response_path): " + body.dump().substr(0, 200));
       }
     }
-    std::string reply = text == nullptr || text->is_null() ? "" : text->is_string() ? text->get<std::string>() : text->dump();
+    std::string reply = text == nullptr || text->is_null() ? ""
+                        : text->is_string()                ? text->get<std::string>()
+                                                           : text->dump();
     Value tool_calls = message != nullptr ? message->value("tool_calls", Value()) : Value();
     const Value* usage = find_path(body, "usage");
     if (usage == nullptr) usage = find_path(body, "data.response.usage");
-    return make_response(std::move(reply), std::move(tool_calls), "", usage_from_json(usage ? *usage : Value()));
+    return make_response(std::move(reply), std::move(tool_calls), "",
+                         usage_from_json(usage ? *usage : Value()));
   }
 
-  std::unique_ptr<StreamParser> make_stream_parser(const std::function<void(std::string_view)>&) const override {
+  std::unique_ptr<StreamParser> make_stream_parser(
+      const std::function<void(std::string_view)>&) const override {
     return nullptr;  // can_stream() is false
   }
 };

@@ -38,10 +38,11 @@ namespace {
 using MaybeAccepted = kj::Maybe<Accepted>;
 
 void log_hung_up_after_handshake(const std::string& peer, const std::string& how) {
-  spdlog::warn("{} finished the TLS handshake, then hung up without a request ({}): it may not "
-               "trust this server's certificate (--tls-cert) or find another name in it; an "
-               "as_server dialing this one needs the CA that signed it as its --peer-tls-ca",
-               peer, how);
+  spdlog::warn(
+      "{} finished the TLS handshake, then hung up without a request ({}): it may not "
+      "trust this server's certificate (--tls-cert) or find another name in it; an "
+      "as_server dialing this one needs the CA that signed it as its --peer-tls-ca",
+      peer, how);
 }
 
 // After a TLS handshake: the session once the client sends something. A TLS client that does
@@ -64,32 +65,34 @@ kj::Promise<MaybeAccepted> after_handshake(kj::Own<kj::AsyncIoStream> stream, st
 
 }  // namespace
 
-kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw,
-                                                   std::string peer, AcceptOptions options) {
+kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw, std::string peer,
+                                                   AcceptOptions options) {
   // The first byte tells a TLS handshake from a Cap'n Proto message.
   return detail::sniff_first_byte(kj::mv(raw))
       .then(
           [peer, options](detail::Sniffed s) -> kj::Promise<MaybeAccepted> {
             if (s.empty) return MaybeAccepted(nullptr);
-            if (options.unix_socket && !s.tls)
-              return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
+            if (options.unix_socket && !s.tls) return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
             if (options.unix_socket) {
-              spdlog::warn("{} started a TLS handshake on the Unix socket, which is plaintext "
-                           "(closed)",
-                           peer);
+              spdlog::warn(
+                  "{} started a TLS handshake on the Unix socket, which is plaintext "
+                  "(closed)",
+                  peer);
               return MaybeAccepted(nullptr);
             }
             if (s.tls && options.tls == nullptr) {
-              spdlog::warn("{} started a TLS handshake, but this server does not serve TLS "
-                           "(closed; connect without TLS, or serve it with --tls-cert and "
-                           "--tls-key)",
-                           peer);
+              spdlog::warn(
+                  "{} started a TLS handshake, but this server does not serve TLS "
+                  "(closed; connect without TLS, or serve it with --tls-cert and "
+                  "--tls-key)",
+                  peer);
               return MaybeAccepted(nullptr);
             }
             if (!s.tls && options.tls != nullptr) {
-              spdlog::warn("{} connected without TLS, but this server serves TLS only (its login "
-                           "is refused saying so)",
-                           peer);
+              spdlog::warn(
+                  "{} connected without TLS, but this server serves TLS only (its login "
+                  "is refused saying so)",
+                  peer);
               return MaybeAccepted(Accepted{kj::mv(s.stream), false, true});
             }
             if (!s.tls) return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
@@ -99,8 +102,7 @@ kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> ra
                       return after_handshake(kj::mv(stream), peer);
                     },
                     [peer](kj::Exception&& e) -> kj::Promise<MaybeAccepted> {
-                      spdlog::warn("TLS handshake with {} failed: {}", peer,
-                                   e.getDescription().cStr());
+                      spdlog::warn("TLS handshake with {} failed: {}", peer, e.getDescription().cStr());
                       return MaybeAccepted(nullptr);
                     });
           },

@@ -34,7 +34,7 @@ struct Accepted {
 // through the handshake and waits for the client's first message (a client that hangs up right
 // after the handshake does not trust the certificate: logged at warn); plaintext to a TLS-only
 // server is let through with tls_expected. peer names the client in the log.
-kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw,
-                                                   std::string peer, AcceptOptions options);
+kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw, std::string peer,
+                                                   AcceptOptions options);
 
 }  // namespace agentd::net

@@ -58,8 +58,7 @@ std::string ChildProcess::find_server_binary(const std::string& configured) {
 
 std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                                                   const std::vector<std::string>& args,
-                                                  std::chrono::milliseconds timeout,
-                                                  bool keep_stderr) {
+                                                  std::chrono::milliseconds timeout, bool keep_stderr) {
   SpawnOptions options;
   if (keep_stderr) options.err = Redirect::pipe();
   options.argv = {binary, "--host", "127.0.0.1", "--port", "0", "--stop-on-stdin-eof"};
@@ -76,8 +75,7 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
                             "or $AGENTD_AS_SERVER)",
                             binary, std::strerror(e.error())));
   } catch (const std::system_error& e) {
-    throw Error(ErrorCode::internal,
-                fmt::format("cannot create pipes: {}", std::strerror(e.code().value())));
+    throw Error(ErrorCode::internal, fmt::format("cannot create pipes: {}", std::strerror(e.code().value())));
   }
   Subprocess& process = child->process_;
   if (keep_stderr) {
@@ -87,12 +85,11 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
   auto exited_early = [&](int status) {
     std::string tail = child->stderr_tail(20, std::chrono::seconds(1));
     return Error(ErrorCode::config_error,
-                 tail.empty()
-                     ? fmt::format("as_server '{}' {} before it was ready (its reasons are on "
-                                   "stderr)",
-                                   binary, describe_wait_status(status))
-                     : fmt::format("as_server '{}' {} before it was ready; its stderr ends:\n{}",
-                                   binary, describe_wait_status(status), tail));
+                 tail.empty() ? fmt::format("as_server '{}' {} before it was ready (its reasons are on "
+                                            "stderr)",
+                                            binary, describe_wait_status(status))
+                              : fmt::format("as_server '{}' {} before it was ready; its stderr ends:\n{}",
+                                            binary, describe_wait_status(status), tail));
   };
 
   // Read stdout until the ready line, the child's exit, or the deadline.
@@ -105,8 +102,7 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
     case net::ReadyWait::Outcome::timed_out:
       child->stop(std::chrono::seconds(2));
       throw Error(ErrorCode::timeout,
-                  fmt::format("as_server '{}' printed no ready line within {} ms", binary,
-                              timeout.count()));
+                  fmt::format("as_server '{}' printed no ready line within {} ms", binary, timeout.count()));
     case net::ReadyWait::Outcome::closed:  // stdout closed: the child is exiting
       throw exited_early(process.wait());
     case net::ReadyWait::Outcome::exited:
@@ -170,8 +166,7 @@ std::string ChildProcess::stderr_tail(std::size_t max_lines, std::chrono::millis
     at = nl + 1;
   }
   std::string out;
-  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size();
-       ++i) {
+  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) {
     if (!out.empty()) out += '\n';
     out += lines[i];
   }

@@ -27,10 +27,8 @@ class ChildProcess {
   // with status N, no ready line within timeout). keep_stderr: the child's stderr goes through
   // a pipe that a thread of this process copies to its own stderr (so the child's logs still
   // show) while keeping the last 16 KiB for stderr_tail(); else the child shares our stderr.
-  static std::unique_ptr<ChildProcess> start(const std::string& binary,
-                                             const std::vector<std::string>& args,
-                                             std::chrono::milliseconds timeout,
-                                             bool keep_stderr = false);
+  static std::unique_ptr<ChildProcess> start(const std::string& binary, const std::vector<std::string>& args,
+                                             std::chrono::milliseconds timeout, bool keep_stderr = false);
 
   // The as_server to start: configured when not empty, else $AGENTD_AS_SERVER, else the first
   // executable as_server in the bin directory of the tree libagentd was loaded from (found with
@@ -47,7 +45,7 @@ class ChildProcess {
   void stop(std::chrono::milliseconds grace);
 
   pid_t pid() const { return process_.reaped() ? -1 : process_.pid(); }  // -1 once stopped
-  pid_t started_pid() const { return process_.pid(); }  // also once stopped
+  pid_t started_pid() const { return process_.pid(); }                   // also once stopped
   // Its wait status once it has exited (reaping it), else nullopt. Does not block. One thread
   // at a time (the client's loop thread while it runs, the core's owner after).
   std::optional<int> exit_status() { return process_.try_wait(); }

@@ -68,17 +68,18 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> ConnectionGuard::tryReadMessa
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> ConnectionGuard::read_before_login(
     kj::ArrayPtr<capnp::word> scratchSpace) {
   if (pre_login_bytes_ + sizeof(capnp::word) > kPreLoginBytes) {
-    note_closing(fmt::format("sent {} bytes without logging in (at most {} KiB are read before a "
-                             "login is accepted)",
-                             pre_login_bytes_, kPreLoginBytes / 1024));
+    note_closing(
+        fmt::format("sent {} bytes without logging in (at most {} KiB are read before a "
+                    "login is accepted)",
+                    pre_login_bytes_, kPreLoginBytes / 1024));
     return KJ_EXCEPTION(FAILED, "too much sent before logging in");
   }
   budgeted_read_ = false;
   auto first = kj::heapArray<kj::byte>(sizeof(capnp::word));
   kj::byte* at = first.begin();
   return stream_.tryRead(at, first.size(), first.size())
-      .then([this, first = kj::mv(first), scratchSpace](size_t n) mutable
-            -> kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> {
+      .then([this, first = kj::mv(first),
+             scratchSpace](size_t n) mutable -> kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> {
         if (n == 0) return kj::Maybe<capnp::MessageReaderAndFds>(nullptr);  // a clean end
         if (n < first.size()) KJ_FAIL_REQUIRE("Premature EOF.");
         if (logged_in_) return read_rest(kj::mv(first), scratchSpace);
@@ -97,16 +98,15 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> ConnectionGuard::read_rest(
     kj::Array<kj::byte> first, kj::ArrayPtr<capnp::word> scratchSpace) {
   auto options = reader_options();
   const bool budgeted = !logged_in_;
-  if (budgeted)
-    options.traversalLimitInWords = (kPreLoginBytes - pre_login_bytes_) / sizeof(capnp::word);
+  if (budgeted) options.traversalLimitInWords = (kPreLoginBytes - pre_login_bytes_) / sizeof(capnp::word);
   auto input = kj::heap<PrefixedInput>(stream_, kj::mv(first));
   PrefixedInput& in = *input;
   budgeted_read_ = budgeted;
   return capnp::tryReadMessage(in, options, scratchSpace)
-      .then([this, input = kj::mv(input), budgeted](kj::Maybe<kj::Own<capnp::MessageReader>> m)
-                -> kj::Maybe<capnp::MessageReaderAndFds> {
+      .then([this, input = kj::mv(input),
+             budgeted](kj::Maybe<kj::Own<capnp::MessageReader>> m) -> kj::Maybe<capnp::MessageReaderAndFds> {
         if (budgeted) pre_login_bytes_ += input->bytes_read();
-        KJ_IF_MAYBE(reader, m) {
+        KJ_IF_MAYBE (reader, m) {
           return capnp::MessageReaderAndFds{kj::mv(*reader), nullptr};
         }
         KJ_FAIL_REQUIRE("Premature EOF.");  // the first word had come
@@ -121,16 +121,18 @@ void ConnectionGuard::failed_read(kj::Exception&& e, bool budgeted) {
                          why.find("disconnected prematurely") != std::string::npos;
   spdlog::debug("reading from {} failed: {}", peer_, why);
   if (cut_short && tls_ && closed_for_.empty()) {
-    spdlog::debug("{} went away inside a frame (a TLS peer closing while it wrote; not a bad "
-                  "frame)",
-                  peer_);
+    spdlog::debug(
+        "{} went away inside a frame (a TLS peer closing while it wrote; not a bad "
+        "frame)",
+        peer_);
     kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "the TLS peer went away inside a frame"));
   }
   if (budgeted && why.find("too large") != std::string::npos)
-    note_closing(fmt::format("bad frame before logging in: too large: more than the {} bytes left "
-                             "of the {} KiB a connection may send before its login is accepted "
-                             "(log in first; --max-message-bytes applies after)",
-                             kPreLoginBytes - pre_login_bytes_, kPreLoginBytes / 1024));
+    note_closing(
+        fmt::format("bad frame before logging in: too large: more than the {} bytes left "
+                    "of the {} KiB a connection may send before its login is accepted "
+                    "(log in first; --max-message-bytes applies after)",
+                    kPreLoginBytes - pre_login_bytes_, kPreLoginBytes / 1024));
   else if (cut_short)
     note_closing("bad frame: cut short (the peer closed its end inside a frame)");
   else if (e.getType() != kj::Exception::Type::DISCONNECTED)

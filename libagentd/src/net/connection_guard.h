@@ -67,8 +67,8 @@ class ConnectionGuard final : public capnp::MessageStream {
       kj::ArrayPtr<capnp::word> scratchSpace);
   // The rest of a frame whose first word is read: with the normal limits once logged in, else
   // within what is left of the pre-login budget.
-  kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> read_rest(
-      kj::Array<kj::byte> first, kj::ArrayPtr<capnp::word> scratchSpace);
+  kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> read_rest(kj::Array<kj::byte> first,
+                                                               kj::ArrayPtr<capnp::word> scratchSpace);
   // Notes why a read failed (a bad frame, not a disconnect) and rethrows.
   [[noreturn]] void failed_read(kj::Exception&& e, bool budgeted);
 

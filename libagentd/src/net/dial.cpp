@@ -6,17 +6,21 @@ namespace agentd::net {
 
 const char* stage_name(DialStage stage) {
   switch (stage) {
-    case DialStage::resolve: return "resolve";
-    case DialStage::connect: return "connect";
-    case DialStage::tls: return "TLS";
-    case DialStage::login: return "login";
-    case DialStage::info: return "info";
+    case DialStage::resolve:
+      return "resolve";
+    case DialStage::connect:
+      return "connect";
+    case DialStage::tls:
+      return "TLS";
+    case DialStage::login:
+      return "login";
+    case DialStage::info:
+      return "info";
   }
   return "?";
 }
 
-kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to,
-                                  DialOptions options) {
+kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to, DialOptions options) {
   using detail::to_kj;
   using detail::to_std;
   auto d = kj::heap<Dialed>();
@@ -34,8 +38,8 @@ kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to,
             dp->stage = DialStage::connect;
             return bounded(addr->connect()).attach(kj::mv(addr));
           })
-          .then([dp, bounded, tls, host = to.host](kj::Own<kj::AsyncIoStream> raw)
-                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+          .then([dp, bounded, tls,
+                 host = to.host](kj::Own<kj::AsyncIoStream> raw) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
             if (tls == nullptr) return kj::mv(raw);
             dp->stage = DialStage::tls;
             return bounded(tls->connect(kj::mv(raw), host));
@@ -43,8 +47,8 @@ kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to,
           .then([dp, bounded, bytes = options.bytes,
                  token = kj::mv(options.token)](kj::Own<kj::AsyncIoStream> raw) {
             dp->stage = DialStage::login;
-            dp->stream = bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(raw), *bytes)
-                                          : kj::mv(raw);
+            dp->stream =
+                bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(raw), *bytes) : kj::mv(raw);
             dp->rpc = kj::heap<detail::RpcConnection>(*dp->stream);
             // Log in at the gate; info goes pipelined on the server the login returns.
             auto login = dp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();
@@ -54,8 +58,7 @@ kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to,
             auto info_sent = dp->server.infoRequest().send();
             return bounded(kj::mv(logged_in))
                 .then([dp, bounded, info_sent = kj::mv(info_sent)](
-                          capnp::Response<wire::Gate::LoginResults> answer) mutable
-                      -> kj::Promise<void> {
+                          capnp::Response<wire::Gate::LoginResults> answer) mutable -> kj::Promise<void> {
                   if (answer.hasError()) {
                     dp->refused = detail::read_error(answer.getError());
                     return kj::READY_NOW;

@@ -53,7 +53,6 @@ struct Dialed {
 };
 
 // Dials to. Never rejects: a failure is in the result. io is borrowed and outlives the dial.
-kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to,
-                                  DialOptions options);
+kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to, DialOptions options);
 
 }  // namespace agentd::net

@@ -33,8 +33,7 @@ std::string parse_into(std::string_view text, Endpoint& out) {
     host = host.substr(1, host.size() - 2);
   }
   if (host.empty()) return "no host";
-  if (host.find_first_of("[]") != std::string_view::npos)
-    return "brackets go around an IPv6 address only";
+  if (host.find_first_of("[]") != std::string_view::npos) return "brackets go around an IPv6 address only";
   out = Endpoint{};
   out.host = std::string(host);
   out.port = static_cast<std::uint16_t>(value);

@@ -34,9 +34,7 @@ struct Endpoint {
   // The host as a URL or an address list writes it: IPv6 in brackets.
   std::string host_text() const;
 
-  bool operator==(const Endpoint& o) const {
-    return host == o.host && port == o.port && path == o.path;
-  }
+  bool operator==(const Endpoint& o) const { return host == o.host && port == o.port && path == o.path; }
   bool operator!=(const Endpoint& o) const { return !(*this == o); }
 };
 

@@ -33,15 +33,14 @@ std::optional<ReadyLine> parse_ready_line(std::string_view line) {
   return ready;
 }
 
-ReadyWait wait_ready_line(detail::Subprocess& process, std::chrono::milliseconds timeout,
-                          std::string* seen) {
+ReadyWait wait_ready_line(detail::Subprocess& process, std::chrono::milliseconds timeout, std::string* seen) {
   const int fd = process.stdout_pipe().get();
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string buf;
   ReadyWait w;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       w.outcome = ReadyWait::Outcome::timed_out;
       return w;

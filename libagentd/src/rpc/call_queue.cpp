@@ -15,7 +15,9 @@ namespace {
 void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::shared_ptr<Call> call,
                         kj::Maybe<wire::Input::Reader> maybe_input) {
   wire::Input::Reader input;
-  KJ_IF_MAYBE(in, maybe_input) { input = *in; }
+  KJ_IF_MAYBE (in, maybe_input) {
+    input = *in;
+  }
   switch (input.which()) {
     case wire::Input::NONE:
       ctx.host.enqueue(agent_id, kj::mv(call));
@@ -38,8 +40,7 @@ void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::share
     ctx.host.feed_from_result(producer_call, agent_id, call);
   } else {
     // Produced elsewhere: fetch it from the origin server over a peer connection.
-    ctx.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call,
-                    ctx.host.input_waiter(agent_id, call));
+    ctx.peers.fetch(to_std(ref.getOrigin()), server_id, producer_call, ctx.host.input_waiter(agent_id, call));
   }
 }
 
@@ -53,7 +54,7 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   call->method = std::move(req.method);
   call->args = std::move(req.args);
   // The input message is read (and refused, when it cannot be) before anything is recorded.
-  KJ_IF_MAYBE(in, req.input) {
+  KJ_IF_MAYBE (in, req.input) {
     if (in->isMsg() && (req.kind == Call::Kind::reply || req.kind == Call::Kind::observe)) {
       try {
         call->input = std::make_shared<const Outcome>(read_msg(in->getMsg()));
@@ -105,8 +106,7 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   return std::nullopt;
 }
 
-kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
-                                    bool wait_for_unknown,
+kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id, bool wait_for_unknown,
                                     kj::Function<void(const OutcomePtr&)> write) {
   auto paf = kj::newPromiseAndFulfiller<void>();
   ctx.host.when_result(

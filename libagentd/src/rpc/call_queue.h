@@ -45,14 +45,13 @@ struct CallReport {
 // report, as any failure of the call does). Returns the error instead, reporting nothing, when
 // the call cannot be queued at all: no call id, a call id already used, observe of an unknown
 // agent, an input message that cannot be read (bad_request: nested deeper than kMaxValueDepth,
-// text that is not UTF-8), or a queue limit reached (overloaded: nothing of the call is recorded, so the same call
-// may come again).
+// text that is not UTF-8), or a queue limit reached (overloaded: nothing of the call is recorded, so the same
+// call may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
 
 // Answers an RPC once the outcome of call_id is there: write (on the loop thread) fills the
 // RPC's results, unless the caller went away first. The returned promise is the RPC's.
-kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id,
-                                    bool wait_for_unknown,
+kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id, bool wait_for_unknown,
                                     kj::Function<void(const OutcomePtr&)> write);
 
 }  // namespace agentd::detail

@@ -110,9 +110,10 @@ void PeerPool::note_failure(const std::string& origin, const std::string& reason
   if (permanent)
     spdlog::error("peer {}: {} (consumers of its placeholders fail at once)", origin, reason);
   else
-    spdlog::warn("peer {}: cannot reach it: {} (trying again with backoff for up to {}, "
-                 "--peer-connect-timeout)",
-                 origin, reason, seconds_text(options_.connect_timeout));
+    spdlog::warn(
+        "peer {}: cannot reach it: {} (trying again with backoff for up to {}, "
+        "--peer-connect-timeout)",
+        origin, reason, seconds_text(options_.connect_timeout));
 }
 
 void PeerPool::note_reachable(const std::string& origin) {
@@ -141,77 +142,76 @@ PeerPool::Peer& PeerPool::peer(const std::string& origin) {
   kj::Promise<kj::Own<net::Dialed>> dialed = nullptr;
   if (to) {
     dialed = net::dial(io_, *to,
-                       {.tls = options_.tls, .bytes = bytes_, .token = options_.token,
-                        .total_limit = limit});
+                       {.tls = options_.tls, .bytes = bytes_, .token = options_.token, .total_limit = limit});
   } else {
     auto d = kj::heap<net::Dialed>();
     d->failed.emplace(KJ_EXCEPTION(FAILED, "not an endpoint (HOST:PORT)", origin));
     dialed = kj::mv(d);
   }
-  ref.ready = dialed
-                  .then([this, &ref, host, limit](kj::Own<net::Dialed> d) {
-                    if (d->ok()) {
-                      ref.stream = kj::mv(d->stream);
-                      ref.client = kj::mv(d->rpc);
-                      ref.server = kj::mv(d->server);
-                      ref.server_id = kj::mv(d->server_id);
-                      return;
-                    }
-                    if (d->refused) {
-                      ref.refused = refused_by(*d->refused, ref.origin);
-                      return;
-                    }
-                    const kj::Exception& e = *d->failed;
-                    const std::string why = e.getDescription().cStr();
-                    const bool tls = options_.tls != nullptr;
-                    if (d->stage == net::DialStage::tls &&
-                        e.getType() == kj::Exception::Type::FAILED) {
-                      // The handshake ran and failed: a configuration problem, not a transient.
-                      std::string fix;
-                      if (why.find("ostname") != std::string::npos)
-                        fix = fmt::format("its TLS certificate does not name {} (the host of its "
-                                          "address in the placeholder, its --advertise-address): "
-                                          "{}; give it a certificate whose subjectAltName lists "
-                                          "DNS:{}",
-                                          host, why, host);
-                      else if (why.find("certificate") != std::string::npos)
-                        fix = fmt::format("its TLS certificate is not trusted: {}; give this "
-                                          "server the CA that signed it with --peer-tls-ca FILE "
-                                          "(now trusting {})",
-                                          why, options_.tls_trust);
-                      else
-                        fix = fmt::format("the TLS handshake failed: {} (a server without "
-                                          "--tls-cert does not serve TLS: servers that hand each "
-                                          "other placeholders all serve TLS, or none)",
-                                          why);
-                      ref.refused = Error(ErrorCode::unauthenticated,
-                                          fmt::format("the server at {} cannot be used as a "
-                                                      "peer: {}",
-                                                      ref.origin, fix));
-                      return;
-                    }
-                    if (tls &&
-                        (d->stage == net::DialStage::login || d->stage == net::DialStage::info) &&
-                        why.find("alert") != std::string::npos) {
-                      ref.refused = Error(
-                          ErrorCode::unauthenticated,
-                          fmt::format("the server at {} refused this server's TLS client "
-                                      "certificate (--tls-cert): {}; its --tls-client-ca must "
-                                      "include the CA that signed this server's --tls-cert",
-                                      ref.origin, why));
-                      return;
-                    }
-                    ref.broken = true;
-                    // Refused, unreachable, no answer within the limit: the peer could not be
-                    // reached (it may be restarting): a disconnect, not an overload.
-                    kj::throwFatalException(kj::Exception(
-                        kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                        e.getType() == kj::Exception::Type::OVERLOADED
-                            ? kj::str("no answer within ", limit.count(), " ms")
-                            : kj::str(why.c_str())));
-                  })
-                  .eagerlyEvaluate(nullptr)
-                  .fork();
+  ref.ready =
+      dialed
+          .then([this, &ref, host, limit](kj::Own<net::Dialed> d) {
+            if (d->ok()) {
+              ref.stream = kj::mv(d->stream);
+              ref.client = kj::mv(d->rpc);
+              ref.server = kj::mv(d->server);
+              ref.server_id = kj::mv(d->server_id);
+              return;
+            }
+            if (d->refused) {
+              ref.refused = refused_by(*d->refused, ref.origin);
+              return;
+            }
+            const kj::Exception& e = *d->failed;
+            const std::string why = e.getDescription().cStr();
+            const bool tls = options_.tls != nullptr;
+            if (d->stage == net::DialStage::tls && e.getType() == kj::Exception::Type::FAILED) {
+              // The handshake ran and failed: a configuration problem, not a transient.
+              std::string fix;
+              if (why.find("ostname") != std::string::npos)
+                fix = fmt::format(
+                    "its TLS certificate does not name {} (the host of its "
+                    "address in the placeholder, its --advertise-address): "
+                    "{}; give it a certificate whose subjectAltName lists "
+                    "DNS:{}",
+                    host, why, host);
+              else if (why.find("certificate") != std::string::npos)
+                fix = fmt::format(
+                    "its TLS certificate is not trusted: {}; give this "
+                    "server the CA that signed it with --peer-tls-ca FILE "
+                    "(now trusting {})",
+                    why, options_.tls_trust);
+              else
+                fix = fmt::format(
+                    "the TLS handshake failed: {} (a server without "
+                    "--tls-cert does not serve TLS: servers that hand each "
+                    "other placeholders all serve TLS, or none)",
+                    why);
+              ref.refused =
+                  Error(ErrorCode::unauthenticated, fmt::format("the server at {} cannot be used as a "
+                                                                "peer: {}",
+                                                                ref.origin, fix));
+              return;
+            }
+            if (tls && (d->stage == net::DialStage::login || d->stage == net::DialStage::info) &&
+                why.find("alert") != std::string::npos) {
+              ref.refused = Error(ErrorCode::unauthenticated,
+                                  fmt::format("the server at {} refused this server's TLS client "
+                                              "certificate (--tls-cert): {}; its --tls-client-ca must "
+                                              "include the CA that signed this server's --tls-cert",
+                                              ref.origin, why));
+              return;
+            }
+            ref.broken = true;
+            // Refused, unreachable, no answer within the limit: the peer could not be
+            // reached (it may be restarting): a disconnect, not an overload.
+            kj::throwFatalException(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                                  e.getType() == kj::Exception::Type::OVERLOADED
+                                                      ? kj::str("no answer within ", limit.count(), " ms")
+                                                      : kj::str(why.c_str())));
+          })
+          .eagerlyEvaluate(nullptr)
+          .fork();
   peers_[origin] = kj::mv(p);
   return ref;
 }
@@ -233,8 +233,7 @@ kj::Promise<void> PeerPool::ping_loop(kj::Own<Peer> p) {
         }
         const auto limit = ping_timeout();
         return io_.provider->getTimer()
-            .timeoutAfter(limit.count() * kj::MILLISECONDS,
-                          ref.server.pingRequest().send().ignoreResult())
+            .timeoutAfter(limit.count() * kj::MILLISECONDS, ref.server.pingRequest().send().ignoreResult())
             .then([this, &ref]() { return ping_loop(kj::addRef(ref)); },
                   [&ref, limit](kj::Exception&& e) -> kj::Promise<void> {
                     ref.pinging = false;
@@ -242,21 +241,20 @@ kj::Promise<void> PeerPool::ping_loop(kj::Own<Peer> p) {
                     ref.broken = true;  // the next try dials again
                     std::string why =
                         e.getType() == kj::Exception::Type::OVERLOADED
-                            ? fmt::format("connected, but it did not answer a ping within {} ms "
-                                          "(frozen, or its event loop blocked)",
-                                          limit.count())
-                            : fmt::format("the connection was lost: {}",
-                                          e.getDescription().cStr());
-                    ref.kill->reject(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__,
-                                                   __LINE__, kj::str(why.c_str())));
+                            ? fmt::format(
+                                  "connected, but it did not answer a ping within {} ms "
+                                  "(frozen, or its event loop blocked)",
+                                  limit.count())
+                            : fmt::format("the connection was lost: {}", e.getDescription().cStr());
+                    ref.kill->reject(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                                   kj::str(why.c_str())));
                     return kj::READY_NOW;
                   });
       })
       .attach(kj::mv(p));
 }
 
-kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
-                                               const std::string& server_id,
+kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin, const std::string& server_id,
                                                const std::string& call_id) {
   ++fetches_;
   auto attempt = std::make_shared<Attempt>();
@@ -267,8 +265,7 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
         if (e.getType() != kj::Exception::Type::OVERLOADED)  // not the timeout: a fault
           return outcome(Error::retryable(
               ErrorCode::disconnected,
-              error_from_kj(e, fmt::format("fetching the result of call {} from {}",
-                                                  call_id, origin))
+              error_from_kj(e, fmt::format("fetching the result of call {} from {}", call_id, origin))
                   .message()));
         if (attempt->unreachable_since)
           return outcome(Error::retryable(
@@ -285,17 +282,15 @@ kj::Promise<OutcomePtr> PeerPool::fetch_remote(const std::string& origin,
       });
 }
 
-kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
-                                                 const std::string& server_id,
+kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin, const std::string& server_id,
                                                  const std::string& call_id,
                                                  std::shared_ptr<Attempt> attempt) {
   ++attempt->tries;
   return fetch_once(origin, server_id, call_id, attempt)
-      .catch_([this, origin, server_id, call_id,
-               attempt](kj::Exception&& e) -> kj::Promise<OutcomePtr> {
+      .catch_([this, origin, server_id, call_id, attempt](kj::Exception&& e) -> kj::Promise<OutcomePtr> {
         if (e.getType() != kj::Exception::Type::DISCONNECTED)
-          return outcome(error_from_kj(
-              e, fmt::format("fetching the result of call {} from {}", call_id, origin)));
+          return outcome(
+              error_from_kj(e, fmt::format("fetching the result of call {} from {}", call_id, origin)));
         // The origin cannot be reached now: it may be restarting (and, with --state-dir, come
         // back with the result). Try again on a new connection with backoff until
         // --peer-connect-timeout after the first failure.
@@ -306,8 +301,7 @@ kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
         note_failure(origin, attempt->last_error, false);
         const auto deadline = *attempt->unreachable_since + options_.connect_timeout;
         if (now >= deadline) {
-          spdlog::debug("peer {}: giving up on call {} after {} tries", origin, call_id,
-                        attempt->tries);
+          spdlog::debug("peer {}: giving up on call {} after {} tries", origin, call_id, attempt->tries);
           return outcome(Error::retryable(
               ErrorCode::disconnected,
               fmt::format("fetching the result of call {}: could not reach the server at {} for "
@@ -315,11 +309,11 @@ kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
                           call_id, origin, ms_since(*attempt->unreachable_since), attempt->tries,
                           seconds_text(options_.connect_timeout), attempt->last_error)));
         }
-        attempt->delay = attempt->delay.count() == 0 ? kFirstBackoff
-                                                     : std::min(attempt->delay * 2, kMaxBackoff);
+        attempt->delay =
+            attempt->delay.count() == 0 ? kFirstBackoff : std::min(attempt->delay * 2, kMaxBackoff);
         // The last try comes at the deadline rather than a whole backoff before it.
-        const auto wait = std::min(
-            attempt->delay, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+        const auto wait =
+            std::min(attempt->delay, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
         return io_.provider->getTimer()
             .afterDelay(wait.count() * kj::MILLISECONDS)
             .then([this, origin, server_id, call_id, attempt]() {
@@ -328,10 +322,8 @@ kj::Promise<OutcomePtr> PeerPool::fetch_retrying(const std::string& origin,
       });
 }
 
-kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
-                                             const std::string& server_id,
-                                             const std::string& call_id,
-                                             std::shared_ptr<Attempt> attempt) {
+kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin, const std::string& server_id,
+                                             const std::string& call_id, std::shared_ptr<Attempt> attempt) {
   kj::Own<Peer> p = kj::addRef(peer(origin));
   Peer& ref = *p;
   kj::Promise<void> ready = ref.ready.addBranch();
@@ -339,21 +331,19 @@ kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
     // A dial of an origin already unreachable ends at this fetch's deadline at the latest.
     const auto left = std::max(std::chrono::milliseconds(0),
                                std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   *attempt->unreachable_since + options_.connect_timeout -
-                                   Clock::now()));
-    ready = ready.exclusiveJoin(
-        io_.provider->getTimer().afterDelay(left.count() * kj::MILLISECONDS).then([]() {
-          kj::throwFatalException(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__,
-                                                __LINE__, kj::str(kCutAtDeadline)));
+                                   *attempt->unreachable_since + options_.connect_timeout - Clock::now()));
+    ready =
+        ready.exclusiveJoin(io_.provider->getTimer().afterDelay(left.count() * kj::MILLISECONDS).then([]() {
+          kj::throwFatalException(
+              kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str(kCutAtDeadline)));
         }));
   }
-  auto fetched = ready.then([this, &ref, origin, server_id, call_id,
-                             attempt]() -> kj::Promise<OutcomePtr> {
+  auto fetched = ready.then([this, &ref, origin, server_id, call_id, attempt]() -> kj::Promise<OutcomePtr> {
     if (ref.refused) {
       ref.broken = true;  // the next fetch tries again (the peer may have been reconfigured)
       note_failure(origin, ref.refused->message(), true);
-      return outcome(Error(ref.refused->code(), fmt::format("fetching the result of call {}: {}",
-                                                            call_id, ref.refused->message())));
+      return outcome(Error(ref.refused->code(), fmt::format("fetching the result of call {}: {}", call_id,
+                                                            ref.refused->message())));
     }
     note_reachable(origin);
     attempt->unreachable_since.reset();
@@ -361,11 +351,11 @@ kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin,
     if (!server_id.empty() && ref.server_id != server_id) {
       // The server that made the call is gone from that address (restarted or replaced): the
       // one there now has never heard of the call, and waiting for it would be in vain.
-      return outcome(Error(
-          ErrorCode::unknown_call,
-          fmt::format("the result of call {} is gone: server {} made it, but the server at {} is "
-                      "now {} (restarted or replaced)",
-                      call_id, server_id, origin, ref.server_id)));
+      return outcome(
+          Error(ErrorCode::unknown_call,
+                fmt::format("the result of call {} is gone: server {} made it, but the server at {} is "
+                            "now {} (restarted or replaced)",
+                            call_id, server_id, origin, ref.server_id)));
     }
     auto req = ref.server.fetchRequest();
     req.setCallId(to_kj(call_id));
@@ -418,14 +408,13 @@ kj::Promise<void> PeerPool::lost(const std::string& origin) {
   return ref.ready.addBranch()
       .then([&ref]() -> kj::Promise<void> {
         if (ref.refused || !ref.client) return kj::READY_NOW;
-        return ref.client->onDisconnect().exclusiveJoin(
-            ref.dead.addBranch().catch_([](kj::Exception&&) {}));
+        return ref.client->onDisconnect().exclusiveJoin(ref.dead.addBranch().catch_([](kj::Exception&&) {}));
       })
       .attach(kj::mv(p));
 }
 
-void PeerPool::fetch(const std::string& origin, const std::string& server_id,
-                     const std::string& call_id, ResultPool::Waiter done) {
+void PeerPool::fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
+                     ResultPool::Waiter done) {
   std::string key = origin + "|" + call_id;
   if (auto it = cache_.find(key); it != cache_.end()) {
     done(it->second);
@@ -455,7 +444,8 @@ void PeerPool::fetch(const std::string& origin, const std::string& server_id,
         cache_order_.pop_front();
       }
     }
-    if (node) for (auto& w : node.mapped()->waiters) w(out);
+    if (node)
+      for (auto& w : node.mapped()->waiters) w(out);
   }));
 }
 

@@ -33,7 +33,7 @@ class PeerPool {
     // How long a fetch may wait for a result the origin is still computing
     // (--peer-fetch-timeout); a producer may run long.
     std::chrono::milliseconds fetch_timeout = std::chrono::hours(2);
-    std::string token;  // what this server logs in to its peers with (--peer-token-file)
+    std::string token;         // what this server logs in to its peers with (--peer-token-file)
     TlsConfig* tls = nullptr;  // TLS to peers (borrowed, outlives the pool); null: plaintext
     // What tls trusts, for messages: "--peer-tls-ca FILE", "the system's CAs", ...
     std::string tls_trust = "the system's CAs";
@@ -90,13 +90,11 @@ class PeerPool {
   // fetch_once, again after a backoff while the origin cannot be reached, until
   // connect_timeout after the first failure. Never rejects: failures become outcomes.
   kj::Promise<OutcomePtr> fetch_retrying(const std::string& origin, const std::string& server_id,
-                                         const std::string& call_id,
-                                         std::shared_ptr<Attempt> attempt);
+                                         const std::string& call_id, std::shared_ptr<Attempt> attempt);
   // One try over the pooled connection (rejects as disconnected when the origin cannot be
   // reached, the connection is lost or stops answering pings).
   kj::Promise<OutcomePtr> fetch_once(const std::string& origin, const std::string& server_id,
-                                     const std::string& call_id,
-                                     std::shared_ptr<Attempt> attempt);
+                                     const std::string& call_id, std::shared_ptr<Attempt> attempt);
   Peer& peer(const std::string& origin);
   // Pings ref's connection while fetches wait on it; an unanswered ping breaks it.
   void keep_pinging(Peer& ref);

@@ -61,11 +61,10 @@ class ResultImpl final : public wire::Result::Server {
   ResultImpl(RpcContext& ctx, std::string call_id) : ctx_(ctx), call_id_(std::move(call_id)) {}
 
   kj::Promise<void> get(GetContext context) override {
-    return answer_when_ready(ctx_, call_id_, /*wait_for_unknown=*/false,
-                             [context](const OutcomePtr& o) mutable {
-                               write_outcome(*o, context.getResults().initOutcome(),
-                                             context.getParams().getInlineLimit());
-                             });
+    return answer_when_ready(
+        ctx_, call_id_, /*wait_for_unknown=*/false, [context](const OutcomePtr& o) mutable {
+          write_outcome(*o, context.getResults().initOutcome(), context.getParams().getInlineLimit());
+        });
   }
 
  private:
@@ -135,8 +134,7 @@ class AgentImpl final : public wire::Agent::Server {
   }
 
  private:
-  CallRequest request(Call::Kind kind, capnp::Text::Reader call_id,
-                      kj::Maybe<wire::Input::Reader> input) {
+  CallRequest request(Call::Kind kind, capnp::Text::Reader call_id, kj::Maybe<wire::Input::Reader> input) {
     CallRequest req;
     req.kind = kind;
     req.agent_id = id_;
@@ -182,9 +180,8 @@ class AgentImpl final : public wire::Agent::Server {
     // method / memory are refused only by a queue limit: a fault on this protocol (overloaded).
     if (auto refused = queue_call(ctx_, kj::mv(req), kj::mv(report))) {
       const std::string why = refused->message();
-      return kj::Exception(refused->code() == ErrorCode::overloaded
-                               ? kj::Exception::Type::OVERLOADED
-                               : kj::Exception::Type::FAILED,
+      return kj::Exception(refused->code() == ErrorCode::overloaded ? kj::Exception::Type::OVERLOADED
+                                                                    : kj::Exception::Type::FAILED,
                            __FILE__, __LINE__, kj::heapString(why.data(), why.size()));
     }
     return kj::mv(paf.promise);
@@ -202,8 +199,8 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   // The callback create and clone answer through, fulfilling the request's promise.
   template <typename Context>
   AgentHost::CreateDone answer_created(Context context, kj::Own<kj::PromiseFulfiller<void>> done) {
-    return [this, context, f = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(
-                               kj::mv(done))](std::variant<AgentInfoRow, Error> r) mutable {
+    return [this, context, f = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(done))](
+               std::variant<AgentInfoRow, Error> r) mutable {
       if (!(*f)->isWaiting()) return;
       auto results = context.getResults();
       if (auto* row = std::get_if<AgentInfoRow>(&r)) {
@@ -221,11 +218,10 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     auto paf = kj::newPromiseAndFulfiller<void>();
     std::variant<std::string, Error> result = Error(ErrorCode::internal, "");
     try {
-      result = ctx_.host.create(read_text(params.getClassName(), "the class name"),
-                                read_text(params.getName(), "the agent's name"),
-                                read_value(params.getArgs(), "the agent's args"),
-                                read_text(params.getAgentId(), "the agent id"),
-                                answer_created(context, kj::mv(paf.fulfiller)));
+      result = ctx_.host.create(
+          read_text(params.getClassName(), "the class name"), read_text(params.getName(), "the agent's name"),
+          read_value(params.getArgs(), "the agent's args"), read_text(params.getAgentId(), "the agent id"),
+          answer_created(context, kj::mv(paf.fulfiller)));
     } catch (const Error& e) {
       result = e;
     }

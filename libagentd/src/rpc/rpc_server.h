@@ -24,7 +24,7 @@ struct RpcContext {
   PeerPool& peers;
   // AgentServer.info: the server's stats as the wire reports them (server/server_stats.h).
   std::function<ServerInfo()> server_info;
-  std::function<void()> request_stop;  // the stop RPC
+  std::function<void()> request_stop;                                       // the stop RPC
   std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
   // What one client may leave unread: completions queued for it or sent and not yet answered
   // (bytes, about). Past it the connection is closed through close_connection.

@@ -21,7 +21,6 @@ namespace agentd::detail {
 
 namespace {
 
-
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
 // The most calls one Session.submit may carry. The C++ client sends at most 4,096; a list of
@@ -54,9 +53,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   }
   void add_error(std::uint64_t ticket, Error e) {
     std::size_t size = error_size(e);
-    add(ticket, size, [e = std::move(e)](wire::CallDone::Builder out) {
-      write_error(e, out.initError());
-    });
+    add(ticket, size, [e = std::move(e)](wire::CallDone::Builder out) { write_error(e, out.initError()); });
   }
   // A chunk of streamed call ticket, numbered from seq (advanced past it). Goes out in order
   // with everything else added, so before the call's CallDone. Text over kMaxChunkBytes is
@@ -77,8 +74,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       while (!rest.empty()) {
         std::size_t cut = std::min(rest.size(), max_chunk_bytes_);
         // Back up to the start of a UTF-8 character (not UTF-8: cut anywhere).
-        while (cut < rest.size() && cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80)
-          --cut;
+        while (cut < rest.size() && cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80) --cut;
         if (cut == 0) cut = std::min(rest.size(), max_chunk_bytes_);
         push(std::string(rest.substr(0, cut)));
         rest.remove_prefix(cut);
@@ -113,10 +109,10 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
     items_.clear();
     queued_bytes_ = 0;
     if (ctx_.close_connection)
-      ctx_.close_connection(fmt::format(
-          "the client left {} MiB of call completions unread (limit {} MiB, "
-          "--max-client-backlog); it is not reading its connection",
-          mib, ctx_.client_backlog_limit >> 20));
+      ctx_.close_connection(
+          fmt::format("the client left {} MiB of call completions unread (limit {} MiB, "
+                      "--max-client-backlog); it is not reading its connection",
+                      mib, ctx_.client_backlog_limit >> 20));
   }
 
   // Counts a sent message as unanswered until its CallSink call returns.
@@ -149,8 +145,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
       const bool chunks = items_[begin].chunk;
       std::size_t end = begin + 1;
       std::size_t bytes = items_[begin].size;
-      while (end < items_.size() && items_[end].chunk == chunks &&
-             bytes + items_[end].size <= batch_bytes_)
+      while (end < items_.size() && items_[end].chunk == chunks && bytes + items_[end].size <= batch_bytes_)
         bytes += items_[end++].size;
       if (chunks)
         send_chunks(begin, end);
@@ -221,12 +216,18 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
 
 Call::Kind call_kind(wire::CallKind k) {
   switch (k) {
-    case wire::CallKind::REPLY: return Call::Kind::reply;
-    case wire::CallKind::OBSERVE: return Call::Kind::observe;
-    case wire::CallKind::METHOD: return Call::Kind::method;
-    case wire::CallKind::METHOD_ASYNC: return Call::Kind::method_async;
-    case wire::CallKind::MEMORY: return Call::Kind::memory;
-    case wire::CallKind::CREATE: break;
+    case wire::CallKind::REPLY:
+      return Call::Kind::reply;
+    case wire::CallKind::OBSERVE:
+      return Call::Kind::observe;
+    case wire::CallKind::METHOD:
+      return Call::Kind::method;
+    case wire::CallKind::METHOD_ASYNC:
+      return Call::Kind::method_async;
+    case wire::CallKind::MEMORY:
+      return Call::Kind::memory;
+    case wire::CallKind::CREATE:
+      break;
   }
   throw Error(ErrorCode::bad_request, "a call of an unknown kind (a newer client?)");
 }
@@ -292,12 +293,12 @@ class SessionImpl final : public wire::Session::Server {
           const std::size_t size = outcome_size(*o, 0);
           if (size + 4096 > max_bytes) {
             // About the size: the message goes only when clearly under the limit.
-            write_error(Error(ErrorCode::too_large,
-                              fmt::format("the result is about {} bytes, more than one message "
-                                          "may carry ({} bytes, --max-message-bytes); make the "
-                                          "agent return less per call",
-                                          size, max_bytes)),
-                        context.getResults().initOutcome().initError());
+            write_error(
+                Error(ErrorCode::too_large, fmt::format("the result is about {} bytes, more than one message "
+                                                        "may carry ({} bytes, --max-message-bytes); make the "
+                                                        "agent return less per call",
+                                                        size, max_bytes)),
+                context.getResults().initOutcome().initError());
             return;
           }
           write_outcome(*o, context.getResults().initOutcome());
@@ -331,9 +332,8 @@ class SessionImpl final : public wire::Session::Server {
         if (spec.getReport())
           report.outcome = [weak, ticket, limit = spec.getInlineLimit()](const OutcomePtr& o) {
             if (auto out = weak.lock())
-              out->add(ticket, outcome_size(*o, limit), [o, limit](wire::CallDone::Builder d) {
-                write_outcome(*o, d.initOutcome(), limit);
-              });
+              out->add(ticket, outcome_size(*o, limit),
+                       [o, limit](wire::CallDone::Builder d) { write_outcome(*o, d.initOutcome(), limit); });
           };
         break;
       case Call::Kind::method:
@@ -341,14 +341,15 @@ class SessionImpl final : public wire::Session::Server {
           auto out = weak.lock();
           if (!out) return;
           std::size_t size = c.out_error ? error_size(*c.out_error) : approx_wire_size(c.out_value);
-          out->add(ticket, size, [value = std::move(c.out_value),
-                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
-            auto v = d.initValue();
-            if (error)
-              write_error(*error, v.initError());
-            else
-              write_value(value, v.initValue());
-          });
+          out->add(
+              ticket, size,
+              [value = std::move(c.out_value), error = std::move(c.out_error)](wire::CallDone::Builder d) {
+                auto v = d.initValue();
+                if (error)
+                  write_error(*error, v.initError());
+                else
+                  write_value(value, v.initValue());
+              });
         };
         break;
       case Call::Kind::memory:
@@ -357,15 +358,16 @@ class SessionImpl final : public wire::Session::Server {
           if (!out) return;
           std::size_t size = c.out_error ? error_size(*c.out_error) : 0;
           for (const auto& m : c.out_memory) size += approx_wire_size(m);
-          out->add(ticket, size, [msgs = std::move(c.out_memory),
-                                  error = std::move(c.out_error)](wire::CallDone::Builder d) {
-            if (error) {
-              write_error(*error, d.initError());
-              return;
-            }
-            auto list = d.initMemory(static_cast<unsigned>(msgs.size()));
-            for (unsigned i = 0; i < msgs.size(); ++i) write_msg(msgs[i], list[i]);
-          });
+          out->add(
+              ticket, size,
+              [msgs = std::move(c.out_memory), error = std::move(c.out_error)](wire::CallDone::Builder d) {
+                if (error) {
+                  write_error(*error, d.initError());
+                  return;
+                }
+                auto list = d.initMemory(static_cast<unsigned>(msgs.size()));
+                for (unsigned i = 0; i < msgs.size(); ++i) write_msg(msgs[i], list[i]);
+              });
         };
         break;
       case Call::Kind::observe:
@@ -373,15 +375,13 @@ class SessionImpl final : public wire::Session::Server {
         break;
     }
     const Call::Kind kind = req.kind;
-    const bool reported = spec.getReport() ||
-                          (kind != Call::Kind::reply && kind != Call::Kind::method_async);
+    const bool reported = spec.getReport() || (kind != Call::Kind::reply && kind != Call::Kind::method_async);
     if (auto refused = queue_call(ctx_, std::move(req), kj::mv(report))) {
       if (refused->code() == ErrorCode::overloaded) return refused;
       if (reported) out_->add_error(ticket, std::move(*refused));
       return std::nullopt;
     }
-    if (kind == Call::Kind::observe)
-      out_->add(ticket, 0, [](wire::CallDone::Builder d) { d.setDone(); });
+    if (kind == Call::Kind::observe) out_->add(ticket, 0, [](wire::CallDone::Builder d) { d.setDone(); });
     return std::nullopt;
   }
 
@@ -416,14 +416,13 @@ class SessionImpl final : public wire::Session::Server {
   // retried call never runs after one the client issued after it. The client sends refused calls
   // again in ticket order. Refusals of calls the client hears about go to out (the submit's
   // results).
-  void admit_in_order(wire::CallSpec::Reader spec,
-                      std::vector<std::pair<std::uint64_t, Error>>& out) {
+  void admit_in_order(wire::CallSpec::Reader spec, std::vector<std::pair<std::uint64_t, Error>>& out) {
     const std::uint64_t ticket = spec.getTicket();
     const std::string agent = to_std(spec.getAgentId());
     const auto kind = spec.getKind();
     // report = false: the client keeps nothing to send again; the call fails in the pool.
-    const bool retried = spec.getReport() ||
-                         (kind != wire::CallKind::REPLY && kind != wire::CallKind::METHOD_ASYNC);
+    const bool retried =
+        spec.getReport() || (kind != wire::CallKind::REPLY && kind != wire::CallKind::METHOD_ASYNC);
     auto refuse_now = [&](Error e) {
       if (!agent.empty() && retried) {
         refused_[agent].insert(ticket);

@@ -14,8 +14,7 @@ namespace {
 class GateImpl final : public wire::Gate::Server {
  public:
   GateImpl(GateContext& ctx, std::string peer, std::string address, MakeServer make_server)
-      : ctx_(ctx), peer_(std::move(peer)), address_(std::move(address)),
-        make_server_(kj::mv(make_server)) {}
+      : ctx_(ctx), peer_(std::move(peer)), address_(std::move(address)), make_server_(kj::mv(make_server)) {}
 
   kj::Promise<void> login(LoginContext context) override {
     // An address over its budget of failed logins (or any address with recent failures while
@@ -25,12 +24,11 @@ class GateImpl final : public wire::Gate::Server {
       spdlog::debug("login refused from {} unchecked: too many failed logins {}", peer_,
                     r->overall ? "on this server" : "from this address");
       write_error(Error(ErrorCode::unauthenticated,
-                        r->overall
-                            ? fmt::format("too many failed logins on this server lately (yours "
-                                          "from {} among them); try again in {} s",
-                                          address_, seconds)
-                            : fmt::format("too many failed logins from {}; try again in {} s",
-                                          address_, seconds)),
+                        r->overall ? fmt::format("too many failed logins on this server lately (yours "
+                                                 "from {} among them); try again in {} s",
+                                                 address_, seconds)
+                                   : fmt::format("too many failed logins from {}; try again in {} s",
+                                                 address_, seconds)),
                   context.getResults().initError());
       return kj::READY_NOW;
     }
@@ -43,7 +41,7 @@ class GateImpl final : public wire::Gate::Server {
     auto token = context.getParams().getToken();
     auto results = context.getResults();
     if (auto digest = ctx_.tokens.match(std::string_view(token.cStr(), token.size()))) {
-      KJ_IF_MAYBE(s, server_) {
+      KJ_IF_MAYBE (s, server_) {
         results.setServer(*s);
       } else {
         auto made = make_server_(*digest);
@@ -59,14 +57,12 @@ class GateImpl final : public wire::Gate::Server {
       next = fmt::format("; further logins from {} are refused unchecked for {} s{}", address_,
                          (r->retry_after.count() + 999) / 1000,
                          r->overall ? " (too many failures on this server)" : "");
-    spdlog::warn("login refused from {}: {} token{}", peer_, token.size() == 0 ? "no" : "wrong",
-                 next);
+    spdlog::warn("login refused from {}: {} token{}", peer_, token.size() == 0 ? "no" : "wrong", next);
     write_error(Error(ErrorCode::unauthenticated,
-                      token.size() == 0
-                          ? "this server requires a token: pass one (ClientOptions::token, "
-                            "$AGENTD_TOKEN, or --token-file FILE)"
-                          : "wrong token: the server does not accept it (check the token given "
-                            "against the server's --auth-token-file)"),
+                      token.size() == 0 ? "this server requires a token: pass one (ClientOptions::token, "
+                                          "$AGENTD_TOKEN, or --token-file FILE)"
+                                        : "wrong token: the server does not accept it (check the token given "
+                                          "against the server's --auth-token-file)"),
                 results.initError());
   }
 
@@ -91,9 +87,7 @@ class RefusingGate final : public wire::Gate::Server {
 
 }  // namespace
 
-wire::Gate::Client make_refusing_gate(std::string why) {
-  return kj::heap<RefusingGate>(std::move(why));
-}
+wire::Gate::Client make_refusing_gate(std::string why) { return kj::heap<RefusingGate>(std::move(why)); }
 
 wire::Gate::Client make_gate(GateContext& ctx, std::string peer, std::string address,
                              MakeServer make_server) {

@@ -16,17 +16,16 @@ namespace agentd::detail {
 
 // What every gate of one server shares; owned by the server, outlives its gates.
 struct GateContext {
-  TokenSet tokens;          // empty: authentication off, every token accepted
+  TokenSet tokens;  // empty: authentication off, every token accepted
   LoginThrottle throttle;
 };
 
 // The gate of one connection from peer ("address:port", for logs), whose failed logins the
-// throttle counts by address (the address part of peer, net::address_part). make_server makes the AgentServer for this connection on the first good
-// login, told the digest of the token that logged in; later logins on the connection get the
-// same one.
+// throttle counts by address (the address part of peer, net::address_part). make_server makes the AgentServer
+// for this connection on the first good login, told the digest of the token that logged in; later logins on
+// the connection get the same one.
 using MakeServer = kj::Function<wire::AgentServer::Client(const TokenSet::Digest& token)>;
-wire::Gate::Client make_gate(GateContext& ctx, std::string peer, std::string address,
-                             MakeServer make_server);
+wire::Gate::Client make_gate(GateContext& ctx, std::string peer, std::string address, MakeServer make_server);
 
 // A gate that refuses every login with unauthenticated and why (a plaintext client on a TLS
 // server is told so over the only protocol it speaks).

@@ -5,8 +5,7 @@
 
 namespace agentd::detail {
 
-void LoginThrottle::refill(Bucket& b, double burst, std::chrono::milliseconds every,
-                           Clock::time_point now) {
+void LoginThrottle::refill(Bucket& b, double burst, std::chrono::milliseconds every, Clock::time_point now) {
   if (now > b.updated) {
     const double grown = std::chrono::duration<double, std::milli>(now - b.updated).count() /
                          static_cast<double>(every.count());
@@ -15,8 +14,7 @@ void LoginThrottle::refill(Bucket& b, double burst, std::chrono::milliseconds ev
   b.updated = std::max(b.updated, now);
 }
 
-std::chrono::milliseconds LoginThrottle::until_one(const Bucket& b,
-                                                   std::chrono::milliseconds every) {
+std::chrono::milliseconds LoginThrottle::until_one(const Bucket& b, std::chrono::milliseconds every) {
   const double missing = std::max(0.0, 1.0 - b.tokens);
   return std::chrono::milliseconds(
       static_cast<std::int64_t>(std::ceil(missing * static_cast<double>(every.count()))));
@@ -58,9 +56,8 @@ void LoginThrottle::forget_some(Clock::time_point now) {
     i = i->second.tokens >= limits_.per_address_burst ? buckets_.erase(i) : std::next(i);
   }
   if (buckets_.size() < limits_.max_addresses) return;
-  auto fullest = std::max_element(buckets_.begin(), buckets_.end(), [](auto& a, auto& b) {
-    return a.second.tokens < b.second.tokens;
-  });
+  auto fullest = std::max_element(buckets_.begin(), buckets_.end(),
+                                  [](auto& a, auto& b) { return a.second.tokens < b.second.tokens; });
   buckets_.erase(fullest);
 }
 

@@ -25,10 +25,10 @@ class LoginThrottle {
  public:
   using Clock = std::chrono::steady_clock;
   struct Limits {
-    double per_address_burst = 10;                        // failures one address may make at once
-    std::chrono::milliseconds per_address_refill{6000};   // then one more every 6 s (10 a minute)
-    double overall_burst = 100;                           // failures all addresses may make at once
-    std::chrono::milliseconds overall_refill{200};        // then one more every 200 ms (5 a second)
+    double per_address_burst = 10;                       // failures one address may make at once
+    std::chrono::milliseconds per_address_refill{6000};  // then one more every 6 s (10 a minute)
+    double overall_burst = 100;                          // failures all addresses may make at once
+    std::chrono::milliseconds overall_refill{200};       // then one more every 200 ms (5 a second)
     std::size_t max_addresses = 4096;
   };
   // Why a login is refused unchecked, and when trying again can succeed.
@@ -53,8 +53,7 @@ class LoginThrottle {
     double tokens = 0;
     Clock::time_point updated;
   };
-  static void refill(Bucket& b, double burst, std::chrono::milliseconds every,
-                     Clock::time_point now);
+  static void refill(Bucket& b, double burst, std::chrono::milliseconds every, Clock::time_point now);
   static std::chrono::milliseconds until_one(const Bucket& b, std::chrono::milliseconds every);
   void forget_some(Clock::time_point now);
 

@@ -43,8 +43,7 @@ std::string PrivateDir::write_private(const std::string& name, const std::string
   std::string file = path_ + "/" + name;
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
-    throw Error(ErrorCode::internal,
-                fmt::format("cannot write {}: {}", file, std::strerror(errno)));
+    throw Error(ErrorCode::internal, fmt::format("cannot write {}: {}", file, std::strerror(errno)));
   files_.push_back(file);
   std::size_t done = 0;
   while (done < text.size()) {

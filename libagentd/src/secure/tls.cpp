@@ -19,8 +19,7 @@ namespace {
 
 std::string read_pem(const std::string& path, const std::string& option) {
   std::ifstream in(path);
-  if (!in)
-    throw Error(ErrorCode::config_error, fmt::format("{} {}: cannot read the file", option, path));
+  if (!in) throw Error(ErrorCode::config_error, fmt::format("{} {}: cannot read the file", option, path));
   std::ostringstream s;
   s << in.rdbuf();
   if (s.str().find("-----BEGIN") == std::string::npos)
@@ -35,14 +34,13 @@ T parse_pem(const std::string& path, const std::string& option, const char* what
   try {
     return T(kj::StringPtr(pem.c_str(), pem.size()));
   } catch (const kj::Exception& e) {
-    throw Error(ErrorCode::config_error, fmt::format("{} {}: not a valid PEM {}: {}", option, path,
-                                                     what, e.getDescription().cStr()));
+    throw Error(ErrorCode::config_error,
+                fmt::format("{} {}: not a valid PEM {}: {}", option, path, what, e.getDescription().cStr()));
   }
 }
 
 // kj-tls checks the pair only at the first handshake; check it at start instead.
-void check_key_matches(const std::string& cert_pem, const std::string& key_pem,
-                       const TlsFiles& f) {
+void check_key_matches(const std::string& cert_pem, const std::string& key_pem, const TlsFiles& f) {
   BIO* cb = ::BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
   BIO* kb = ::BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
   X509* cert = cb ? ::PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
@@ -75,25 +73,22 @@ kj::Array<kj::TlsCertificate> parse_bundle(const std::string& path, const std::s
     try {
       out.add(kj::StringPtr(one.c_str(), one.size()));
     } catch (const kj::Exception& e) {
-      throw Error(ErrorCode::config_error,
-                  fmt::format("{} {}: certificate {} is not valid: {}", option, path,
-                              out.size() + 1, e.getDescription().cStr()));
+      throw Error(ErrorCode::config_error, fmt::format("{} {}: certificate {} is not valid: {}", option, path,
+                                                       out.size() + 1, e.getDescription().cStr()));
     }
     at = end;
   }
   if (out.size() == 0)
-    throw Error(ErrorCode::config_error,
-                fmt::format("{} {}: no certificate in the file (expected -----BEGIN "
-                            "CERTIFICATE-----)",
-                            option, path));
+    throw Error(ErrorCode::config_error, fmt::format("{} {}: no certificate in the file (expected -----BEGIN "
+                                                     "CERTIFICATE-----)",
+                                                     option, path));
   return out.releaseAsArray();
 }
 
 // A stream whose first byte was read already: reads return it first.
 class ReplayStream final : public kj::AsyncIoStream {
  public:
-  ReplayStream(kj::Own<kj::AsyncIoStream> inner, kj::byte first)
-      : inner_(kj::mv(inner)), first_(first) {}
+  ReplayStream(kj::Own<kj::AsyncIoStream> inner, kj::byte first) : inner_(kj::mv(inner)), first_(first) {}
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override {
     if (replayed_ || maxBytes == 0) return inner_->tryRead(buffer, minBytes, maxBytes);
@@ -101,13 +96,9 @@ class ReplayStream final : public kj::AsyncIoStream {
     auto* out = static_cast<kj::byte*>(buffer);
     out[0] = first_;
     if (minBytes <= 1) return size_t(1);
-    return inner_->tryRead(out + 1, minBytes - 1, maxBytes - 1).then([](size_t n) {
-      return n + 1;
-    });
+    return inner_->tryRead(out + 1, minBytes - 1, maxBytes - 1).then([](size_t n) { return n + 1; });
   }
-  kj::Promise<void> write(const void* buffer, size_t size) override {
-    return inner_->write(buffer, size);
-  }
+  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     return inner_->write(pieces);
   }
@@ -120,12 +111,8 @@ class ReplayStream final : public kj::AsyncIoStream {
   void setsockopt(int level, int option, const void* value, uint length) override {
     inner_->setsockopt(level, option, value, length);
   }
-  void getsockname(struct sockaddr* addr, uint* length) override {
-    inner_->getsockname(addr, length);
-  }
-  void getpeername(struct sockaddr* addr, uint* length) override {
-    inner_->getpeername(addr, length);
-  }
+  void getsockname(struct sockaddr* addr, uint* length) override { inner_->getsockname(addr, length); }
+  void getpeername(struct sockaddr* addr, uint* length) override { inner_->getpeername(addr, length); }
 
  private:
   kj::Own<kj::AsyncIoStream> inner_;
@@ -145,7 +132,9 @@ std::unique_ptr<TlsConfig> TlsConfig::server(const TlsFiles& f) {
   check_key_matches(read_pem(f.cert, f.cert_name), read_pem(f.key, f.key_name), f);
   c->keypair_ = kj::TlsKeypair{kj::mv(key), kj::mv(cert)};
   kj::TlsContext::Options o;
-  KJ_IF_MAYBE(kp, c->keypair_) { o.defaultKeypair = *kp; }
+  KJ_IF_MAYBE (kp, c->keypair_) {
+    o.defaultKeypair = *kp;
+  }
   if (!f.ca.empty()) {
     c->trusted_ = parse_bundle(f.ca, f.ca_name);
     o.useSystemTrustStore = false;
@@ -157,8 +146,8 @@ std::unique_ptr<TlsConfig> TlsConfig::server(const TlsFiles& f) {
     c->context_ = kj::heap<kj::TlsContext>(kj::mv(o));
   } catch (const kj::Exception& e) {
     throw Error(ErrorCode::config_error,
-                fmt::format("{} {} and {} {}: {} (does the key belong to the certificate?)",
-                            f.cert_name, f.cert, f.key_name, f.key, e.getDescription().cStr()));
+                fmt::format("{} {} and {} {}: {} (does the key belong to the certificate?)", f.cert_name,
+                            f.cert, f.key_name, f.key, e.getDescription().cStr()));
   }
   return c;
 }
@@ -174,7 +163,9 @@ std::unique_ptr<TlsConfig> TlsConfig::client(const TlsFiles& f) {
     auto cert = parse_pem<kj::TlsCertificate>(f.cert, f.cert_name, "certificate");
     check_key_matches(read_pem(f.cert, f.cert_name), read_pem(f.key, f.key_name), f);
     c->keypair_ = kj::TlsKeypair{kj::mv(key), kj::mv(cert)};
-    KJ_IF_MAYBE(kp, c->keypair_) { o.defaultKeypair = *kp; }
+    KJ_IF_MAYBE (kp, c->keypair_) {
+      o.defaultKeypair = *kp;
+    }
   }
   if (!f.ca.empty()) {
     c->trusted_ = parse_bundle(f.ca, f.ca_name);

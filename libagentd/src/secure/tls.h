@@ -35,8 +35,7 @@ class TlsConfig {
   // The handshake as a server / as a client of host (verified against the server's
   // certificate). The promises break with kj's description of what failed.
   kj::Promise<kj::Own<kj::AsyncIoStream>> accept(kj::Own<kj::AsyncIoStream> stream);
-  kj::Promise<kj::Own<kj::AsyncIoStream>> connect(kj::Own<kj::AsyncIoStream> stream,
-                                                  const std::string& host);
+  kj::Promise<kj::Own<kj::AsyncIoStream>> connect(kj::Own<kj::AsyncIoStream> stream, const std::string& host);
 
   bool requires_client_certificates() const { return verify_clients_; }
 

@@ -39,11 +39,9 @@ std::vector<std::string> read_token_file(const std::string& path, const std::str
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw Error(ErrorCode::config_error,
-                fmt::format("{} {}: cannot read the token file: {}", option, path,
-                            std::strerror(errno)));
+                fmt::format("{} {}: cannot read the token file: {}", option, path, std::strerror(errno)));
   if (!S_ISREG(st.st_mode))
-    throw Error(ErrorCode::config_error,
-                fmt::format("{} {}: not a regular file", option, path));
+    throw Error(ErrorCode::config_error, fmt::format("{} {}: not a regular file", option, path));
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
     throw Error(ErrorCode::config_error,
                 fmt::format("{} {}: permissions {:04o} are too open: other users could read the "
@@ -52,8 +50,7 @@ std::vector<std::string> read_token_file(const std::string& path, const std::str
   std::ifstream in(path);
   if (!in)
     throw Error(ErrorCode::config_error,
-                fmt::format("{} {}: cannot read the token file: {}", option, path,
-                            std::strerror(errno)));
+                fmt::format("{} {}: cannot read the token file: {}", option, path, std::strerror(errno)));
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(in, line)) {
@@ -103,8 +100,7 @@ std::optional<TokenSet::Digest> TokenSet::match(std::string_view token) const {
 bool TokenSet::contains(const Digest& d) const {
   if (digests_.empty()) return true;
   int matched = 0;
-  for (const auto& mine : digests_)
-    matched |= ::CRYPTO_memcmp(mine.data(), d.data(), d.size()) == 0 ? 1 : 0;
+  for (const auto& mine : digests_) matched |= ::CRYPTO_memcmp(mine.data(), d.data(), d.size()) == 0 ? 1 : 0;
   return matched != 0;
 }
 

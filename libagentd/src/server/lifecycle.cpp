@@ -34,16 +34,16 @@ kj::Promise<void> Server::watch_stdin() {
   auto in = io_.lowLevelProvider->wrapInputFd(STDIN_FILENO);
   auto buf = kj::heapArray<kj::byte>(256);
   auto read = in->tryRead(buf.begin(), 1, buf.size());
-  return read.then([this, in = kj::mv(in), buf = kj::mv(buf)](size_t n) mutable -> kj::Promise<void> {
-    if (n == 0) {
-      spdlog::info("standard input closed (parent gone): stopping");
-      request_stop();
-      return kj::READY_NOW;
-    }
-    return watch_stdin();
-  }, [this](kj::Exception&&) {
-    request_stop();
-  });
+  return read.then(
+      [this, in = kj::mv(in), buf = kj::mv(buf)](size_t n) mutable -> kj::Promise<void> {
+        if (n == 0) {
+          spdlog::info("standard input closed (parent gone): stopping");
+          request_stop();
+          return kj::READY_NOW;
+        }
+        return watch_stdin();
+      },
+      [this](kj::Exception&&) { request_stop(); });
 }
 
 void Server::handle_signals() {
@@ -66,8 +66,7 @@ kj::Promise<void> Server::signal_loop(int signo) {
           spdlog::info("SIGHUP: no --model-config-path to reload");
         } else {
           auto v = reload_models();
-          spdlog::info("SIGHUP: reloaded model configs from {} (version {})",
-                       options_.model_config_path, v);
+          spdlog::info("SIGHUP: reloaded model configs from {} (version {})", options_.model_config_path, v);
         }
       } catch (const Error& e) {
         spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
@@ -136,10 +135,11 @@ kj::Promise<void> Server::drain(kj::TimePoint deadline) {
     // The last calls' commits, so their completions can go out; a disk that stalls past the
     // grace period does not hold the stop (what it has not committed was never acknowledged).
     const auto left = deadline - timer.now();
-    if (store_ && !store_->flush_for(std::chrono::milliseconds(
-                      std::max<std::int64_t>(0, left / kj::MILLISECONDS)))) {
-      spdlog::warn("grace period over; the state store's last commit has not finished (the disk "
-                   "stalls): exiting without it, so the calls in it were never reported done");
+    if (store_ &&
+        !store_->flush_for(std::chrono::milliseconds(std::max<std::int64_t>(0, left / kj::MILLISECONDS)))) {
+      spdlog::warn(
+          "grace period over; the state store's last commit has not finished (the disk "
+          "stalls): exiting without it, so the calls in it were never reported done");
       store_stalled_ = true;
     }
     return kj::READY_NOW;

@@ -67,11 +67,9 @@ std::uint16_t Server::listen() {
   if (options_.metrics_port != 0) {
     try {
       auto metrics_addr = io_.provider->getNetwork()
-                              .parseAddress(to_kj(options_.host),
-                                            static_cast<uint>(options_.metrics_port))
+                              .parseAddress(to_kj(options_.host), static_cast<uint>(options_.metrics_port))
                               .wait(io_.waitScope);
-      metrics_ = std::make_unique<MetricsEndpoint>(metrics_addr->listen(),
-                                                   io_.provider->getTimer(),
+      metrics_ = std::make_unique<MetricsEndpoint>(metrics_addr->listen(), io_.provider->getTimer(),
                                                    [this] { return render_metrics(stats()); });
     } catch (const kj::Exception& e) {
       listener_ = nullptr;
@@ -146,8 +144,7 @@ void Server::listen_unix() {
     unix_listener_ = nullptr;
     ::unlink(path.c_str());
     throw Error(ErrorCode::config_error,
-                fmt::format("--unix-socket {}: cannot set its mode or group: {}", path,
-                            std::strerror(err)));
+                fmt::format("--unix-socket {}: cannot set its mode or group: {}", path, std::strerror(err)));
   }
   spdlog::info("also listening on unix:{} (mode 0660{})", path,
                options_.unix_socket_group.empty() ? "" : ", group " + options_.unix_socket_group);

@@ -28,9 +28,7 @@ class JsonFormatter final : public spdlog::formatter {
     dest.append(text.data(), text.data() + text.size());
     dest.push_back('\n');
   }
-  std::unique_ptr<spdlog::formatter> clone() const override {
-    return std::make_unique<JsonFormatter>();
-  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
 };
 
 }  // namespace

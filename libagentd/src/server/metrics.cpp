@@ -91,9 +91,8 @@ std::string render_metrics(const ServerStats& s) {
 namespace {
 
 // Sends a whole response with a body of known length.
-kj::Promise<void> send(kj::HttpService::Response& response, const kj::HttpHeaderTable& table,
-                       unsigned status, kj::StringPtr status_text, kj::StringPtr content_type,
-                       kj::String body) {
+kj::Promise<void> send(kj::HttpService::Response& response, const kj::HttpHeaderTable& table, unsigned status,
+                       kj::StringPtr status_text, kj::StringPtr content_type, kj::String body) {
   kj::HttpHeaders headers(table);
   headers.set(kj::HttpHeaderId::CONTENT_TYPE, content_type);
   auto stream = response.send(status, status_text, headers, body.size());
@@ -128,18 +127,16 @@ kj::Promise<void> MetricsEndpoint::accept_loop() {
   // whole life (a client that never reads its response included), and a connection's failure is
   // logged at debug where kj-http would KJ_LOG it to plain stderr.
   return listener_->accept().then([this](kj::Own<kj::AsyncIoStream> stream) {
-    tasks_.add(timer_.timeoutAfter(kRequestTimeout, http_.listenHttp(kj::mv(stream)))
-                   .catch_([](kj::Exception&& e) {
-                     spdlog::debug("metrics endpoint: connection dropped: {}",
-                                   e.getDescription().cStr());
-                   }));
+    tasks_.add(
+        timer_.timeoutAfter(kRequestTimeout, http_.listenHttp(kj::mv(stream))).catch_([](kj::Exception&& e) {
+          spdlog::debug("metrics endpoint: connection dropped: {}", e.getDescription().cStr());
+        }));
     return accept_loop();
   });
 }
 
-kj::Promise<void> MetricsEndpoint::request(kj::HttpMethod method, kj::StringPtr url,
-                                           const kj::HttpHeaders&, kj::AsyncInputStream&,
-                                           Response& response) {
+kj::Promise<void> MetricsEndpoint::request(kj::HttpMethod method, kj::StringPtr url, const kj::HttpHeaders&,
+                                           kj::AsyncInputStream&, Response& response) {
   // The request body is never read; kj-http drains a little of it or drops the connection.
   std::string_view path(url.begin(), url.size());
   path = path.substr(0, path.find('?'));  // "/metrics?x=1" is /metrics too
@@ -152,8 +149,7 @@ kj::Promise<void> MetricsEndpoint::request(kj::HttpMethod method, kj::StringPtr 
               kj::heapString("not found: metrics are at GET /metrics\n"));
 }
 
-kj::Promise<void> MetricsEndpoint::handleApplicationError(kj::Exception e,
-                                                          kj::Maybe<Response&> response) {
+kj::Promise<void> MetricsEndpoint::handleApplicationError(kj::Exception e, kj::Maybe<Response&> response) {
   // kj-http's default (500 with the exception's text; nothing for a disconnect), minus its KJ_LOG
   // to plain stderr when no response can be sent any more: a reset mid-request, or a request
   // head over kj-http's 128 KiB limit. Those concern one client only; the connection closes.

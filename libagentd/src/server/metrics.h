@@ -44,11 +44,9 @@ class MetricsEndpoint final : private kj::HttpService,
 
  private:
   kj::Promise<void> accept_loop();
-  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url,
-                            const kj::HttpHeaders& headers, kj::AsyncInputStream& body,
-                            Response& response) override;
-  kj::Promise<void> handleApplicationError(kj::Exception e,
-                                           kj::Maybe<Response&> response) override;
+  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url, const kj::HttpHeaders& headers,
+                            kj::AsyncInputStream& body, Response& response) override;
+  kj::Promise<void> handleApplicationError(kj::Exception e, kj::Maybe<Response&> response) override;
   bool shouldClose() override { return true; }
 
   kj::Own<kj::ConnectionReceiver> listener_;

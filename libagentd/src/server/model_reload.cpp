@@ -59,8 +59,7 @@ std::vector<ModelConfig> read_configs_for_reload(const std::string& path,
                 fmt::format("cannot read model config file {}: {}", path, std::strerror(errno)));
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad())
-    throw Error(ErrorCode::config_error, fmt::format("cannot read model config file {}", path));
+  if (in.bad()) throw Error(ErrorCode::config_error, fmt::format("cannot read model config file {}", path));
   return configs_for_reload(buffer.str(), path, loaded);
 }
 

@@ -26,17 +26,16 @@ void PreLoginSlot::logged_in() {
 }
 
 kj::Promise<void> PreLoginSlot::closing() {
-  auto deadline = queue_.timer_.atTime(admitted_ + queue_.deadline_)
-                      .then([this]() -> kj::Promise<void> {
-                        if (logged_in_) return kj::NEVER_DONE;
-                        leave();
-                        ++queue_.closed_;
-                        queue_.note(fmt::format(
-                            "closing connection from {}: it did not log in within {} s of "
-                            "connecting (--login-timeout)",
-                            peer_, queue_.deadline_ / kj::MILLISECONDS / 1000.0));
-                        return kj::READY_NOW;
-                      });
+  auto deadline = queue_.timer_.atTime(admitted_ + queue_.deadline_).then([this]() -> kj::Promise<void> {
+    if (logged_in_) return kj::NEVER_DONE;
+    leave();
+    ++queue_.closed_;
+    queue_.note(
+        fmt::format("closing connection from {}: it did not log in within {} s of "
+                    "connecting (--login-timeout)",
+                    peer_, queue_.deadline_ / kj::MILLISECONDS / 1000.0));
+    return kj::READY_NOW;
+  });
   return kj::mv(evicted_).exclusiveJoin(kj::mv(deadline));
 }
 
@@ -48,9 +47,10 @@ kj::Own<PreLoginSlot> PreLoginQueue::admit(std::string peer) {
     PreLoginSlot* oldest = waiting_.front();
     oldest->leave();
     ++closed_;
-    note(fmt::format("closing connection from {} before it logged in: {} connections are waiting "
-                     "to log in (--max-unauthenticated-connections) and it waited longest ({} ms)",
-                     oldest->peer_, max_, (timer_.now() - oldest->admitted_) / kj::MILLISECONDS));
+    note(
+        fmt::format("closing connection from {} before it logged in: {} connections are waiting "
+                    "to log in (--max-unauthenticated-connections) and it waited longest ({} ms)",
+                    oldest->peer_, max_, (timer_.now() - oldest->admitted_) / kj::MILLISECONDS));
     oldest->evict_->fulfill();
   }
   auto slot = kj::heap<PreLoginSlot>(*this, std::move(peer));

@@ -57,8 +57,10 @@ bool SdNotifier::notify(std::string_view state) const {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_.data(), socket_.size());
   socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_.size());
-  if (socket_[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace: no trailing NUL
-  else ++len;                                        // a path: count its NUL
+  if (socket_[0] == '@')
+    addr.sun_path[0] = '\0';  // abstract namespace: no trailing NUL
+  else
+    ++len;  // a path: count its NUL
   ssize_t n;
   do {
     n = ::sendto(fd_.get(), state.data(), state.size(), MSG_NOSIGNAL,

@@ -43,9 +43,7 @@ std::string initial_id(const ServerOptions& o, StateStore* store) {
 
 // Constructors and destructors run on a pool of their own (AgentHost), up to a quarter of
 // --max-workers (at least 2): creation goes on while every call worker is blocked.
-std::size_t lifecycle_workers(const ServerOptions& o) {
-  return std::max<std::size_t>(2, o.max_workers / 4);
-}
+std::size_t lifecycle_workers(const ServerOptions& o) { return std::max<std::size_t>(2, o.max_workers / 4); }
 
 AgentHost::Watch watch_options(const ServerOptions& o) {
   AgentHost::Watch w;
@@ -75,8 +73,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       io_(io),
       creds_(load_credentials(options_)),
       tls_(load_tls(options_)),
-      store_(options_.state_dir.empty() ? nullptr
-                                        : std::make_unique<StateStore>(options_.state_dir)),
+      store_(options_.state_dir.empty() ? nullptr : std::make_unique<StateStore>(options_.state_dir)),
       id_(initial_id(options_, store_.get())),
       services_(models_),
       bridge_(io.unixEventPort),
@@ -84,8 +81,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       lifecycle_(1, lifecycle_workers(options_)),
       scheduler_(io.provider->getTimer(), bridge_, workers_),
       model_http_(io, &workers_, &bridge_),
-      host_(catalog_, services_, workers_, lifecycle_, bridge_, scheduler_,
-            pool_limits(options_)),
+      host_(catalog_, services_, workers_, lifecycle_, bridge_, scheduler_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
                                .fetch_timeout = seconds_to_ms(options_.peer_fetch_timeout),
@@ -100,8 +96,8 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
            .request_stop = [this] { request_stop(); },
            .set_model_configs =
                [this](const std::string& yaml) {
-                 auto version = models_.replace(
-                     configs_for_reload(yaml, "setModelConfigs", loaded_model_names()));
+                 auto version =
+                     models_.replace(configs_for_reload(yaml, "setModelConfigs", loaded_model_names()));
                  spdlog::info("model configs replaced over RPC (version {})", version);
                  // `agentctl reload` reloads what SIGHUP does: the token file too.
                  reload_tokens_logged("agentctl reload");
@@ -116,10 +112,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                  static_cast<std::int64_t>(options_.login_timeout * 1000) * kj::MILLISECONDS),
       stop_promise_(nullptr),
       tasks_(task_errors_) {
-  host_.set_limits(AgentHost::Limits{
-      .max_agents = options_.max_agents,
-      .max_queued_calls = options_.max_queued_calls,
-      .max_queued_calls_per_agent = options_.max_queued_calls_per_agent});
+  host_.set_limits(AgentHost::Limits{.max_agents = options_.max_agents,
+                                     .max_queued_calls = options_.max_queued_calls,
+                                     .max_queued_calls_per_agent = options_.max_queued_calls_per_agent});
   host_.set_watch(watch_options(options_));
   if (!options_.trace_file.empty()) {
     trace_file_ = std::make_unique<TraceFile>(options_.trace_file, id_);
@@ -133,14 +128,12 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
     // --plugin given twice still is, and is refused as a class registered twice.)
     auto path = PluginLoader::find(p, options_.plugin_dirs);
     std::error_code ec;
-    if (std::none_of(from_dirs.begin(), from_dirs.end(), [&](const std::string& l) {
-          return std::filesystem::equivalent(l, path, ec);
-        }))
+    if (std::none_of(from_dirs.begin(), from_dirs.end(),
+                     [&](const std::string& l) { return std::filesystem::equivalent(l, path, ec); }))
       plugins_.load(path, catalog_);
   }
   class_names_ = catalog_.names();
-  if (!options_.model_config_path.empty())
-    models_.replace(load_model_configs(options_.model_config_path));
+  if (!options_.model_config_path.empty()) models_.replace(load_model_configs(options_.model_config_path));
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_fulfiller_ = kj::mv(paf.fulfiller);
   stop_promise_ = kj::mv(paf.promise);
@@ -153,8 +146,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
 
 void Server::restore() {
   restore_from_store(host_, *store_, catalog_, io_.waitScope,
-                     RestoreOptions{id_, options_.max_pool_size,
-                                    seconds_to_ms(options_.max_expire_time),
+                     RestoreOptions{id_, options_.max_pool_size, seconds_to_ms(options_.max_expire_time),
                                     options_.drop_missing_classes, options_.state_dir});
 }
 
@@ -162,9 +154,10 @@ std::vector<std::string> Server::read_auth_tokens(const std::string& file) {
   auto tokens = read_token_file(file, "--auth-token-file");
   for (const auto& t : tokens)
     if (t.size() < 16)
-      spdlog::warn("--auth-token-file {}: a token of {} characters is easy to guess; use long "
-                   "random ones (`openssl rand -hex 32`)",
-                   file, t.size());
+      spdlog::warn(
+          "--auth-token-file {}: a token of {} characters is easy to guess; use long "
+          "random ones (`openssl rand -hex 32`)",
+          file, t.size());
   return tokens;
 }
 
@@ -186,11 +179,11 @@ Server::Tls Server::load_tls(const ServerOptions& o) {
   t.server = TlsConfig::server(TlsFiles{.cert = o.tls_cert, .key = o.tls_key, .ca = o.tls_client_ca});
   // To peers: this server's certificate as its client certificate (for peers requiring mutual
   // TLS), trusting --peer-tls-ca, else --tls-client-ca, else the system's CAs.
-  t.peers = TlsConfig::client(TlsFiles{.cert = o.tls_cert,
-                                       .key = o.tls_key,
-                                       .ca = o.peer_tls_ca.empty() ? o.tls_client_ca : o.peer_tls_ca,
-                                       .ca_name = o.peer_tls_ca.empty() ? "--tls-client-ca"
-                                                                        : "--peer-tls-ca"});
+  t.peers =
+      TlsConfig::client(TlsFiles{.cert = o.tls_cert,
+                                 .key = o.tls_key,
+                                 .ca = o.peer_tls_ca.empty() ? o.tls_client_ca : o.peer_tls_ca,
+                                 .ca_name = o.peer_tls_ca.empty() ? "--tls-client-ca" : "--peer-tls-ca"});
   return t;
 }
 
@@ -204,10 +197,9 @@ Server::~Server() {
   if (unix_listener_) ::unlink(options_.unix_socket.c_str());
   bridge_.close();
   host_.remove_all_at_exit();
-  lifecycle_.submit(
-      [usage = std::make_shared<ServerServices::UsageMap>(services_.take_usage())]() mutable {
-        usage.reset();
-      });
+  lifecycle_.submit([usage = std::make_shared<ServerServices::UsageMap>(services_.take_usage())]() mutable {
+    usage.reset();
+  });
   workers_.stop();
   lifecycle_.stop();
   services_.close();
@@ -217,17 +209,17 @@ void Server::reload_tokens_logged(const char* why) {
   if (options_.auth_token_file.empty()) return;
   try {
     auto closed = reload_tokens();
-    spdlog::info("{}: reloaded the tokens from {} ({} connection(s) logged in with a token no "
-                 "longer there closed)",
-                 why, options_.auth_token_file, closed);
+    spdlog::info(
+        "{}: reloaded the tokens from {} ({} connection(s) logged in with a token no "
+        "longer there closed)",
+        why, options_.auth_token_file, closed);
   } catch (const Error& e) {
     spdlog::error("{}: kept the previous tokens: {}", why, e.message());
   }
 }
 
 std::uint64_t Server::reload_models() {
-  return models_.replace(
-      read_configs_for_reload(options_.model_config_path, loaded_model_names()));
+  return models_.replace(read_configs_for_reload(options_.model_config_path, loaded_model_names()));
 }
 
 std::vector<std::string> Server::loaded_model_names() const {

@@ -190,7 +190,7 @@ class Server {
   GateContext gate_;  // shared by every connection's gate (the bootstrap capability)
   // The connections not logged in yet (--max-unauthenticated-connections, --login-timeout).
   PreLoginQueue pre_login_;
-  struct Connection;  // one accepted connection with its own RPC system
+  struct Connection;                   // one accepted connection with its own RPC system
   std::set<Connection*> connections_;  // the live ones (each removes itself when destroyed)
   // local: from the Unix socket, plaintext even when TCP clients must use TLS. Until the login,
   // the connection holds a place in pre_login_. (server_connections.cpp)
@@ -206,11 +206,11 @@ class Server {
   kj::Promise<void> serve_rpc(kj::Own<kj::AsyncIoStream> stream, std::string peer, bool tls,
                               bool tls_expected, PreLoginSlot& slot);
   kj::Own<kj::ConnectionReceiver> listener_;
-  kj::Promise<void> accepting_ = nullptr;  // the accept loop on listener_ (goes first)
+  kj::Promise<void> accepting_ = nullptr;          // the accept loop on listener_ (goes first)
   kj::Own<kj::ConnectionReceiver> unix_listener_;  // --unix-socket
   kj::Promise<void> accepting_unix_ = nullptr;
-  bool accept_failing_ = false;             // the last accept failed (logged once)
-  std::uint64_t sweeps_ = 0;                // sweep_loop() turns
+  bool accept_failing_ = false;  // the last accept failed (logged once)
+  std::uint64_t sweeps_ = 0;     // sweep_loop() turns
   kj::Own<kj::PromiseFulfiller<void>> stop_fulfiller_;
   kj::Promise<void> stop_promise_;
   bool stopping_ = false;
@@ -218,7 +218,7 @@ class Server {
   const SdNotifier* notifier_ = nullptr;
   TaskErrors task_errors_{"server task", spdlog::level::err};
   kj::TaskSet tasks_;
-  std::unique_ptr<TraceFile> trace_file_;  // --trace-file; written by workers (stopped first)
+  std::unique_ptr<TraceFile> trace_file_;     // --trace-file; written by workers (stopped first)
   std::unique_ptr<MetricsEndpoint> metrics_;  // first to go: its requests read everything above
 };
 

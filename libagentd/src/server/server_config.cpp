@@ -16,8 +16,9 @@ namespace po = boost::program_options;
 namespace {
 
 po::options_description make_description(ServerOptions& o) {
-  po::options_description d("as_server: hosts agentd agents and serves them over Cap'n Proto RPC\n\n"
-                            "Usage: as_server [options]\n\nOptions");
+  po::options_description d(
+      "as_server: hosts agentd agents and serves them over Cap'n Proto RPC\n\n"
+      "Usage: as_server [options]\n\nOptions");
   // clang-format off
   d.add_options()
     ("help,h", "print this help and exit")
@@ -153,17 +154,14 @@ std::vector<FileArg> yaml_to_args(const std::string& path, const po::options_des
                 fmt::format("--config {}: expected a mapping of option names to values", path));
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
-    auto where = fmt::format("--config {}:{}:{}", path, kv.first.Mark().line + 1,
-                             kv.first.Mark().column + 1);
-    if (key == "config" || key == "help" || key == "version" ||
-        d.find_nothrow(key, false) == nullptr)
-      throw Error(ErrorCode::config_error,
-                  fmt::format("{}: unknown key '{}'; keys are the long option names (see --help)",
-                              where, key));
+    auto where = fmt::format("--config {}:{}:{}", path, kv.first.Mark().line + 1, kv.first.Mark().column + 1);
+    if (key == "config" || key == "help" || key == "version" || d.find_nothrow(key, false) == nullptr)
+      throw Error(
+          ErrorCode::config_error,
+          fmt::format("{}: unknown key '{}'; keys are the long option names (see --help)", where, key));
     auto add = [&](const YAML::Node& v) {
       if (!v.IsScalar())
-        throw Error(ErrorCode::config_error,
-                    fmt::format("{}: '{}' needs a plain value", where, key));
+        throw Error(ErrorCode::config_error, fmt::format("{}: '{}' needs a plain value", where, key));
       args.push_back({fmt::format("--{}={}", key, v.Scalar()),
                       fmt::format("--config {}:{}:{}", path, v.Mark().line + 1, v.Mark().column + 1)});
     };
@@ -228,37 +226,31 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(ErrorCode::config_error,
                 fmt::format("--metrics-port {}: must be 0..65535 (0: off)", o.metrics_port));
   if (o.log_format != "text" && o.log_format != "json")
-    throw Error(ErrorCode::config_error,
-                fmt::format("--log-format {}: use text or json", o.log_format));
-  if (o.max_workers < 1)
-    throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
+    throw Error(ErrorCode::config_error, fmt::format("--log-format {}: use text or json", o.log_format));
+  if (o.max_workers < 1) throw Error(ErrorCode::config_error, "--max-workers must be at least 1");
   if (o.max_message_bytes < (std::size_t{64} << 10) || o.max_message_bytes > (std::size_t{64} << 20))
     throw Error(ErrorCode::config_error,
                 fmt::format("--max-message-bytes {}: must be 65536..67108864 (64 KiB to 64 MiB, "
                             "Cap'n Proto's single-message limit)",
                             o.max_message_bytes));
-  if (o.max_pool_size < 1)
-    throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
+  if (o.max_pool_size < 1) throw Error(ErrorCode::config_error, "--max-pool-size must be at least 1");
   if (o.peer_connect_timeout <= 0 || o.peer_fetch_timeout <= 0)
     throw Error(ErrorCode::config_error, "--peer-connect-timeout and --peer-fetch-timeout must be positive");
   if (!(o.login_timeout > 0) || o.login_timeout > 3600)
-    throw Error(ErrorCode::config_error,
-                fmt::format("--login-timeout {}: must be more than 0 and at most 3600 seconds",
-                            o.login_timeout));
+    throw Error(
+        ErrorCode::config_error,
+        fmt::format("--login-timeout {}: must be more than 0 and at most 3600 seconds", o.login_timeout));
   if (o.max_unauthenticated_connections < 1)
     throw Error(ErrorCode::config_error,
                 "--max-unauthenticated-connections must be at least 1 (connections log in "
                 "before anything else)");
-  if (o.max_expire_time <= 0)
-    throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
+  if (o.max_expire_time <= 0) throw Error(ErrorCode::config_error, "--max-expire-time must be positive");
   if (!(o.call_timeout >= 0))
     throw Error(ErrorCode::config_error,
-                fmt::format("--call-timeout {}: must be seconds >= 0 (0: no deadline)",
-                            o.call_timeout));
+                fmt::format("--call-timeout {}: must be seconds >= 0 (0: no deadline)", o.call_timeout));
   if (!(o.slow_call_warn >= 0))
     throw Error(ErrorCode::config_error,
-                fmt::format("--slow-call-warn {}: must be seconds >= 0 (0: never)",
-                            o.slow_call_warn));
+                fmt::format("--slow-call-warn {}: must be seconds >= 0 (0: never)", o.slow_call_warn));
   for (const auto& arg : o.class_call_timeout_args) {
     const auto eq = arg.find('=');
     double seconds = -1;
@@ -282,20 +274,18 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(ErrorCode::config_error,
                 "TLS needs both --tls-cert and --tls-key (PEM files); give both, or neither");
   if (!o.tls_client_ca.empty() && o.tls_cert.empty())
-    throw Error(ErrorCode::config_error,
-                "--tls-client-ca requires TLS: give --tls-cert and --tls-key too");
+    throw Error(ErrorCode::config_error, "--tls-client-ca requires TLS: give --tls-cert and --tls-key too");
   if (!o.unix_socket_group.empty() && o.unix_socket.empty())
     throw Error(ErrorCode::config_error, "--unix-socket-group needs --unix-socket PATH");
   if (!is_loopback_host(o.host) && o.auth_token_file.empty() && !o.allow_unauthenticated)
-    throw Error(
-        ErrorCode::config_error,
-        fmt::format("--host {}: refusing to listen on an address other machines can reach without "
-                    "a token: anyone who reaches the port could create and delete agents, read "
-                    "their memories, replace the model configs and stop the server. Either require "
-                    "a token with --auth-token-file FILE (make one with `openssl rand -hex 32 > "
-                    "FILE && chmod 600 FILE`), or, on a trusted network only, pass "
-                    "--allow-unauthenticated",
-                    o.host));
+    throw Error(ErrorCode::config_error,
+                fmt::format("--host {}: refusing to listen on an address other machines can reach without "
+                            "a token: anyone who reaches the port could create and delete agents, read "
+                            "their memories, replace the model configs and stop the server. Either require "
+                            "a token with --auth-token-file FILE (make one with `openssl rand -hex 32 > "
+                            "FILE && chmod 600 FILE`), or, on a trusted network only, pass "
+                            "--allow-unauthenticated",
+                            o.host));
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool level_ok = false;
   for (auto* l : kLevels) level_ok = level_ok || o.log_level == l;

@@ -12,21 +12,21 @@ namespace agentd::detail {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 12310;                   // 0: pick a free port
-  std::string advertise_address;      // what peers and clients use; default host:port
-  std::string model_config_path;      // empty: only the built-in echo model
+  int port = 12310;               // 0: pick a free port
+  std::string advertise_address;  // what peers and clients use; default host:port
+  std::string model_config_path;  // empty: only the built-in echo model
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_dirs;
-  std::size_t max_workers = 1024;     // upper bound of agent worker threads
-  std::size_t max_pool_size = 8192;   // finished results kept
-  double max_expire_time = 7200;      // seconds a finished result is kept
-  std::string server_id;              // default: generated
+  std::size_t max_workers = 1024;    // upper bound of agent worker threads
+  std::size_t max_pool_size = 8192;  // finished results kept
+  double max_expire_time = 7200;     // seconds a finished result is kept
+  std::string server_id;             // default: generated
   std::string log_level = "info";
-  std::string log_format = "text";    // text, or json: one JSON object per line
-  int metrics_port = 0;               // Prometheus /metrics on host:port; 0: off
-  std::string trace_file;             // append one OpenTelemetry JSON line per call; empty: off
-  double shutdown_grace = 10;         // seconds running calls get to finish on SIGTERM
-  bool stop_on_stdin_eof = false;     // child mode: the parent holds our stdin
+  std::string log_format = "text";  // text, or json: one JSON object per line
+  int metrics_port = 0;             // Prometheus /metrics on host:port; 0: off
+  std::string trace_file;           // append one OpenTelemetry JSON line per call; empty: off
+  double shutdown_grace = 10;       // seconds running calls get to finish on SIGTERM
+  bool stop_on_stdin_eof = false;   // child mode: the parent holds our stdin
   // Seconds an origin server that cannot be reached (refused, timing out, lost, frozen) is
   // tried again before its consumers fail `disconnected`, counted from the first failure.
   double peer_connect_timeout = 60;

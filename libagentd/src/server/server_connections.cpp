@@ -29,8 +29,7 @@ kj::Promise<void> Server::accept_loop(kj::ConnectionReceiver& listener, bool loc
         // failure: keep serving the connections there are and try again shortly, rather than
         // never accepting again. Logged once until an accept succeeds.
         if (!accept_failing_)
-          spdlog::error("cannot accept connections (retrying every 100 ms): {}",
-                        e.getDescription().cStr());
+          spdlog::error("cannot accept connections (retrying every 100 ms): {}", e.getDescription().cStr());
         accept_failing_ = true;
         return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this, &listener, local]() {
           return accept_loop(listener, local);
@@ -49,7 +48,7 @@ struct Server::Connection {
   ~Connection() { live.erase(this); }
   RpcContext ctx;  // destroyed last: the RPC objects below borrow it
   std::set<Connection*>& live;
-  std::optional<TokenSet::Digest> token;  // the token it logged in with, once it has
+  std::optional<TokenSet::Digest> token;      // the token it logged in with, once it has
   kj::Own<kj::PromiseFulfiller<void>> close;  // fulfilled: drop the connection
   kj::Own<CountingStream> stream;
   kj::Own<ConnectionGuard> guard;
@@ -71,10 +70,9 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
 
 kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool local,
                                     PreLoginSlot& slot) {
-  return net::accept_connection(kj::mv(raw), peer,
-                                {.tls = tls_.server.get(), .unix_socket = local})
+  return net::accept_connection(kj::mv(raw), peer, {.tls = tls_.server.get(), .unix_socket = local})
       .then([this, peer, &slot](kj::Maybe<net::Accepted> accepted) mutable -> kj::Promise<void> {
-        KJ_IF_MAYBE(a, accepted) {
+        KJ_IF_MAYBE (a, accepted) {
           return serve_rpc(kj::mv(a->stream), kj::mv(peer), a->tls, a->tls_expected, slot);
         }
         return kj::READY_NOW;
@@ -86,8 +84,8 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
   auto conn = kj::heap<Connection>(rpc_, connections_);
   conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
   conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer, tls);
-  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(
-      *conn->guard, capnp::rpc::twoparty::Side::SERVER, ConnectionGuard::reader_options());
+  conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->guard, capnp::rpc::twoparty::Side::SERVER,
+                                                      ConnectionGuard::reader_options());
   auto closed = kj::newPromiseAndFulfiller<void>();
   conn->close = kj::mv(closed.fulfiller);
   Connection* c = conn.get();
@@ -96,19 +94,20 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
     if (c->close->isWaiting()) c->close->fulfill();
   };
   CountingStream* stream = conn->stream.get();
-  auto gate = tls_expected
-                  ? make_refusing_gate(
-                        "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
-                        "or --tls-ca FILE for agentctl and agentd-bench)")
-                  : make_gate(gate_, peer, net::address_part(peer), [this, c, stream, &slot](const TokenSet::Digest& token) {
-                      // Logged in: the normal limits from now on, and no login deadline.
-                      slot.logged_in();
-                      c->token = token;
-                      c->guard->set_logged_in();
-                      // The connection's own context: its close_connection closes this one.
-                      return make_agent_server(c->ctx,
-                                               [this, stream]() { stream->retarget(bytes_.peer); });
-                    });
+  auto gate = tls_expected ? make_refusing_gate(
+                                 "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
+                                 "or --tls-ca FILE for agentctl and agentd-bench)")
+                           : make_gate(gate_, peer, net::address_part(peer),
+                                       [this, c, stream, &slot](const TokenSet::Digest& token) {
+                                         // Logged in: the normal limits from now on, and no login deadline.
+                                         slot.logged_in();
+                                         c->token = token;
+                                         c->guard->set_logged_in();
+                                         // The connection's own context: its close_connection closes this
+                                         // one.
+                                         return make_agent_server(
+                                             c->ctx, [this, stream]() { stream->retarget(bytes_.peer); });
+                                       });
   conn->rpc = kj::heap(capnp::makeRpcServer(*conn->network, kj::mv(gate)));
   // Requests a client has sent and the server not yet answered: past 8 MiB of them, the server
   // stops reading from it until some are answered.
@@ -126,9 +125,10 @@ std::size_t Server::reload_tokens() {
   std::size_t closed = 0;
   for (Connection* c : connections_) {
     if (!c->token || gate_.tokens.contains(*c->token)) continue;
-    c->ctx.close_connection(fmt::format("the token it logged in with is no longer in "
-                                        "--auth-token-file {} (reloaded)",
-                                        options_.auth_token_file));
+    c->ctx.close_connection(
+        fmt::format("the token it logged in with is no longer in "
+                    "--auth-token-file {} (reloaded)",
+                    options_.auth_token_file));
     ++closed;
   }
   return closed;

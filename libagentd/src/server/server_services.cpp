@@ -5,7 +5,7 @@
 namespace agentd::detail {
 
 std::shared_ptr<ChatModel> ServerServices::model(const std::string& config_name,
-                                                const std::string& agent_id) {
+                                                 const std::string& agent_id) {
   auto model = models_.get(config_name);  // throws naming the known configs
   return with_usage_counters(std::move(model), {usage_counter(agent_id)});
 }

@@ -22,8 +22,7 @@ class ServerServices final : public AgentServices {
   // Loop thread, before agents run.
   void set_connector(AgentConnector connector);
 
-  std::shared_ptr<ChatModel> model(const std::string& config_name,
-                                   const std::string& agent_id) override;
+  std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id) override;
   std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id) override;
   void forget_agent(const std::string& agent_id) override;
   std::shared_ptr<AgentLink> link_to(const std::string& host, std::uint16_t port,

@@ -104,13 +104,12 @@ ServerInfo to_server_info(const ServerStats& s) {
 }
 
 std::string status_text(const ServerStats& s) {
-  return fmt::format("{} agent(s), {} running, {} queued, {} completed, {} failed call(s), "
-                     "workers {}/{} busy{}",
-                     s.agents, s.calls_running, s.calls_queued, s.calls_ok, s.calls_error,
-                     s.workers_busy, s.workers_max,
-                     s.calls_slow == 0 ? std::string()
-                                       : fmt::format(", {} slow call(s) (over --slow-call-warn)",
-                                                     s.calls_slow));
+  return fmt::format(
+      "{} agent(s), {} running, {} queued, {} completed, {} failed call(s), "
+      "workers {}/{} busy{}",
+      s.agents, s.calls_running, s.calls_queued, s.calls_ok, s.calls_error, s.workers_busy, s.workers_max,
+      s.calls_slow == 0 ? std::string()
+                        : fmt::format(", {} slow call(s) (over --slow-call-warn)", s.calls_slow));
 }
 
 }  // namespace agentd::detail

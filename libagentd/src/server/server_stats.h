@@ -26,7 +26,7 @@ struct ServerStats {
   double uptime_seconds = 0;
   std::uint64_t rss_bytes = 0;
   double cpu_seconds = 0;
-  std::string advertise_address;  // "host:port" peers and agent references name (after listen())
+  std::string advertise_address;           // "host:port" peers and agent references name (after listen())
   std::vector<std::string> classes;        // agent classes, sorted
   std::vector<std::string> model_configs;  // model config names, sorted
   std::uint64_t model_config_version = 0;

@@ -24,8 +24,7 @@ std::uint64_t fnv1a(const std::string& s, std::uint64_t h) {
 
 // The ids of a call: derived from its call id (or, without one, its agent and sequence number).
 std::string trace_id_of(const std::string& key) {
-  return fmt::format("{:016x}{:016x}", fnv1a(key, 0xcbf29ce484222325ULL),
-                     fnv1a(key, 0x84222325cbf29ce4ULL));
+  return fmt::format("{:016x}{:016x}", fnv1a(key, 0xcbf29ce484222325ULL), fnv1a(key, 0x84222325cbf29ce4ULL));
 }
 std::string span_id_of(const std::string& key) {
   return fmt::format("{:016x}", fnv1a(key + "/span", 0xcbf29ce484222325ULL));
@@ -50,11 +49,14 @@ std::string span_json_line(const SpanRecord& s, const std::string& server_id) {
       string_attr("agentd.agent_class", s.agent_class),
       string_attr("agentd.kind", s.kind),
       {{"key", "agentd.consumed"},
-       {"value", {{"arrayValue", {{"values", [&] {
-                     auto v = nlohmann::ordered_json::array();
-                     for (const auto& c : s.consumed) v.push_back({{"stringValue", c}});
-                     return v;
-                   }()}}}}}},
+       {"value",
+        {{"arrayValue",
+          {{"values",
+            [&] {
+              auto v = nlohmann::ordered_json::array();
+              for (const auto& c : s.consumed) v.push_back({{"stringValue", c}});
+              return v;
+            }()}}}}}},
       int_attr("agentd.queue_wait_ns", s.queue_wait_ns),
       int_attr("agentd.run_ns", s.run_ns),
       int_attr("agentd.model_calls", static_cast<std::int64_t>(s.model_calls)),
@@ -65,8 +67,7 @@ std::string span_json_line(const SpanRecord& s, const std::string& server_id) {
   });
   if (!s.method.empty()) attrs.push_back(string_attr("agentd.method", s.method));
   auto links = nlohmann::ordered_json::array();
-  for (const auto& c : s.consumed)
-    links.push_back({{"traceId", trace_id_of(c)}, {"spanId", span_id_of(c)}});
+  for (const auto& c : s.consumed) links.push_back({{"traceId", trace_id_of(c)}, {"spanId", span_id_of(c)}});
   nlohmann::ordered_json status = {{"code", s.outcome == "ok" ? "STATUS_CODE_OK" : "STATUS_CODE_ERROR"}};
   if (!s.error_message.empty()) status["message"] = s.error_message;
   nlohmann::ordered_json line{
@@ -88,8 +89,7 @@ TraceFile::TraceFile(const std::string& path, std::string server_id)
   file_ = std::fopen(path.c_str(), "ae");
   if (file_ == nullptr)
     throw Error(ErrorCode::config_error,
-                fmt::format("--trace-file {}: cannot open for appending: {}", path,
-                            std::strerror(errno)));
+                fmt::format("--trace-file {}: cannot open for appending: {}", path, std::strerror(errno)));
 }
 
 TraceFile::~TraceFile() {

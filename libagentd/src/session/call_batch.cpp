@@ -79,12 +79,10 @@ void schedule_retry(LoopState& loop) {
   thread_local std::minstd_rand rng{std::random_device{}()};
   const auto ms = delay.count() / 2 + static_cast<std::int64_t>(rng() % (delay.count() / 2 + 1));
   auto* loop_ptr = &loop;
-  loop.tasks.add(loop.io.provider->getTimer()
-                     .afterDelay(ms * kj::MILLISECONDS)
-                     .then([loop_ptr]() {
-                       loop_ptr->retry_scheduled = false;
-                       resend(*loop_ptr);
-                     }));
+  loop.tasks.add(loop.io.provider->getTimer().afterDelay(ms * kj::MILLISECONDS).then([loop_ptr]() {
+    loop_ptr->retry_scheduled = false;
+    resend(*loop_ptr);
+  }));
 }
 
 // The server refused spec as overloaded (e): send it again later, or give up at its deadline.
@@ -96,31 +94,28 @@ void refused(LoopState& loop, OutSpec spec, Error e) {
   const auto next = loop.backoff.count() > 0 ? loop.backoff : loop.limits.retry_initial;
   // A refused creation means the server is full (--max-agents): that does not pass by itself,
   // so it is retried only briefly (create_retry, when shorter than the caller's timeout).
-  const bool creation = spec.kind == wire::CallKind::CREATE &&
-                        loop.limits.create_retry < loop.limits.timeout;
+  const bool creation = spec.kind == wire::CallKind::CREATE && loop.limits.create_retry < loop.limits.timeout;
   auto deadline = spec.deadline;
   if (creation) deadline = spec.deadline - loop.limits.timeout + loop.limits.create_retry;
   // The last try must be answered before the caller's own wait (the same timeout) runs out, so
   // the caller sees the server's error rather than a timeout.
-  if (loop.limits.retry_initial.count() <= 0 ||
-      std::chrono::steady_clock::now() + 2 * next >= deadline) {
+  if (loop.limits.retry_initial.count() <= 0 || std::chrono::steady_clock::now() + 2 * next >= deadline) {
     std::string why = e.message();
     if (loop.limits.retry_initial.count() > 0 && (!creation || loop.limits.create_retry.count() > 0))
       why = fmt::format("{} (still refused after retrying for {} ms, {})", e.message(),
                         creation ? loop.limits.create_retry.count() : loop.limits.timeout.count(),
                         creation ? "ClientOptions::agent_limit_retry" : "the client's timeout");
-    give_up(loop, spec.ticket,
-            Error(e.code(), std::move(why), e.agent_id(), e.agent_class(), e.retryable()));
+    give_up(loop, spec.ticket, Error(e.code(), std::move(why), e.agent_id(), e.agent_class(), e.retryable()));
     return;
   }
   if (!loop.retry_warned) {
     // Once per series (until the server takes calls again): retries are otherwise silent.
     loop.retry_warned = true;
-    spdlog::warn("as_server at {} refused {} as overloaded: {}; retrying with backoff for up to "
-                 "{} ms",
-                 loop.where, spec.kind == wire::CallKind::CREATE ? "an agent creation" : "a call",
-                 e.message(),
-                 creation ? loop.limits.create_retry.count() : loop.limits.timeout.count());
+    spdlog::warn(
+        "as_server at {} refused {} as overloaded: {}; retrying with backoff for up to "
+        "{} ms",
+        loop.where, spec.kind == wire::CallKind::CREATE ? "an agent creation" : "a call", e.message(),
+        creation ? loop.limits.create_retry.count() : loop.limits.timeout.count());
   }
   const std::uint64_t ticket = spec.ticket;
   loop.retries.emplace(ticket, std::move(spec));
@@ -130,9 +125,8 @@ void refused(LoopState& loop, OutSpec spec, Error e) {
 }  // namespace
 
 std::size_t spec_size(const OutSpec& s) {
-  return 128 + s.agent_id.size() + s.call_id.size() + s.method.size() + s.class_name.size() +
-         s.name.size() + (s.args ? approx_wire_size(*s.args) : 0) +
-         (s.msg ? approx_wire_size(*s.msg) : 0) +
+  return 128 + s.agent_id.size() + s.call_id.size() + s.method.size() + s.class_name.size() + s.name.size() +
+         (s.args ? approx_wire_size(*s.args) : 0) + (s.msg ? approx_wire_size(*s.msg) : 0) +
          (s.ref ? s.ref->call_id.size() + s.ref->origin.size() + s.ref->server_id.size() : 0);
 }
 
@@ -153,8 +147,8 @@ std::string spec_problem(const OutSpec& spec) {
                    text("the agent's name", spec.name)})
     if (!why.empty()) return why;
   if (spec.args)
-    if (auto why = value(spec.kind == wire::CallKind::CREATE ? "the agent's args" : "the method's args",
-                         *spec.args);
+    if (auto why =
+            value(spec.kind == wire::CallKind::CREATE ? "the agent's args" : "the method's args", *spec.args);
         !why.empty())
       return why;
   return spec.msg ? msg_problem(*spec.msg) : std::string();
@@ -222,8 +216,7 @@ void after_calls_sent(LoopState& loop, kj::Function<void()> fn) {
 
 void send_held(LoopState& loop) {
   auto run_ready = [&loop]() {
-    while (loop.connected && !loop.after_sent.empty() &&
-           loop.after_sent.front().first <= loop.held_sent) {
+    while (loop.connected && !loop.after_sent.empty() && loop.after_sent.front().first <= loop.held_sent) {
       auto fn = kj::mv(loop.after_sent.front().second);
       loop.after_sent.pop_front();
       fn();
@@ -291,12 +284,12 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
     const std::size_t exact = req.totalSize().wordCount * sizeof(capnp::word);
     if (exact + 4096 > limit) {
       // Cap'n Proto (or our limit) would refuse to send it: fail the call here, saying why.
-      fail_tickets(loop, sent,
-                   Error(ErrorCode::too_large,
-                         fmt::format("the call is {} bytes, more than one message may carry ({} "
-                                     "bytes, ClientOptions::max_message_bytes); send less per "
-                                     "call (e.g. split the content over several calls)",
-                                     exact, limit)));
+      fail_tickets(
+          loop, sent,
+          Error(ErrorCode::too_large, fmt::format("the call is {} bytes, more than one message may carry ({} "
+                                                  "bytes, ClientOptions::max_message_bytes); send less per "
+                                                  "call (e.g. split the content over several calls)",
+                                                  exact, limit)));
       return;
     }
   }
@@ -330,14 +323,12 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
       [loop_ptr, sent = std::move(sent), generation](kj::Exception&& e) {
         // A connection lost since: connection_lost() has dealt with these calls.
         if (generation != loop_ptr->generation) return;
-        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
-            !loop_ptr->down) {
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost && !loop_ptr->down) {
           // May come before the connection's onDisconnect: the loss is handled here as there.
           connection_lost(*loop_ptr);
           return;
         }
-        fail_tickets(*loop_ptr, sent,
-                     error_from_kj(e, "sending calls to " + loop_ptr->where));
+        fail_tickets(*loop_ptr, sent, error_from_kj(e, "sending calls to " + loop_ptr->where));
         submit_answered(*loop_ptr);
       }));
 }

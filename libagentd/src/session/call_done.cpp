@@ -126,8 +126,7 @@ void request_result(LoopState& loop, const std::string& id, const std::shared_pt
         deliver(*loop_ptr, o, id, slot);
       },
       [slot, loop_ptr, id, generation](kj::Exception&& e) {
-        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
-            !loop_ptr->down) {
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost && !loop_ptr->down) {
           // Lost the connection while reading: read again once reconnected (or now, when this
           // is the late failure of a connection already replaced).
           if (generation == loop_ptr->generation) connection_lost(*loop_ptr);
@@ -159,8 +158,7 @@ Error unknown_lost_call(const LoopState& loop, const Ticket& t, std::int64_t for
                              "ago (its result pool keeps --max-pool-size results for at most "
                              "--max-expire-time), so it may have been applied; it is not safe to "
                              "retry blindly",
-                             t.call_id, loop.where, sent_ago.count() / 1000.0,
-                             forgotten_age_ms / 1000.0));
+                             t.call_id, loop.where, sent_ago.count() / 1000.0, forgotten_age_ms / 1000.0));
   // Unknown, and sent after anything the server forgot: it never started there (every call
   // that starts is recorded, as running or finished).
   return Error::retryable(
@@ -192,16 +190,14 @@ void look_up_lost(LoopState& loop, Ticket ticket) {
         t->slot->end_stream();
       },
       [loop_ptr, t, generation](kj::Exception&& e) {
-        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost &&
-            !loop_ptr->down) {
+        if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost && !loop_ptr->down) {
           // Lost again: ask again after the next reconnect.
           if (generation == loop_ptr->generation) connection_lost(*loop_ptr);
           look_up_lost(*loop_ptr, std::move(*t));
           return;
         }
-        t->fail(error_from_kj(
-            e, fmt::format("asking as_server at {} about call {} after reconnecting",
-                           loop_ptr->where, t->call_id)));
+        t->fail(error_from_kj(e, fmt::format("asking as_server at {} about call {} after reconnecting",
+                                             loop_ptr->where, t->call_id)));
       }));
 }
 
@@ -225,7 +221,8 @@ void dispatch_done(LoopState& loop, wire::CallDone::Reader done) {
     }
     if (t.on_done) t.on_done(done);
   } catch (const Error& e) {
-    t.fail(Error(e.code(), "the answer from as_server at " + loop.where + " could not be read: " + e.message()));
+    t.fail(
+        Error(e.code(), "the answer from as_server at " + loop.where + " could not be read: " + e.message()));
   } catch (const kj::Exception& e) {
     t.fail(unreadable(e, "the answer from as_server at " + loop.where));
   }

@@ -22,9 +22,8 @@ void open_session(LoopState& loop) {
         connection_lost(loop);
         return;
       }
-      fail_all_tickets(loop, Error(ErrorCode::disconnected,
-                                   "lost the connection to as_server at " + loop.where +
-                                       " before the call finished"));
+      fail_all_tickets(loop, Error(ErrorCode::disconnected, "lost the connection to as_server at " +
+                                                                loop.where + " before the call finished"));
     }));
   }
 }
@@ -112,8 +111,7 @@ void connection_down(LoopState& loop, const Error& e) {
   loop.connected = true;  // nothing waits any longer: later calls fail at once on the broken caps
   ++loop.generation;
   loop.submits_in_flight = 0;
-  kj::Exception broken(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                       kj::str(e.message().c_str()));
+  kj::Exception broken(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str(e.message().c_str()));
   loop.session = wire::Session::Client(kj::cp(broken));
   loop.server = wire::AgentServer::Client(kj::mv(broken));
   loop.batch.clear();

@@ -79,14 +79,14 @@ struct LoopState {
   std::map<std::uint64_t, OutSpec> retries;
   bool retry_scheduled = false;
   std::chrono::milliseconds backoff{0};  // the next retry's delay; 0: retry_initial
-  bool retry_warned = false;  // this series of refusals was logged (reset with backoff)
+  bool retry_warned = false;             // this series of refusals was logged (reset with backoff)
   std::vector<std::uint64_t> dropped;    // refused calls given up on, for the next submit
   // Submits sent and not yet answered; past kMaxSubmitsInFlight, gathered batches wait in held
   // (in order) until an answer comes, so a burst of calls never floods the connection.
   unsigned submits_in_flight = 0;
   std::deque<std::pair<std::vector<OutSpec>, std::size_t>> held;  // calls, their bytes
-  std::uint64_t held_added = 0;  // batches ever put in held
-  std::uint64_t held_sent = 0;   // batches ever sent from held
+  std::uint64_t held_added = 0;                                   // batches ever put in held
+  std::uint64_t held_sent = 0;                                    // batches ever sent from held
   // Requests waiting until the held batch numbered first has been sent (after_calls_sent).
   std::deque<std::pair<std::uint64_t, kj::Function<void()>>> after_sent;
   ByteCount bytes;  // counted by the CountingStream around the connection

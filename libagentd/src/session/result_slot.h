@@ -31,7 +31,7 @@ struct ResultSlot : Sync<Msg> {
   // A list, not a deque: an empty std::deque allocates ~600 bytes, and most replies are not
   // streamed (a million placeholders in flight would carry 600 MB of empty deques).
   std::list<std::string> chunks;  // guarded by mu: arrived, not yet read
-  bool stream_ended = false;       // guarded by mu: the call's CallDone came (or it failed)
+  bool stream_ended = false;      // guarded by mu: the call's CallDone came (or it failed)
   // Loop thread: Placeholder::on_chunk's callback; once set, chunks go to it.
   std::function<void(std::string_view)> on_chunk;
 

@@ -25,7 +25,7 @@ template <typename T>
 struct Sync {
   std::mutex mu;
   std::condition_variable cv;
-  std::optional<T> value;     // guarded by mu
+  std::optional<T> value;      // guarded by mu
   std::optional<Error> error;  // guarded by mu
   // Run once settled, on the settling thread, without mu (coroutines awaiting a placeholder).
   std::vector<std::pair<std::uint64_t, std::function<void()>>> watchers;  // guarded by mu
@@ -66,8 +66,7 @@ struct Sync {
   T wait(std::chrono::milliseconds timeout, const std::string& what) {
     std::unique_lock lock(mu);
     if (!cv.wait_for(lock, timeout, [this] { return value || error; }))
-      throw Error(ErrorCode::timeout,
-                  fmt::format("{}: no answer within {} ms", what, timeout.count()));
+      throw Error(ErrorCode::timeout, fmt::format("{}: no answer within {} ms", what, timeout.count()));
     if (error) throw *error;
     return std::move(*value);
   }

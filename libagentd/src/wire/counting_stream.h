@@ -24,8 +24,7 @@ class CountingStream final : public kj::AsyncIoStream {
  public:
   // counts is borrowed and outlives the stream; so does writes_in_flight (may be null), which
   // counts the writes started on this stream and not yet finished.
-  CountingStream(kj::Own<kj::AsyncIoStream> inner, ByteCount& counts,
-                 std::size_t* writes_in_flight = nullptr)
+  CountingStream(kj::Own<kj::AsyncIoStream> inner, ByteCount& counts, std::size_t* writes_in_flight = nullptr)
       : inner_(kj::mv(inner)), counts_(&counts), in_flight_(writes_in_flight) {}
 
   // Counts into other counts from now on, moving what was counted so far over to them (a server

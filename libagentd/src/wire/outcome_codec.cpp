@@ -35,8 +35,10 @@ void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t i
 
 Outcome read_outcome(wire::Outcome::Reader in) {
   switch (in.which()) {
-    case wire::Outcome::MSG: return read_msg(in.getMsg());
-    case wire::Outcome::ERROR: return read_error(in.getError());
+    case wire::Outcome::MSG:
+      return read_msg(in.getMsg());
+    case wire::Outcome::ERROR:
+      return read_error(in.getError());
     case wire::Outcome::TOO_LARGE:
       throw Error(ErrorCode::internal,
                   fmt::format("an outcome announced as too large ({} bytes) was read as a whole one",

@@ -139,8 +139,8 @@ Value read_value(wire::Value::Reader in, std::string_view what) {
   } catch (const BadPart& bad) {
     std::string at;
     for (auto it = bad.path.rbegin(); it != bad.path.rend(); ++it) at += "/" + *it;
-    throw Error(ErrorCode::bad_request, fmt::format("{}{} holds {}; refused", what,
-                                                    at.empty() ? "" : " at " + at, bad.why));
+    throw Error(ErrorCode::bad_request,
+                fmt::format("{}{} holds {}; refused", what, at.empty() ? "" : " at " + at, bad.why));
   }
 }
 
@@ -229,56 +229,100 @@ Msg read_msg(wire::Msg::Reader in) {
 
 wire::ErrorCode to_wire(ErrorCode code) {
   switch (code) {
-    case ErrorCode::internal: return wire::ErrorCode::INTERNAL;
-    case ErrorCode::unknown_agent: return wire::ErrorCode::UNKNOWN_AGENT;
-    case ErrorCode::unknown_class: return wire::ErrorCode::UNKNOWN_CLASS;
-    case ErrorCode::bad_args: return wire::ErrorCode::BAD_ARGS;
-    case ErrorCode::agent_failed: return wire::ErrorCode::AGENT_FAILED;
-    case ErrorCode::expired: return wire::ErrorCode::EXPIRED;
-    case ErrorCode::duplicate_call_id: return wire::ErrorCode::DUPLICATE_CALL_ID;
-    case ErrorCode::unknown_method: return wire::ErrorCode::UNKNOWN_METHOD;
-    case ErrorCode::disconnected: return wire::ErrorCode::DISCONNECTED;
-    case ErrorCode::timeout: return wire::ErrorCode::TIMEOUT;
-    case ErrorCode::overloaded: return wire::ErrorCode::OVERLOADED;
-    case ErrorCode::bad_request: return wire::ErrorCode::BAD_REQUEST;
-    case ErrorCode::model_error: return wire::ErrorCode::MODEL_ERROR;
-    case ErrorCode::unauthenticated: return wire::ErrorCode::UNAUTHENTICATED;
-    case ErrorCode::duplicate_agent: return wire::ErrorCode::DUPLICATE_AGENT;
-    case ErrorCode::stopping: return wire::ErrorCode::STOPPING;
-    case ErrorCode::unknown_call: return wire::ErrorCode::UNKNOWN_CALL;
-    case ErrorCode::config_error: return wire::ErrorCode::CONFIG_ERROR;
-    case ErrorCode::plugin_error: return wire::ErrorCode::PLUGIN_ERROR;
-    case ErrorCode::too_large: return wire::ErrorCode::TOO_LARGE;
-    case ErrorCode::not_applied: return wire::ErrorCode::NOT_APPLIED;
-    case ErrorCode::interrupted: return wire::ErrorCode::INTERRUPTED;
+    case ErrorCode::internal:
+      return wire::ErrorCode::INTERNAL;
+    case ErrorCode::unknown_agent:
+      return wire::ErrorCode::UNKNOWN_AGENT;
+    case ErrorCode::unknown_class:
+      return wire::ErrorCode::UNKNOWN_CLASS;
+    case ErrorCode::bad_args:
+      return wire::ErrorCode::BAD_ARGS;
+    case ErrorCode::agent_failed:
+      return wire::ErrorCode::AGENT_FAILED;
+    case ErrorCode::expired:
+      return wire::ErrorCode::EXPIRED;
+    case ErrorCode::duplicate_call_id:
+      return wire::ErrorCode::DUPLICATE_CALL_ID;
+    case ErrorCode::unknown_method:
+      return wire::ErrorCode::UNKNOWN_METHOD;
+    case ErrorCode::disconnected:
+      return wire::ErrorCode::DISCONNECTED;
+    case ErrorCode::timeout:
+      return wire::ErrorCode::TIMEOUT;
+    case ErrorCode::overloaded:
+      return wire::ErrorCode::OVERLOADED;
+    case ErrorCode::bad_request:
+      return wire::ErrorCode::BAD_REQUEST;
+    case ErrorCode::model_error:
+      return wire::ErrorCode::MODEL_ERROR;
+    case ErrorCode::unauthenticated:
+      return wire::ErrorCode::UNAUTHENTICATED;
+    case ErrorCode::duplicate_agent:
+      return wire::ErrorCode::DUPLICATE_AGENT;
+    case ErrorCode::stopping:
+      return wire::ErrorCode::STOPPING;
+    case ErrorCode::unknown_call:
+      return wire::ErrorCode::UNKNOWN_CALL;
+    case ErrorCode::config_error:
+      return wire::ErrorCode::CONFIG_ERROR;
+    case ErrorCode::plugin_error:
+      return wire::ErrorCode::PLUGIN_ERROR;
+    case ErrorCode::too_large:
+      return wire::ErrorCode::TOO_LARGE;
+    case ErrorCode::not_applied:
+      return wire::ErrorCode::NOT_APPLIED;
+    case ErrorCode::interrupted:
+      return wire::ErrorCode::INTERRUPTED;
   }
   return wire::ErrorCode::INTERNAL;
 }
 
 ErrorCode from_wire(wire::ErrorCode code) {
   switch (code) {
-    case wire::ErrorCode::INTERNAL: return ErrorCode::internal;
-    case wire::ErrorCode::UNKNOWN_AGENT: return ErrorCode::unknown_agent;
-    case wire::ErrorCode::UNKNOWN_CLASS: return ErrorCode::unknown_class;
-    case wire::ErrorCode::BAD_ARGS: return ErrorCode::bad_args;
-    case wire::ErrorCode::AGENT_FAILED: return ErrorCode::agent_failed;
-    case wire::ErrorCode::EXPIRED: return ErrorCode::expired;
-    case wire::ErrorCode::DUPLICATE_CALL_ID: return ErrorCode::duplicate_call_id;
-    case wire::ErrorCode::UNKNOWN_METHOD: return ErrorCode::unknown_method;
-    case wire::ErrorCode::DISCONNECTED: return ErrorCode::disconnected;
-    case wire::ErrorCode::TIMEOUT: return ErrorCode::timeout;
-    case wire::ErrorCode::OVERLOADED: return ErrorCode::overloaded;
-    case wire::ErrorCode::BAD_REQUEST: return ErrorCode::bad_request;
-    case wire::ErrorCode::MODEL_ERROR: return ErrorCode::model_error;
-    case wire::ErrorCode::UNAUTHENTICATED: return ErrorCode::unauthenticated;
-    case wire::ErrorCode::DUPLICATE_AGENT: return ErrorCode::duplicate_agent;
-    case wire::ErrorCode::STOPPING: return ErrorCode::stopping;
-    case wire::ErrorCode::UNKNOWN_CALL: return ErrorCode::unknown_call;
-    case wire::ErrorCode::CONFIG_ERROR: return ErrorCode::config_error;
-    case wire::ErrorCode::PLUGIN_ERROR: return ErrorCode::plugin_error;
-    case wire::ErrorCode::TOO_LARGE: return ErrorCode::too_large;
-    case wire::ErrorCode::NOT_APPLIED: return ErrorCode::not_applied;
-    case wire::ErrorCode::INTERRUPTED: return ErrorCode::interrupted;
+    case wire::ErrorCode::INTERNAL:
+      return ErrorCode::internal;
+    case wire::ErrorCode::UNKNOWN_AGENT:
+      return ErrorCode::unknown_agent;
+    case wire::ErrorCode::UNKNOWN_CLASS:
+      return ErrorCode::unknown_class;
+    case wire::ErrorCode::BAD_ARGS:
+      return ErrorCode::bad_args;
+    case wire::ErrorCode::AGENT_FAILED:
+      return ErrorCode::agent_failed;
+    case wire::ErrorCode::EXPIRED:
+      return ErrorCode::expired;
+    case wire::ErrorCode::DUPLICATE_CALL_ID:
+      return ErrorCode::duplicate_call_id;
+    case wire::ErrorCode::UNKNOWN_METHOD:
+      return ErrorCode::unknown_method;
+    case wire::ErrorCode::DISCONNECTED:
+      return ErrorCode::disconnected;
+    case wire::ErrorCode::TIMEOUT:
+      return ErrorCode::timeout;
+    case wire::ErrorCode::OVERLOADED:
+      return ErrorCode::overloaded;
+    case wire::ErrorCode::BAD_REQUEST:
+      return ErrorCode::bad_request;
+    case wire::ErrorCode::MODEL_ERROR:
+      return ErrorCode::model_error;
+    case wire::ErrorCode::UNAUTHENTICATED:
+      return ErrorCode::unauthenticated;
+    case wire::ErrorCode::DUPLICATE_AGENT:
+      return ErrorCode::duplicate_agent;
+    case wire::ErrorCode::STOPPING:
+      return ErrorCode::stopping;
+    case wire::ErrorCode::UNKNOWN_CALL:
+      return ErrorCode::unknown_call;
+    case wire::ErrorCode::CONFIG_ERROR:
+      return ErrorCode::config_error;
+    case wire::ErrorCode::PLUGIN_ERROR:
+      return ErrorCode::plugin_error;
+    case wire::ErrorCode::TOO_LARGE:
+      return ErrorCode::too_large;
+    case wire::ErrorCode::NOT_APPLIED:
+      return ErrorCode::not_applied;
+    case wire::ErrorCode::INTERRUPTED:
+      return ErrorCode::interrupted;
   }
   return ErrorCode::internal;
 }

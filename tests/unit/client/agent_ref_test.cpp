@@ -49,9 +49,10 @@ std::vector<std::string> texts(const std::vector<Msg>& msgs) {
 
 }  // namespace
 
-TEST_CASE("an AgentRef's replies, calls, observations and memory reach its agent in the order "
-          "they were made",
-          "[client][agent_ref]") {
+TEST_CASE(
+    "an AgentRef's replies, calls, observations and memory reach its agent in the order "
+    "they were made",
+    "[client][agent_ref]") {
   auto client = Client::local(local_options());
   auto a = client.create_agent("TallyAgent", "T", Value{{"prefix", "re: "}});
   CHECK(a.name() == "T");

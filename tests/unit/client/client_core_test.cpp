@@ -53,8 +53,7 @@ class GatedAgent : public Agent {
 class PipedServer final : public ClientCore::InProcess {
  public:
   explicit PipedServer(kj::AsyncIoContext& io)
-      : server_(options(), io,
-                {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}),
+      : server_(options(), io, {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}),
         server_rpc_(*pipe_.ends[0], server_.bootstrap(), capnp::rpc::twoparty::Side::SERVER),
         client_rpc_(*pipe_.ends[1]) {}
   wire::AgentServer::Client bootstrap() override {
@@ -96,8 +95,8 @@ std::string create(ClientCore& core, const std::string& cls, const std::string& 
   });
 }
 
-std::shared_ptr<PlaceholderState> reply(const std::shared_ptr<ClientCore>& core,
-                                        const std::string& agent, const std::string& text) {
+std::shared_ptr<PlaceholderState> reply(const std::shared_ptr<ClientCore>& core, const std::string& agent,
+                                        const std::string& text) {
   auto state = new_placeholder(core, agent);
   auto spec = spec_for(wire::CallKind::REPLY, agent);
   spec.msg = Msg("user", text, "user");
@@ -106,20 +105,22 @@ std::shared_ptr<PlaceholderState> reply(const std::shared_ptr<ClientCore>& core,
 }
 
 std::vector<std::string> memory_texts(ClientCore& core, const std::string& agent) {
-  return core.call_sync<std::vector<std::string>>(
-      "memory", spec_for(wire::CallKind::MEMORY, agent), [](wire::CallDone::Reader d) {
-        throw_if_error(d);
-        std::vector<std::string> out;
-        for (auto m : d.getMemory()) out.push_back(read_msg(m).text());
-        return out;
-      });
+  return core.call_sync<std::vector<std::string>>("memory", spec_for(wire::CallKind::MEMORY, agent),
+                                                  [](wire::CallDone::Reader d) {
+                                                    throw_if_error(d);
+                                                    std::vector<std::string> out;
+                                                    for (auto m : d.getMemory())
+                                                      out.push_back(read_msg(m).text());
+                                                    return out;
+                                                  });
 }
 
 }  // namespace
 
-TEST_CASE("a ClientCore over a pipe runs session calls in the order they were made and answers "
-          "sync requests",
-          "[client][client_core]") {
+TEST_CASE(
+    "a ClientCore over a pipe runs session calls in the order they were made and answers "
+    "sync requests",
+    "[client][client_core]") {
   auto core = piped_core();
   CHECK(core->open());
   CHECK(core->server_id() == "core-test");
@@ -153,9 +154,10 @@ TEST_CASE("a ClientCore over a pipe runs session calls in the order they were ma
   }));
 }
 
-TEST_CASE("a ClientCore's sync request that throws or rejects fails the waiting thread with an "
-          "Error",
-          "[client][client_core]") {
+TEST_CASE(
+    "a ClientCore's sync request that throws or rejects fails the waiting thread with an "
+    "Error",
+    "[client][client_core]") {
   auto core = piped_core();
   SECTION("an agentd::Error thrown by the body is the caller's, unchanged") {
     try {
@@ -184,9 +186,10 @@ TEST_CASE("a ClientCore's sync request that throws or rejects fails the waiting 
   CHECK(create(*core, "EchoAgent", "after") == "after");
 }
 
-TEST_CASE("close() fails a placeholder still waiting with disconnected, and the core refuses "
-          "requests afterwards",
-          "[client][client_core]") {
+TEST_CASE(
+    "close() fails a placeholder still waiting with disconnected, and the core refuses "
+    "requests afterwards",
+    "[client][client_core]") {
   g_gate.set(true);
   auto core = piped_core();
   create(*core, "GatedAgent", "g");

@@ -94,9 +94,10 @@ TEST_CASE("stats() counts the requests and waits this client made", "[client]") 
   CHECK(client.stats().bytes_received == 0);
 }
 
-TEST_CASE("after close() the client's requests and its AgentRefs' calls fail at once with "
-          "disconnected, and results got before stay readable",
-          "[client]") {
+TEST_CASE(
+    "after close() the client's requests and its AgentRefs' calls fail at once with "
+    "disconnected, and results got before stay readable",
+    "[client]") {
   auto client = Client::local(local_options());
   auto a = client.create_agent("EchoAgent", "A");
   Placeholder done = a.reply(Msg("user", "before", "user"));
@@ -123,9 +124,10 @@ TEST_CASE("after close() the client's requests and its AgentRefs' calls fail at 
 
 // Waits that need the closed client's loop thread fail at once (ClientCore::post says the work
 // was dropped) instead of waiting out the client's whole timeout (30 minutes by default).
-TEST_CASE("after close(), stats() and a new reply's get() fail at once instead of waiting for "
-          "the client's timeout",
-          "[client][closed]") {
+TEST_CASE(
+    "after close(), stats() and a new reply's get() fail at once instead of waiting for "
+    "the client's timeout",
+    "[client][closed]") {
   auto client = Client::local(local_options());
   auto a = client.create_agent("EchoAgent", "A");
   client.close();

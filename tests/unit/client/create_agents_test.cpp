@@ -23,8 +23,7 @@ std::atomic<int> g_fail_at{-1};     // the construction (0, 1, ...) that throws;
 class PickyAgent : public Agent {
  public:
   explicit PickyAgent(AgentInit init) : Agent(std::move(init)) {
-    if (g_constructed.fetch_add(1) == g_fail_at.load())
-      throw std::runtime_error("picky constructor refused");
+    if (g_constructed.fetch_add(1) == g_fail_at.load()) throw std::runtime_error("picky constructor refused");
   }
   Msg reply(const Msg& x) override { return Msg(name(), x.text()); }
 };
@@ -61,9 +60,10 @@ TEST_CASE("create_agents makes count agents named prefix + index, each usable", 
   CHECK(client.create_agents("PickyAgent", 0).empty());
 }
 
-TEST_CASE("create_agents is all or nothing: one failing constructor deletes the agents made and "
-          "throws its error",
-          "[client][create]") {
+TEST_CASE(
+    "create_agents is all or nothing: one failing constructor deletes the agents made and "
+    "throws its error",
+    "[client][create]") {
   g_constructed = 0;
   g_fail_at = 3;
   auto client = Client::local(local_options());
@@ -80,8 +80,7 @@ TEST_CASE("create_agents is all or nothing: one failing constructor deletes the 
   CHECK(client.list_agents().size() == 3);
 }
 
-TEST_CASE("create_agent of an unknown class throws unknown_class and makes nothing",
-          "[client][create]") {
+TEST_CASE("create_agent of an unknown class throws unknown_class and makes nothing", "[client][create]") {
   auto client = Client::local(local_options());
   Error e = error_of([&] { client.create_agent("NoSuchAgent", "n"); });
   CHECK(e.code() == ErrorCode::unknown_class);

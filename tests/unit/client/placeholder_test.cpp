@@ -67,9 +67,10 @@ struct OpenGateAtEnd {
 
 }  // namespace
 
-TEST_CASE("get(timeout) on an unfinished call throws a retryable timeout naming the call, and "
-          "the result can still be got later",
-          "[client][placeholder]") {
+TEST_CASE(
+    "get(timeout) on an unfinished call throws a retryable timeout naming the call, and "
+    "the result can still be got later",
+    "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
   auto client = Client::local(local_options());
   auto a = client.create_agent("GatedAgent", "g");
@@ -104,9 +105,10 @@ TEST_CASE("a failed call's get() throws agent_failed naming the agent and its ex
   CHECK(error_of([&] { p.get(); }).code() == ErrorCode::agent_failed);
 }
 
-TEST_CASE("on_chunk set before the result arrives has seen every chunk, in order, when get() "
-          "returns",
-          "[client][placeholder]") {
+TEST_CASE(
+    "on_chunk set before the result arrives has seen every chunk, in order, when get() "
+    "returns",
+    "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
   auto client = Client::local(local_options());
   auto a = client.create_agent("ChunkAgent", "c");
@@ -128,9 +130,10 @@ TEST_CASE("on_chunk set before the result arrives has seen every chunk, in order
   CHECK_FALSE(p.next_chunk(std::chrono::seconds(10)));
 }
 
-TEST_CASE("next_chunk() reads a streamed reply's chunks in order, then nullopt, or the call's "
-          "error after the chunks sent before it failed",
-          "[client][placeholder]") {
+TEST_CASE(
+    "next_chunk() reads a streamed reply's chunks in order, then nullopt, or the call's "
+    "error after the chunks sent before it failed",
+    "[client][placeholder]") {
   auto client = Client::local(local_options());
   auto a = client.create_agent("ChunkAgent", "c");
 
@@ -159,8 +162,7 @@ TEST_CASE("next_chunk() reads a streamed reply's chunks in order, then nullopt, 
   }
 }
 
-TEST_CASE("next_chunk(timeout) with no chunk coming throws a retryable timeout",
-          "[client][placeholder]") {
+TEST_CASE("next_chunk(timeout) with no chunk coming throws a retryable timeout", "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
   auto client = Client::local(local_options());
   auto a = client.create_agent("ChunkAgent", "c");

@@ -78,8 +78,7 @@ TEST_CASE("resolve: addresses as given, names to every address they have, each m
   }
 
   // The same server named twice is one member, at its first mention.
-  auto twice = cluster::resolve({"dns:localhost:7100", "127.0.0.1:7100", "127.0.0.1:7101",
-                                 "127.0.0.1:7101"});
+  auto twice = cluster::resolve({"dns:localhost:7100", "127.0.0.1:7100", "127.0.0.1:7101", "127.0.0.1:7101"});
   const auto members = texts(twice);
   CHECK(members.size() == named.size() + 1);
   CHECK(std::count(members.begin(), members.end(), "127.0.0.1:7100") == 1);
@@ -95,8 +94,7 @@ TEST_CASE("resolve refuses a spec that does not parse or a name that does not re
 
   auto unknown = error_of([] { cluster::resolve({"dns:no-such-host.invalid:7000"}); });
   CHECK(unknown.code() == ErrorCode::bad_args);
-  CHECK_THAT(unknown.message(), Contains("dns:no-such-host.invalid:7000") &&
-                                    Contains("does not resolve") &&
+  CHECK_THAT(unknown.message(), Contains("dns:no-such-host.invalid:7000") && Contains("does not resolve") &&
                                     Contains("list the servers' addresses instead"));
 }
 
@@ -108,9 +106,10 @@ TEST_CASE("placement policies by name", "[cluster][membership]") {
   CHECK_FALSE(cluster::placement_from_name(""));
 }
 
-TEST_CASE("a cluster file: three spellings of a server, paths from the file's folder, the token "
-          "from token_file",
-          "[cluster][membership]") {
+TEST_CASE(
+    "a cluster file: three spellings of a server, paths from the file's folder, the token "
+    "from token_file",
+    "[cluster][membership]") {
   TempDir tmp;
   fs::create_directory(tmp.path() + "/conf");
   const std::string token = tmp.write("conf/token", "# the cluster's token\nsecret-one\nsecret-two\n");
@@ -125,8 +124,7 @@ tls_cert: /etc/agentd/client.pem
 placement: least_loaded
 )");
   auto f = cluster::read_cluster_file(file);
-  CHECK(f.servers ==
-        std::vector<std::string>{"127.0.0.1:7000", "127.0.0.2:7001", "dns:localhost:7002"});
+  CHECK(f.servers == std::vector<std::string>{"127.0.0.1:7000", "127.0.0.2:7001", "dns:localhost:7002"});
   CHECK(f.token == "secret-one");  // the first token of the file
   CHECK(f.tls_ca == tmp.path() + "/conf/ca.pem");
   CHECK(f.tls_cert == "/etc/agentd/client.pem");

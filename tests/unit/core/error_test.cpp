@@ -12,13 +12,13 @@ using namespace agentd::test;
 
 namespace {
 constexpr ErrorCode kAll[] = {
-    ErrorCode::internal,        ErrorCode::unknown_agent,   ErrorCode::unknown_class,
-    ErrorCode::bad_args,        ErrorCode::agent_failed,    ErrorCode::expired,
-    ErrorCode::duplicate_call_id, ErrorCode::unknown_method, ErrorCode::disconnected,
-    ErrorCode::timeout,         ErrorCode::overloaded,      ErrorCode::bad_request,
-    ErrorCode::model_error,     ErrorCode::unauthenticated, ErrorCode::duplicate_agent,
-    ErrorCode::stopping,        ErrorCode::unknown_call,    ErrorCode::config_error,
-    ErrorCode::plugin_error,    ErrorCode::too_large,
+    ErrorCode::internal,          ErrorCode::unknown_agent,   ErrorCode::unknown_class,
+    ErrorCode::bad_args,          ErrorCode::agent_failed,    ErrorCode::expired,
+    ErrorCode::duplicate_call_id, ErrorCode::unknown_method,  ErrorCode::disconnected,
+    ErrorCode::timeout,           ErrorCode::overloaded,      ErrorCode::bad_request,
+    ErrorCode::model_error,       ErrorCode::unauthenticated, ErrorCode::duplicate_agent,
+    ErrorCode::stopping,          ErrorCode::unknown_call,    ErrorCode::config_error,
+    ErrorCode::plugin_error,      ErrorCode::too_large,
 };
 }  // namespace
 
@@ -54,8 +54,8 @@ TEST_CASE("an Error names its code, agent, class and cause", "[error]") {
   CHECK(e.agent_id() == "a1");
   CHECK(e.agent_class() == "FlakyAgent");
   CHECK(e.message() == "reply raised: boom");
-  CHECK_THAT(std::string(e.what()), Contains("agent_failed") && Contains("a1") &&
-                                        Contains("FlakyAgent") && Contains("boom"));
+  CHECK_THAT(std::string(e.what()),
+             Contains("agent_failed") && Contains("a1") && Contains("FlakyAgent") && Contains("boom"));
   const std::runtime_error& base = e;
   CHECK_THAT(std::string(base.what()), Contains("boom"));
   Error plain(ErrorCode::timeout, "slow");

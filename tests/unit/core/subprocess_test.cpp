@@ -90,8 +90,7 @@ TEST_CASE("a pipe each way: what goes into stdin comes back on stdout", "[subpro
   REQUIRE(p.stdout_pipe().get() >= 0);
   CHECK(p.stderr_pipe().get() == -1);
   std::string text = "hello\nsubprocess\n";
-  REQUIRE(::write(p.stdin_pipe().get(), text.data(), text.size()) ==
-          static_cast<ssize_t>(text.size()));
+  REQUIRE(::write(p.stdin_pipe().get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
   p.stdin_pipe() = nullptr;  // EOF: cat ends
   CHECK(read_all(p.stdout_pipe().get()) == text);
   int status = p.wait();
@@ -207,10 +206,8 @@ TEST_CASE("a program that cannot be started is named in the error", "[subprocess
 
 TEST_CASE("exit statuses and signals as text", "[subprocess]") {
   CHECK(describe_wait_status(Subprocess::spawn(shell("exit 3")).wait()) == "exited with status 3");
-  CHECK(describe_wait_status(Subprocess::spawn(shell("kill -9 $$")).wait()) ==
-        "was killed by signal 9");
-  CHECK(describe_wait_status(Subprocess::spawn(shell("kill -TERM $$")).wait()) ==
-        "was killed by signal 15");
+  CHECK(describe_wait_status(Subprocess::spawn(shell("kill -9 $$")).wait()) == "was killed by signal 9");
+  CHECK(describe_wait_status(Subprocess::spawn(shell("kill -TERM $$")).wait()) == "was killed by signal 15");
   CHECK(describe_wait_status(0x137f) == "stopped");  // WIFSTOPPED by SIGSTOP
 }
 
@@ -223,7 +220,7 @@ TEST_CASE("try_wait and wait_for do not block past their time", "[subprocess]") 
   auto status = p.wait_for(30s);
   REQUIRE(status);
   CHECK(describe_wait_status(*status) == "was killed by signal 15");
-  CHECK(p.try_wait() == status);  // once reaped, the same answer
+  CHECK(p.try_wait() == status);   // once reaped, the same answer
   CHECK_FALSE(p.signal(SIGKILL));  // never to a reaped (maybe reused) pid
 }
 

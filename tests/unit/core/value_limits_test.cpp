@@ -32,12 +32,16 @@ TEST_CASE("values nest at most kMaxValueDepth levels", "[value_limits]") {
 TEST_CASE("text is checked for UTF-8, naming the byte", "[value_limits]") {
   CHECK(agentd::utf8_problem("plain, héllo, 世界, 🎉").empty());
   CHECK_THAT(agentd::utf8_problem("ab\xff"), Contains("byte 2 is 0xff"));
-  CHECK_THAT(agentd::utf8_problem("ab\xc3"), Contains("byte 2"));           // cut short
-  CHECK_THAT(agentd::utf8_problem("\xc0\xaf"), Contains("byte 0"));         // overlong
-  CHECK_THAT(agentd::utf8_problem("\xed\xa0\x80"), Contains("byte 1"));     // a surrogate
-  CHECK_THAT(agentd::utf8_problem("\xf4\x90\x80\x80"), Contains("byte 1")); // past U+10FFFF
-  CHECK(agentd::utf8_replaced("a\xff" "b") == "a\xEF\xBF\xBD" "b");
-  CHECK_THAT(agentd::value_problem(Value{{"k", {"ok", "bad \xff"}}}), Contains("at /k/1") && Contains("not UTF-8"));
+  CHECK_THAT(agentd::utf8_problem("ab\xc3"), Contains("byte 2"));            // cut short
+  CHECK_THAT(agentd::utf8_problem("\xc0\xaf"), Contains("byte 0"));          // overlong
+  CHECK_THAT(agentd::utf8_problem("\xed\xa0\x80"), Contains("byte 1"));      // a surrogate
+  CHECK_THAT(agentd::utf8_problem("\xf4\x90\x80\x80"), Contains("byte 1"));  // past U+10FFFF
+  CHECK(agentd::utf8_replaced("a\xff"
+                              "b") ==
+        "a\xEF\xBF\xBD"
+        "b");
+  CHECK_THAT(agentd::value_problem(Value{{"k", {"ok", "bad \xff"}}}),
+             Contains("at /k/1") && Contains("not UTF-8"));
   CHECK_THAT(agentd::value_problem(Value{{"bad \xff", 1}}), Contains("a key that is not UTF-8"));
   agentd::Msg m("name \xfe", "fine");
   CHECK_THAT(agentd::msg_problem(m), Contains("the message's name is not UTF-8"));

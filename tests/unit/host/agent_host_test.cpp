@@ -149,8 +149,8 @@ TEST_CASE("an upstream error fails the call without running it", "[agent_host]")
   Fixture f;
   f.create("a");
   auto c = f.reply_call("a", "c1", std::nullopt);
-  c->input = std::make_shared<const Outcome>(
-      Error(ErrorCode::agent_failed, "upstream broke", "up", "UpClass"));
+  c->input =
+      std::make_shared<const Outcome>(Error(ErrorCode::agent_failed, "upstream broke", "up", "UpClass"));
   f.host.enqueue("a", c);
   auto o = f.outcome("c1");
   REQUIRE(o);
@@ -177,8 +177,7 @@ TEST_CASE("agent code that throws fails only that call", "[agent_host]") {
   CHECK(std::get<Msg>(*f.outcome("c2")).content == "ok>a");
 }
 
-TEST_CASE("a constructor that throws fails the calls queued for it with bad_args",
-          "[agent_host]") {
+TEST_CASE("a constructor that throws fails the calls queued for it with bad_args", "[agent_host]") {
   Fixture f;
   std::optional<std::variant<AgentInfoRow, Error>> done;
   auto r = f.host.create("Appender", "", Value{{"explode", true}}, "boom",
@@ -259,9 +258,7 @@ TEST_CASE("a clone starts from its source's memory, taken in call order", "[agen
   f.create("a");
   f.host.enqueue("a", f.reply_call("a", "c1", "remembered"));
   std::optional<std::variant<AgentInfoRow, Error>> done;
-  auto err = f.host.clone("a", "b", "b", [&](std::variant<AgentInfoRow, Error> r) {
-    done = std::move(r);
-  });
+  auto err = f.host.clone("a", "b", "b", [&](std::variant<AgentInfoRow, Error> r) { done = std::move(r); });
   REQUIRE_FALSE(err);
   REQUIRE(f.run_until([&] { return done.has_value(); }));
   REQUIRE(std::holds_alternative<AgentInfoRow>(*done));

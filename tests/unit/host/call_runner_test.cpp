@@ -113,8 +113,8 @@ std::shared_ptr<AgentSlot> slot_of(const std::string& id) {
   return s;
 }
 
-std::shared_ptr<Call> call_of(Call::Kind kind, const std::string& text = "",
-                              const std::string& method = "", Value args = Value::object()) {
+std::shared_ptr<Call> call_of(Call::Kind kind, const std::string& text = "", const std::string& method = "",
+                              Value args = Value::object()) {
   auto c = std::make_shared<Call>();
   c->kind = kind;
   c->method = method;
@@ -124,8 +124,7 @@ std::shared_ptr<Call> call_of(Call::Kind kind, const std::string& text = "",
 }
 
 // Runs c on slot as the host would (c at the head of the mailbox).
-void run(CallRunner& runner, const std::shared_ptr<AgentSlot>& slot,
-         const std::shared_ptr<Call>& c) {
+void run(CallRunner& runner, const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& c) {
   slot->mailbox.push_back(c);
   runner.run(slot, c);
 }
@@ -196,8 +195,7 @@ void same_outcomes(const std::string& id) {
 
 }  // namespace
 
-TEST_CASE("blocking and asynchronous agents run through one path with the same outcomes",
-          "[call_runner]") {
+TEST_CASE("blocking and asynchronous agents run through one path with the same outcomes", "[call_runner]") {
   SECTION("blocking") { same_outcomes<Blocking>("b"); }
   SECTION("asynchronous") { same_outcomes<Async>("a"); }
 }
@@ -231,8 +229,7 @@ TEST_CASE("asynchronous calls still suspended are destroyed with the runner", "[
   CHECK(host.done.empty());
 }
 
-TEST_CASE("a blocking call whose deadline passed before it started runs no agent code",
-          "[call_runner]") {
+TEST_CASE("a blocking call whose deadline passed before it started runs no agent code", "[call_runner]") {
   FakeHost host;
   host.expire_all = true;
   CallRunner runner(host);

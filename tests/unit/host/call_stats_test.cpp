@@ -22,8 +22,7 @@ SpanRecord span_of(const std::string& call_id) {
 
 }  // namespace
 
-TEST_CASE("the span ring keeps the newest spans, oldest first, across wrap-around",
-          "[call_stats]") {
+TEST_CASE("the span ring keeps the newest spans, oldest first, across wrap-around", "[call_stats]") {
   CallStats stats(3);
   CHECK(stats.recent_spans(0).empty());
   for (int i = 1; i <= 7; ++i) stats.record("A", true, 0.001, span_of("c" + std::to_string(i)));

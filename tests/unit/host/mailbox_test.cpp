@@ -25,9 +25,7 @@ struct Recorder {
         CHECK(slot->mailbox.front() == call);
         dispatched.push_back(call->call_id);
       },
-      [this](std::shared_ptr<Call> call, Error e) {
-        failed.emplace_back(call->call_id, std::move(e));
-      }}};
+      [this](std::shared_ptr<Call> call, Error e) { failed.emplace_back(call->call_id, std::move(e)); }}};
 };
 
 std::shared_ptr<AgentSlot> idle_slot() {
@@ -87,8 +85,7 @@ TEST_CASE("a call waiting for its input holds back the calls behind it", "[mailb
   CHECK(r.dispatched == std::vector<std::string>{"c1"});
 }
 
-TEST_CASE("a call whose input failed fails without running, and the next one runs",
-          "[mailbox]") {
+TEST_CASE("a call whose input failed fails without running, and the next one runs", "[mailbox]") {
   Recorder r;
   auto slot = idle_slot();
   auto bad = call("c1");

@@ -86,8 +86,8 @@ TEST_CASE("broken plugins are refused, naming the file and why", "[plugin_loader
   }
   SECTION("built against another plugin ABI") {
     auto e = load_error(AGENTD_ABI_MISMATCH_PLUGIN);
-    CHECK_THAT(e.message(), Contains(AGENTD_ABI_MISMATCH_PLUGIN) && Contains("ABI") &&
-                                Contains("9.9.9") && Contains("rebuild"));
+    CHECK_THAT(e.message(), Contains(AGENTD_ABI_MISMATCH_PLUGIN) && Contains("ABI") && Contains("9.9.9") &&
+                                Contains("rebuild"));
   }
   SECTION("no classes") {
     auto e = load_error(AGENTD_EMPTY_PLUGIN);

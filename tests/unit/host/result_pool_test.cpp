@@ -49,8 +49,22 @@ TEST_CASE("a pending result reaches every waiter when it completes, in order", "
 
   std::vector<int> order;
   Seen a, b;
-  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(1); a.got.push_back(o); }, false).run();
-  pool.when_ready(id("c1"), [&](const OutcomePtr& o) { order.push_back(2); b.got.push_back(o); }, false).run();
+  pool.when_ready(
+          id("c1"),
+          [&](const OutcomePtr& o) {
+            order.push_back(1);
+            a.got.push_back(o);
+          },
+          false)
+      .run();
+  pool.when_ready(
+          id("c1"),
+          [&](const OutcomePtr& o) {
+            order.push_back(2);
+            b.got.push_back(o);
+          },
+          false)
+      .run();
   CHECK(a.got.empty());
 
   pool.complete(id("c1"), Msg("agentA", "done")).run();
@@ -95,13 +109,12 @@ TEST_CASE("duplicate call ids are refused: pending, finished or evicted", "[resu
   pool.complete(id("c1"), Msg("a", 1)).run();
   CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // finished
   pool.add_pending(id("c2"), "a");
-  pool.complete(id("c2"), Msg("a", 2)).run();          // evicts c1 (size 1)
+  pool.complete(id("c2"), Msg("a", 2)).run();  // evicts c1 (size 1)
   CHECK_FALSE(pool.contains(id("c1")));
   CHECK_FALSE(pool.add_pending(id("c1"), "b"));  // evicted, still remembered
 }
 
-TEST_CASE("the oldest finished results are evicted beyond max_size, with an expired error",
-          "[result_pool]") {
+TEST_CASE("the oldest finished results are evicted beyond max_size, with an expired error", "[result_pool]") {
   ResultPool pool(limits(2));
   for (const std::string& cid : {id("c1"), id("c2"), id("c3")}) {
     pool.add_pending(cid, "a");
@@ -150,8 +163,7 @@ TEST_CASE("finished results expire by age on sweep", "[result_pool]") {
   CHECK(s.error().code() == ErrorCode::expired);
 }
 
-TEST_CASE("an unknown id fails at once unless the caller waits for its producer",
-          "[result_pool]") {
+TEST_CASE("an unknown id fails at once unless the caller waits for its producer", "[result_pool]") {
   ResultPool pool(limits(10, 3600s, 5s));
   Seen now;
   pool.when_ready(id("never"), now.waiter(), false).run();

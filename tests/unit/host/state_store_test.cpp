@@ -37,8 +37,8 @@
 #include <vector>
 
 using namespace agentd::test;
-using agentd::test::error_of;
 using agentd::detail::StateStore;
+using agentd::test::error_of;
 namespace fs = std::filesystem;
 namespace detail = agentd::detail;
 
@@ -112,9 +112,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-StateStore::Contents load_all(StateStore& store) {
-  return store.load(1000, std::chrono::hours(24));
-}
+StateStore::Contents load_all(StateStore& store) { return store.load(1000, std::chrono::hours(24)); }
 
 // A state dir holding agent "kept" with memory m0..m(n-1) and the result of call "call-0",
 // closed cleanly (the write-ahead log checkpointed into agentd.db).
@@ -218,9 +216,8 @@ TEST_CASE("the state store keeps what it acknowledged: agents, memory, state, re
     Change del;
     del.kind = Change::Kind::delete_agent;
     del.agent_id = "gone";
-    store.submit(std::move(del), [&done_order](const Error* e) {
-      done_order.push_back(e ? "delete failed" : "delete");
-    });
+    store.submit(std::move(del),
+                 [&done_order](const Error* e) { done_order.push_back(e ? "delete failed" : "delete"); });
     store.flush();
     CHECK(done_order == std::vector<std::string>{"a", "b", "gone", "call-1", "delete"});
     CHECK_FALSE(store.failure());
@@ -253,9 +250,10 @@ TEST_CASE("the state store keeps what it acknowledged: agents, memory, state, re
   CHECK(c.forgotten_until_unix_ms == 0);  // nothing was ever trimmed
 }
 
-TEST_CASE("a full disk fails the commit not_applied, fails every later change, and loses nothing "
-          "acknowledged",
-          "[host][state_store][fault]") {
+TEST_CASE(
+    "a full disk fails the commit not_applied, fails every later change, and loses nothing "
+    "acknowledged",
+    "[host][state_store][fault]") {
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
@@ -323,9 +321,10 @@ TEST_CASE("a full disk fails the commit not_applied, fails every later change, a
   CHECK_FALSE(commit(again, put_agent("after")));
 }
 
-TEST_CASE("a state dir this process may not write is refused as a permission problem, not as "
-          "damage",
-          "[host][state_store][fault]") {
+TEST_CASE(
+    "a state dir this process may not write is refused as a permission problem, not as "
+    "damage",
+    "[host][state_store][fault]") {
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
@@ -346,8 +345,7 @@ TEST_CASE("a state dir this process may not write is refused as a permission pro
     // nobody may enter the temporary directory; the state dir is its own.
     fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::others_exec);
     REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
-    for (const auto& e : fs::directory_iterator(dir))
-      REQUIRE(::chown(e.path().c_str(), 65534, 65534) == 0);
+    for (const auto& e : fs::directory_iterator(dir)) REQUIRE(::chown(e.path().c_str(), 65534, 65534) == 0);
   }
 
   SECTION("a read-only database file") {
@@ -355,8 +353,7 @@ TEST_CASE("a state dir this process may not write is refused as a permission pro
     const std::string what = refused();
     CHECK_THAT(what, Catch::StartsWith("config_error"));
     CHECK_THAT(what, Contains("--state-dir " + dir) && Contains(db + " is not writable") &&
-                         Contains("mode 0400") && Contains("Make it writable") &&
-                         Contains("not damaged"));
+                         Contains("mode 0400") && Contains("Make it writable") && Contains("not damaged"));
     CHECK_THAT(what, !Contains("backup") && !Contains("move the directory away"));
     fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
   }
@@ -382,7 +379,7 @@ TEST_CASE("a damaged database is refused naming the file and what to do, and is 
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
-  make_state(dir, 200);  // many pages, so half the file is a real loss
+  make_state(dir, 200);                    // many pages, so half the file is a real loss
   REQUIRE_FALSE(fs::exists(db + "-wal"));  // a clean close checkpointed everything into db
   const std::string whole = read_bytes(db);
   REQUIRE(whole.size() > 16 * 4096);
@@ -409,8 +406,8 @@ TEST_CASE("a damaged database is refused naming the file and what to do, and is 
     write_bytes(db, "");
     Error e = refusal();
     CHECK(e.code() == ErrorCode::config_error);
-    CHECK_THAT(e.message(), Contains(db) && Contains("empty (0 bytes)") &&
-                                Contains("restore it from a backup"));
+    CHECK_THAT(e.message(),
+               Contains(db) && Contains("empty (0 bytes)") && Contains("restore it from a backup"));
     CHECK(fs::exists(db));
     CHECK(fs::file_size(db) == 0);
   }
@@ -429,25 +426,27 @@ TEST_CASE("a damaged database is refused naming the file and what to do, and is 
     const std::string theirs = read_bytes(db);
     Error e = refusal();
     CHECK(e.code() == ErrorCode::config_error);
-    CHECK_THAT(e.message(), Contains(db) && Contains("not an agentd state store") &&
-                                Contains("another --state-dir"));
+    CHECK_THAT(e.message(),
+               Contains(db) && Contains("not an agentd state store") && Contains("another --state-dir"));
     CHECK(read_bytes(db) == theirs);
   }
   SECTION("a damaged row is named, its raw bytes are not") {
-    REQUIRE(std::system(("sqlite3 '" + db + "' \"UPDATE agents SET args = X'01ff02fe' WHERE id = "
+    REQUIRE(std::system(("sqlite3 '" + db +
+                         "' \"UPDATE agents SET args = X'01ff02fe' WHERE id = "
                          "'kept'\"")
                             .c_str()) == 0);
     fs::remove(dir + "/agentd.run");  // the edit is a commit the run record did not see
     Error e = refusal();
     CHECK(e.code() == ErrorCode::config_error);
-    CHECK_THAT(e.message(), Contains(db) && Contains("cannot read agent 'kept'") &&
-                                Contains("restore it from a backup"));
+    CHECK_THAT(e.message(),
+               Contains(db) && Contains("cannot read agent 'kept'") && Contains("restore it from a backup"));
   }
 }
 
-TEST_CASE("a state dir is used by one store at a time: a second opener is refused and the first "
-          "goes on",
-          "[host][state_store][fault]") {
+TEST_CASE(
+    "a state dir is used by one store at a time: a second opener is refused and the first "
+    "goes on",
+    "[host][state_store][fault]") {
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   auto first = std::make_unique<StateStore>(dir);
@@ -482,9 +481,10 @@ TEST_CASE("a state dir is used by one store at a time: a second opener is refuse
   CHECK(load_all(next).agents.size() == 2);
 }
 
-TEST_CASE("after a run that died, the calls it was running come back interrupted and the "
-          "acknowledged ones are kept",
-          "[host][state_store][fault]") {
+TEST_CASE(
+    "after a run that died, the calls it was running come back interrupted and the "
+    "acknowledged ones are kept",
+    "[host][state_store][fault]") {
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
@@ -527,8 +527,8 @@ TEST_CASE("after a run that died, the calls it was running come back interrupted
     CHECK(interrupted->code() == ErrorCode::interrupted);
     CHECK_FALSE(interrupted->retryable());
     CHECK(interrupted->agent_id() == "a");
-    CHECK_THAT(interrupted->message(), Contains("call call-3 was running") &&
-                                           Contains("not safe to retry blindly"));
+    CHECK_THAT(interrupted->message(),
+               Contains("call call-3 was running") && Contains("not safe to retry blindly"));
   }
   SECTION("without its write-ahead log the start is refused, naming what is missing") {
     fs::remove(db + "-wal");

@@ -56,8 +56,7 @@ TEST_CASE("local mode runs the agents in this process, behind the client API", "
   CHECK(a.reply(Msg("user", "x", "user")).origin() == "local");
 }
 
-TEST_CASE("local mode passes a placeholder from one agent to another before it is ready",
-          "[local]") {
+TEST_CASE("local mode passes a placeholder from one agent to another before it is ready", "[local]") {
   auto client = Client::local(local_options());
   auto a = client.create_agent("WhereAgent", "A", Value{{"prefix", "a:"}});
   auto b = client.create_agent("WhereAgent", "B", Value{{"prefix", "b:"}});

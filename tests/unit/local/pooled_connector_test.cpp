@@ -82,9 +82,10 @@ TEST_CASE("an agent reaches another agent of its local server through the pooled
   CHECK(memory[3].name == "R");
 }
 
-TEST_CASE("an agent that names a missing agent fails its call with the server's unknown_agent, "
-          "not agent_failed",
-          "[local][pooled_connector]") {
+TEST_CASE(
+    "an agent that names a missing agent fails its call with the server's unknown_agent, "
+    "not agent_failed",
+    "[local][pooled_connector]") {
   auto client = Client::local(local_options());
   auto echo = client.create_agent("EchoAgent", "E");
   Value ref = ref_in_server(echo);

@@ -90,8 +90,7 @@ Task<int> flag_then_seven(bool* started) {
   co_return 7;
 }
 
-Task<std::string> sleeper(std::vector<std::string>* order, std::string name,
-                          std::chrono::milliseconds d) {
+Task<std::string> sleeper(std::vector<std::string>* order, std::string name, std::chrono::milliseconds d) {
   co_await agentd::sleep_for(d);
   order->push_back(name);
   co_return name;
@@ -124,9 +123,7 @@ Task<int> sleep_then_flag(bool* resumed) {
 // A frame the test owns and destroys while it is suspended.
 struct Owned {
   struct promise_type {
-    Owned get_return_object() {
-      return Owned{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
+    Owned get_return_object() { return Owned{std::coroutine_handle<promise_type>::from_promise(*this)}; }
     std::suspend_never initial_suspend() noexcept { return {}; }
     std::suspend_always final_suspend() noexcept { return {}; }
     void return_void() noexcept {}
@@ -154,8 +151,7 @@ TEST_CASE("tasks are lazy, await each other and return values", "[async]") {
   CHECK(error.empty());
 }
 
-TEST_CASE("sleep_for resumes on the loop in deadline order, without holding a thread",
-          "[async]") {
+TEST_CASE("sleep_for resumes on the loop in deadline order, without holding a thread", "[async]") {
   Loop loop;
   std::vector<std::string> order;
   std::optional<std::string> a, b, c;
@@ -213,6 +209,7 @@ TEST_CASE("asynchronous waits outside a server loop fail with a clear error", "[
     std::optional<std::string> out;
     std::vector<std::string> order;
     run(sleeper(&order, "x", 1ms), &out, &error);
-  }).join();
+  })
+      .join();
   CHECK_THAT(error, Catch::Matchers::Contains("needs a server's event loop"));
 }

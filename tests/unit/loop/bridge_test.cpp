@@ -49,17 +49,14 @@ TEST_CASE("posts from many threads all run on the loop thread, in per-thread ord
       }
     });
   }
-  io.provider->getTimer()
-      .timeoutAfter(30 * kj::SECONDS, kj::mv(paf.promise))
-      .wait(io.waitScope);
+  io.provider->getTimer().timeoutAfter(30 * kj::SECONDS, kj::mv(paf.promise)).wait(io.waitScope);
   for (auto& p : posters) p.join();
   CHECK(total == kThreads * kPerThread);
   CHECK(in_order);
   CHECK(on_loop);
 }
 
-TEST_CASE("posts after close never run, and the bridge destroys them on its own thread",
-          "[bridge]") {
+TEST_CASE("posts after close never run, and the bridge destroys them on its own thread", "[bridge]") {
   auto io = kj::setupAsyncIo();
   Ignore ignore;
   auto tasks = kj::heap<kj::TaskSet>(ignore);
@@ -68,9 +65,7 @@ TEST_CASE("posts after close never run, and the bridge destroys them on its own 
   bridge->close();
   auto alive = std::make_shared<int>(1);
   bool ran = false;
-  std::thread([&, alive]() mutable {
-    bridge->post([&ran, a = alive] { ran = true; });
-  }).join();
+  std::thread([&, alive]() mutable { bridge->post([&ran, a = alive] { ran = true; }); }).join();
   io.waitScope.poll();
   CHECK_FALSE(ran);
   tasks = nullptr;  // stop draining, then destroy the bridge: it releases what the post held

@@ -55,12 +55,15 @@ TEST_CASE("blocking tasks do not hold back others: the pool grows", "[worker_poo
   pool.stop();
 }
 
-TEST_CASE("the pool never exceeds max_threads, and queued tasks run as threads free up",
-          "[worker_pool]") {
+TEST_CASE("the pool never exceeds max_threads, and queued tasks run as threads free up", "[worker_pool]") {
   WorkerPool pool(1, 3);
   Gate gate;
   std::atomic<int> done{0};
-  for (int i = 0; i < 6; ++i) pool.submit([&] { gate.pass(); ++done; });
+  for (int i = 0; i < 6; ++i)
+    pool.submit([&] {
+      gate.pass();
+      ++done;
+    });
   CHECK(gate.wait_inside(3));
   CHECK(pool.threads() == 3);
   gate.release();
@@ -85,7 +88,10 @@ TEST_CASE("stop runs the queued tasks, joins, and drops later submissions", "[wo
   std::atomic<int> ran{0};
   WorkerPool pool(1, 1);
   Gate gate;
-  pool.submit([&] { gate.pass(); ++ran; });
+  pool.submit([&] {
+    gate.pass();
+    ++ran;
+  });
   for (int i = 0; i < 5; ++i) pool.submit([&] { ++ran; });
   REQUIRE(gate.wait_inside(1));
   std::thread releaser([&] { gate.release(); });
@@ -98,8 +104,7 @@ TEST_CASE("stop runs the queued tasks, joins, and drops later submissions", "[wo
   CHECK(ran == 6);
 }
 
-TEST_CASE("a burst of short tasks runs them all without growing the pool far",
-          "[worker_pool]") {
+TEST_CASE("a burst of short tasks runs them all without growing the pool far", "[worker_pool]") {
   WorkerPool pool(2, 256);
   constexpr int kTasks = 10000;
   std::atomic<int> ran{0};
@@ -118,8 +123,7 @@ TEST_CASE("a burst of short tasks runs them all without growing the pool far",
   CHECK(ran == kTasks);
 }
 
-TEST_CASE("a burst submitted from several threads runs every task exactly once",
-          "[worker_pool]") {
+TEST_CASE("a burst submitted from several threads runs every task exactly once", "[worker_pool]") {
   WorkerPool pool(2, 64);
   constexpr int kSubmitters = 4;
   constexpr int kEach = 2500;
@@ -137,12 +141,15 @@ TEST_CASE("a burst submitted from several threads runs every task exactly once",
   CHECK(wrong == 0);
 }
 
-TEST_CASE("blocking tasks all run at once: the pool grows to max_threads, not beyond",
-          "[worker_pool]") {
+TEST_CASE("blocking tasks all run at once: the pool grows to max_threads, not beyond", "[worker_pool]") {
   WorkerPool pool(2, 40);
   Gate gate;
   std::atomic<int> done{0};
-  for (int i = 0; i < 40; ++i) pool.submit([&] { gate.pass(); ++done; });
+  for (int i = 0; i < 40; ++i)
+    pool.submit([&] {
+      gate.pass();
+      ++done;
+    });
   // 40 tasks blocked at once need 40 threads: 38 of them added through starvation.
   CHECK(gate.wait_inside(40));
   CHECK(pool.threads() == 40);
@@ -158,8 +165,7 @@ TEST_CASE("blocking tasks all run at once: the pool grows to max_threads, not be
   pool.stop();
 }
 
-TEST_CASE("a single task queued behind blocked threads gets a thread of its own",
-          "[worker_pool]") {
+TEST_CASE("a single task queued behind blocked threads gets a thread of its own", "[worker_pool]") {
   WorkerPool pool(2, 32);
   Gate gate;
   // One at a time: each new task finds every thread blocked and only itself queued.
@@ -173,8 +179,7 @@ TEST_CASE("a single task queued behind blocked threads gets a thread of its own"
   pool.stop();
 }
 
-TEST_CASE("growth for blocked tasks stops near what they need, far below max_threads",
-          "[worker_pool]") {
+TEST_CASE("growth for blocked tasks stops near what they need, far below max_threads", "[worker_pool]") {
   WorkerPool pool(2, 256);
   Gate gate;
   for (int i = 0; i < 8; ++i) pool.submit([&] { gate.pass(); });
@@ -192,7 +197,11 @@ TEST_CASE("stop runs every queued task, on all threads", "[worker_pool]") {
   std::atomic<int> ran{0};
   WorkerPool pool(4, 4);
   Gate gate;
-  for (int i = 0; i < 4; ++i) pool.submit([&] { gate.pass(); ++ran; });
+  for (int i = 0; i < 4; ++i)
+    pool.submit([&] {
+      gate.pass();
+      ++ran;
+    });
   REQUIRE(gate.wait_inside(4));
   for (int i = 0; i < 1000; ++i) pool.submit([&] { ++ran; });
   std::thread releaser([&] {

@@ -82,16 +82,19 @@ TEST_CASE("a type agentd does not implement is refused, naming it and listing th
   agentd::detail::ModelConfig c;
   c.config_name = "img";
   c.model_type = "openai_dall_e";
-  CHECK_THROWS_WITH(agentd::detail::make_chat_model(c),
-                    Contains("model config 'img'") && Contains("'openai_dall_e' (image synthesis) is not supported"));
+  CHECK_THROWS_WITH(
+      agentd::detail::make_chat_model(c),
+      Contains("model config 'img'") && Contains("'openai_dall_e' (image synthesis) is not supported"));
 }
 
-TEST_CASE("yi_chat's top-level sampling fields must be numbers, and generate_args wins", "[models][config][errors]") {
-  auto c = parse_model_configs("- {config_name: y, model_type: yi_chat, model_name: yi, temperature: 0.3, "
-                               "generate_args: {temperature: 0.9}}\n",
-                               "t.yaml");
+TEST_CASE("yi_chat's top-level sampling fields must be numbers, and generate_args wins",
+          "[models][config][errors]") {
+  auto c = parse_model_configs(
+      "- {config_name: y, model_type: yi_chat, model_name: yi, temperature: 0.3, "
+      "generate_args: {temperature: 0.9}}\n",
+      "t.yaml");
   CHECK(c[0].generate_args["temperature"] == 0.9);
-  CHECK_THROWS_WITH(parse_model_configs("- {config_name: y, model_type: yi_chat, model_name: yi, top_p: high}\n",
-                                        "t.yaml"),
-                    Contains("field 'top_p' must be a number"));
+  CHECK_THROWS_WITH(
+      parse_model_configs("- {config_name: y, model_type: yi_chat, model_name: yi, top_p: high}\n", "t.yaml"),
+      Contains("field 'top_p' must be a number"));
 }

@@ -23,18 +23,20 @@ const Value kWeatherTool = Value::parse(R"([{"type": "function", "function": {"n
 
 std::shared_ptr<ChatModel> anthropic(const std::string& key, const std::string& scenario,
                                      const std::string& extra = "") {
-  return model_from_yaml("- config_name: claude\n  model_type: anthropic_chat\n  model_name: claude-3-opus\n"
-                         "  api_key: sk-ant-secret-99\n" + extra + "  client_args:\n    base_url: " +
-                         fake_model_server().base(key, scenario) +
-                         "\n    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n");
+  return model_from_yaml(
+      "- config_name: claude\n  model_type: anthropic_chat\n  model_name: claude-3-opus\n"
+      "  api_key: sk-ant-secret-99\n" +
+      extra + "  client_args:\n    base_url: " + fake_model_server().base(key, scenario) +
+      "\n    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n");
 }
 
 std::shared_ptr<ChatModel> gemini(const std::string& key, const std::string& scenario,
                                   const std::string& extra = "") {
-  return model_from_yaml("- config_name: gem\n  model_type: gemini_chat\n  model_name: gemini-pro\n"
-                         "  api_key: goog-secret-77\n" + extra + "  client_args:\n    base_url: " +
-                         fake_model_server().base(key, scenario) +
-                         "/v1beta\n    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n");
+  return model_from_yaml(
+      "- config_name: gem\n  model_type: gemini_chat\n  model_name: gemini-pro\n"
+      "  api_key: goog-secret-77\n" +
+      extra + "  client_args:\n    base_url: " + fake_model_server().base(key, scenario) +
+      "/v1beta\n    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n");
 }
 
 std::vector<Msg> tool_round_trip(const std::string& call_id) {
@@ -51,7 +53,8 @@ std::vector<Msg> tool_round_trip(const std::string& call_id) {
 
 // --- anthropic_chat -------------------------------------------------------------------------
 
-TEST_CASE("anthropic_chat: system prompt at the top level, max_tokens, headers, usage", "[models][anthropic]") {
+TEST_CASE("anthropic_chat: system prompt at the top level, max_tokens, headers, usage",
+          "[models][anthropic]") {
   auto key = unique_key("ant");
   auto model = anthropic(key, "ok", "  generate_args: {temperature: 0.2}\n");
   ChatResponse r = model->chat(conversation());
@@ -83,7 +86,8 @@ TEST_CASE("anthropic_chat: system prompt at the top level, max_tokens, headers, 
 TEST_CASE("anthropic_chat: streaming server-sent events", "[models][anthropic][stream]") {
   auto key = unique_key("antstream");
   std::vector<std::string> chunks;
-  ChatResponse r = anthropic(key, "ok")->stream(conversation("x y"), [&](std::string_view c) { chunks.emplace_back(c); });
+  ChatResponse r =
+      anthropic(key, "ok")->stream(conversation("x y"), [&](std::string_view c) { chunks.emplace_back(c); });
   CHECK(r.msg.content == "echo: x y");
   CHECK(chunks == std::vector<std::string>{"echo: ", "x ", "y"});
   CHECK(r.usage.prompt_tokens == 9);
@@ -100,7 +104,8 @@ TEST_CASE("anthropic_chat: tools go out as input_schema, tool_use comes back in 
   auto model = anthropic(key, "tools");
   for (bool stream : {false, true}) {
     INFO("stream " << stream);
-    ChatResponse r = stream ? model->stream(conversation(), [](std::string_view) {}, options)
+    ChatResponse r = stream ? model->stream(
+                                  conversation(), [](std::string_view) {}, options)
                             : model->chat(conversation(), options);
     CHECK(r.msg.content == "Let me check.");
     CHECK(r.msg.metadata["finish_reason"] == "tool_use");
@@ -143,7 +148,8 @@ TEST_CASE("anthropic_chat: 529/5xx and 429 are retried, and 4xx is reported with
   Error e = error_from([&] { anthropic(key400, "fail-400-0")->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK_FALSE(e.retryable());
-  CHECK_THAT(e.message(), Contains("model 'claude'") && Contains("HTTP 400") && Contains("anthropic says status 400"));
+  CHECK_THAT(e.message(),
+             Contains("model 'claude'") && Contains("HTTP 400") && Contains("anthropic says status 400"));
   CHECK(fake_model_server().requests(key400).size() == 1);
 }
 
@@ -152,14 +158,18 @@ TEST_CASE("anthropic_chat: malformed answers are model_errors", "[models][anthro
   CHECK_THAT(garbage.message(), Contains("invalid JSON"));
 
   std::string got;
-  Error cut = error_from(
-      [&] { anthropic(unique_key("antcut"), "truncated")->stream(conversation("a b c"), [&](std::string_view c) { got += c; }); });
+  Error cut = error_from([&] {
+    anthropic(unique_key("antcut"), "truncated")->stream(conversation("a b c"), [&](std::string_view c) {
+      got += c;
+    });
+  });
   CHECK(cut.retryable());
   CHECK_THAT(cut.message(), Contains("ended before it was complete"));
   CHECK(got == "echo: a ");
 
-  Error inner = error_from(
-      [&] { anthropic(unique_key("anterr"), "errorinstream")->stream(conversation(), [](std::string_view) {}); });
+  Error inner = error_from([&] {
+    anthropic(unique_key("anterr"), "errorinstream")->stream(conversation(), [](std::string_view) {});
+  });
   CHECK_THAT(inner.message(), Contains("overloaded mid-stream"));
 }
 
@@ -192,7 +202,8 @@ TEST_CASE("gemini_chat: roles user/model, systemInstruction, generationConfig, u
 TEST_CASE("gemini_chat: streamGenerateContent with alt=sse", "[models][gemini][stream]") {
   auto key = unique_key("gemstream");
   std::vector<std::string> chunks;
-  ChatResponse r = gemini(key, "ok")->stream(conversation("x y"), [&](std::string_view c) { chunks.emplace_back(c); });
+  ChatResponse r =
+      gemini(key, "ok")->stream(conversation("x y"), [&](std::string_view c) { chunks.emplace_back(c); });
   CHECK(r.msg.content == "echo: x y");
   CHECK(chunks == std::vector<std::string>{"echo: ", "x ", "y"});
   CHECK(r.usage.completion_tokens == 3);
@@ -208,7 +219,8 @@ TEST_CASE("gemini_chat: functionDeclarations out, functionCall back, functionRes
   auto model = gemini(key, "tools");
   for (bool stream : {false, true}) {
     INFO("stream " << stream);
-    ChatResponse r = stream ? model->stream(conversation(), [](std::string_view) {}, options)
+    ChatResponse r = stream ? model->stream(
+                                  conversation(), [](std::string_view) {}, options)
                             : model->chat(conversation(), options);
     REQUIRE(r.msg.metadata["tool_calls"].size() == 1);
     const Value& call = r.msg.metadata["tool_calls"][0];
@@ -228,7 +240,8 @@ TEST_CASE("gemini_chat: functionDeclarations out, functionCall back, functionRes
       {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"content": "sunny"}}}]}])"));
 }
 
-TEST_CASE("gemini_chat: 5xx and 429 are retried, and errors carry Google's message", "[models][gemini][retry]") {
+TEST_CASE("gemini_chat: 5xx and 429 are retried, and errors carry Google's message",
+          "[models][gemini][retry]") {
   auto key = unique_key("gem503");
   CHECK(gemini(key, "fail-503-1")->chat(conversation()).msg.content == "echo: hello there model");
   CHECK(fake_model_server().requests(key).size() == 2);
@@ -250,12 +263,16 @@ TEST_CASE("gemini_chat: malformed or blocked answers are model_errors", "[models
   CHECK_THAT(error_from([&] { gemini(unique_key("gemb"), "blocked")->chat(conversation()); }).message(),
              Contains("blocked") && Contains("SAFETY"));
   std::string got;
-  Error bad = error_from(
-      [&] { gemini(unique_key("gemgs"), "garbagestream")->stream(conversation(), [&](std::string_view c) { got += c; }); });
+  Error bad = error_from([&] {
+    gemini(unique_key("gemgs"), "garbagestream")->stream(conversation(), [&](std::string_view c) {
+      got += c;
+    });
+  });
   CHECK_THAT(bad.message(), Contains("invalid JSON in a stream event"));
   CHECK(got == "echo: ");
-  Error cut = error_from(
-      [&] { gemini(unique_key("gemcut"), "truncated")->stream(conversation("a b c"), [](std::string_view) {}); });
+  Error cut = error_from([&] {
+    gemini(unique_key("gemcut"), "truncated")->stream(conversation("a b c"), [](std::string_view) {});
+  });
   CHECK(cut.retryable());
   CHECK_THAT(cut.message(), Contains("ended before it was complete"));
 }

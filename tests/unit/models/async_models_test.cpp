@@ -16,7 +16,6 @@
 #include <kj/async-io.h>
 #include <kj/vector.h>
 
-
 #include <chrono>
 #include <set>
 #include <string>
@@ -64,11 +63,12 @@ struct Loop {
 // client_args lines (after base_url) that keep the tests fast.
 const std::string kFast = "    timeout: 5\n    max_retries: 2\n    retry_initial_delay: 0.02\n";
 
-std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& scenario, const std::string& extra,
-                                  const std::string& client_args) {
-  return model_from_yaml("- config_name: gpt-" + key + "\n  model_type: openai_chat\n  model_name: test-model\n" +
-                         "  api_key: sk-secret-key-123\n" + extra + "  client_args:\n    base_url: " +
-                         fake_model_server().base(key, scenario) + "/v1\n" + client_args);
+std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& scenario,
+                                  const std::string& extra, const std::string& client_args) {
+  return model_from_yaml(
+      "- config_name: gpt-" + key + "\n  model_type: openai_chat\n  model_name: test-model\n" +
+      "  api_key: sk-secret-key-123\n" + extra +
+      "  client_args:\n    base_url: " + fake_model_server().base(key, scenario) + "/v1\n" + client_args);
 }
 
 std::string stream_text(Loop& loop, const std::shared_ptr<ChatModel>& model, ChatResponse& out,
@@ -119,26 +119,32 @@ TEST_CASE("chat_async and stream_async: openai_chat answers as chat() does, chun
 TEST_CASE("chat_async and stream_async: anthropic_chat, gemini_chat and ollama_chat", "[models][async]") {
   SECTION("anthropic_chat") {
     auto key = unique_key("async-anthropic");
-    check_chat_and_stream(model_from_yaml(
-        "- config_name: claude\n  model_type: anthropic_chat\n  model_name: claude-3-opus\n  api_key: sk-ant-1\n"
-        "  client_args:\n    base_url: " + fake_model_server().base(key, "ok") + "\n" + kFast));
-    CHECK(fake_model_server().requests(key)[0]["path"].get<std::string>().find("/v1/messages") != std::string::npos);
+    check_chat_and_stream(
+        model_from_yaml("- config_name: claude\n  model_type: anthropic_chat\n  model_name: claude-3-opus\n  "
+                        "api_key: sk-ant-1\n"
+                        "  client_args:\n    base_url: " +
+                        fake_model_server().base(key, "ok") + "\n" + kFast));
+    CHECK(fake_model_server().requests(key)[0]["path"].get<std::string>().find("/v1/messages") !=
+          std::string::npos);
   }
   SECTION("gemini_chat") {
     auto key = unique_key("async-gemini");
     check_chat_and_stream(model_from_yaml(
         "- config_name: gem\n  model_type: gemini_chat\n  model_name: gemini-pro\n  api_key: goog-1\n"
-        "  client_args:\n    base_url: " + fake_model_server().base(key, "ok") + "/v1beta\n" + kFast));
+        "  client_args:\n    base_url: " +
+        fake_model_server().base(key, "ok") + "/v1beta\n" + kFast));
     auto sent = fake_model_server().requests(key);
     REQUIRE(sent.size() == 2);
     CHECK(sent[1]["path"].get<std::string>().find(":streamGenerateContent") != std::string::npos);
   }
   SECTION("ollama_chat") {
     auto key = unique_key("async-ollama");
-    check_chat_and_stream(model_from_yaml("- config_name: llama\n  model_type: ollama_chat\n  model_name: llama3\n"
-                                          "  host: " + fake_model_server().base(key, "ok") + "\n  client_args:\n" +
-                                          kFast));
-    CHECK(fake_model_server().requests(key)[0]["path"].get<std::string>().find("/api/chat") != std::string::npos);
+    check_chat_and_stream(
+        model_from_yaml("- config_name: llama\n  model_type: ollama_chat\n  model_name: llama3\n"
+                        "  host: " +
+                        fake_model_server().base(key, "ok") + "\n  client_args:\n" + kFast));
+    CHECK(fake_model_server().requests(key)[0]["path"].get<std::string>().find("/api/chat") !=
+          std::string::npos);
   }
   SECTION("post_api_chat (no streaming: one chunk)") {
     auto key = unique_key("async-post");
@@ -156,15 +162,15 @@ TEST_CASE("chat_async retries 5xx and 429 with backoff, and fails as chat() fail
   Loop loop;
   SECTION("two 503s, then an answer") {
     auto key = unique_key("async-retry");
-    ChatResponse r = loop.await(agentd::detail::chat_async(openai(key, "fail-503-2", "", kFast), loop.http,
-                                                           conversation()));
+    ChatResponse r = loop.await(
+        agentd::detail::chat_async(openai(key, "fail-503-2", "", kFast), loop.http, conversation()));
     CHECK(r.msg.text() == "echo: hello there model");
     CHECK(fake_model_server().requests(key).size() == 3);
   }
   SECTION("429 with retry-after-ms is waited for") {
     auto key = unique_key("async-429");
-    ChatResponse r = loop.await(agentd::detail::chat_async(openai(key, "ratelimitms-1-150", "", kFast), loop.http,
-                                                           conversation()));
+    ChatResponse r = loop.await(
+        agentd::detail::chat_async(openai(key, "ratelimitms-1-150", "", kFast), loop.http, conversation()));
     CHECK(r.msg.text() == "echo: hello there model");
     auto sent = fake_model_server().requests(key);
     REQUIRE(sent.size() == 2);
@@ -194,8 +200,8 @@ TEST_CASE("chat_async retries 5xx and 429 with backoff, and fails as chat() fail
   SECTION("an invalid stream event fails the stream call with the parser's error") {
     auto key = unique_key("async-garbage");
     Error e = error_from([&] {
-      loop.await(agentd::detail::stream_async(openai(key, "garbagestream", "", kFast), loop.http, conversation(),
-                                              [](std::string_view) {}));
+      loop.await(agentd::detail::stream_async(openai(key, "garbagestream", "", kFast), loop.http,
+                                              conversation(), [](std::string_view) {}));
     });
     CHECK(e.code() == agentd::ErrorCode::model_error);
     CHECK_THAT(e.message(), Catch::Contains("invalid JSON in a stream event"));
@@ -218,7 +224,8 @@ TEST_CASE("chat_async and stream_async time out as the blocking calls do", "[mod
     auto key = unique_key("async-idle");
     std::vector<std::string> chunks;
     Error e = error_from([&] {
-      loop.await(agentd::detail::stream_async(openai(key, "slowstream-3000", "", quick), loop.http, conversation(),
+      loop.await(agentd::detail::stream_async(openai(key, "slowstream-3000", "", quick), loop.http,
+                                              conversation(),
                                               [&](std::string_view c) { chunks.emplace_back(c); }));
     });
     CHECK(chunks.size() == 1);  // what came before the silence
@@ -281,7 +288,8 @@ TEST_CASE("max_concurrency bounds the calls of a model in flight and the rest wa
   auto sent = fake_model_server().requests(key);
   REQUIRE(sent.size() == 12);
   std::set<std::string> first3;
-  for (std::size_t i = 0; i < 3; ++i) first3.insert(sent[i]["body"]["messages"][1]["content"].get<std::string>());
+  for (std::size_t i = 0; i < 3; ++i)
+    first3.insert(sent[i]["body"]["messages"][1]["content"].get<std::string>());
   CHECK(first3 == std::set<std::string>{"call 0", "call 1", "call 2"});
 }
 
@@ -296,11 +304,10 @@ TEST_CASE("hundreds of chat_async calls in flight start no thread and share kept
   for (int i = 0; i < kCalls; ++i) calls.add(agentd::detail::chat_async(model, loop.http, conversation()));
   std::size_t most = before;
   bool done = false;
-  auto joined = kj::joinPromises(calls.releaseAsArray())
-                    .then([&](kj::Array<ChatResponse> all) {
-                      done = true;
-                      return all.size();
-                    });
+  auto joined = kj::joinPromises(calls.releaseAsArray()).then([&](kj::Array<ChatResponse> all) {
+    done = true;
+    return all.size();
+  });
   auto forked = joined.fork();
   auto result = forked.addBranch();
   loop.until([&] {
@@ -330,13 +337,15 @@ TEST_CASE("chat_async through the registry counts usage and errors like chat()",
   auto configs = agentd::detail::parse_model_configs(
       "- config_name: counted\n  model_type: openai_chat\n  model_name: m\n  client_args:\n    base_url: " +
           fake_model_server().base(key, "ok") + "/v1\n" + kFast +
-          "- config_name: broken\n  model_type: openai_chat\n  model_name: m\n  client_args:\n    base_url: " +
+          "- config_name: broken\n  model_type: openai_chat\n  model_name: m\n  client_args:\n    "
+          "base_url: " +
           fake_model_server().base(key, "fail-400-0") + "/v1\n" + kFast,
       "test.yaml");
   registry.replace(configs);
   auto model = registry.get("counted");
   ChatResponse r = loop.await(agentd::detail::chat_async(model, loop.http, conversation()));
-  CHECK_THROWS_AS(loop.await(agentd::detail::chat_async(registry.get("broken"), loop.http, conversation())), Error);
+  CHECK_THROWS_AS(loop.await(agentd::detail::chat_async(registry.get("broken"), loop.http, conversation())),
+                  Error);
   // A reload that drops the model: the call in hand still works.
   registry.replace({});
   loop.await(agentd::detail::stream_async(model, loop.http, conversation(), [](std::string_view) {}));
@@ -361,8 +370,8 @@ TEST_CASE("echo answers chat_async on the loop and delay_ms waits on the loop's 
   CHECK(all[99].msg.text() == "hi");
   CHECK(all[99].latency >= std::chrono::milliseconds(200));
   std::vector<std::string> chunks;
-  ChatResponse s = loop.await(agentd::detail::stream_async(model, loop.http, conversation("a b c"),
-                                                           [&](std::string_view c) { chunks.emplace_back(c); }));
+  ChatResponse s = loop.await(agentd::detail::stream_async(
+      model, loop.http, conversation("a b c"), [&](std::string_view c) { chunks.emplace_back(c); }));
   CHECK(chunks == std::vector<std::string>{"a ", "b ", "c"});
 }
 
@@ -375,7 +384,8 @@ class BlockingOnlyModel final : public ChatModel {
   const std::string& model_type() const override { return name_; }
   ChatResponse chat(const std::vector<Msg>& messages, const ChatOptions&) override {
     thread_ = std::this_thread::get_id();
-    if (messages.back().text() == "fail") throw Error(ErrorCode::model_error, "model 'blocking': it failed", {}, {}, true);
+    if (messages.back().text() == "fail")
+      throw Error(ErrorCode::model_error, "model 'blocking': it failed", {}, {}, true);
     ChatResponse r;
     r.msg = Msg("assistant", Value("blocking: " + messages.back().text()), "assistant");
     return r;
@@ -430,7 +440,8 @@ TEST_CASE("a model without an asynchronous path runs on the worker pool and reso
 
 TEST_CASE("agentd::Error crosses a kj promise whole", "[models][async]") {
   Error original(ErrorCode::unknown_agent, "no agent 'a|b]: c'", "a|b]: c", "Some Class", true);
-  Error back = agentd::detail::error_from_kj(agentd::detail::to_kj_exception(std::make_exception_ptr(original)));
+  Error back =
+      agentd::detail::error_from_kj(agentd::detail::to_kj_exception(std::make_exception_ptr(original)));
   CHECK(back.code() == original.code());
   CHECK(back.message() == original.message());
   CHECK(back.agent_id() == original.agent_id());
@@ -443,11 +454,14 @@ TEST_CASE("agentd::Error crosses a kj promise whole", "[models][async]") {
 TEST_CASE("max_concurrency in a model config: a positive integer, 64 by default", "[models][async][config]") {
   using agentd::detail::parse_model_configs;
   CHECK(parse_model_configs("- {config_name: a, model_type: echo}\n", "m.yaml")[0].max_concurrency == 64);
-  CHECK(parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: 5}\n", "m.yaml")[0].max_concurrency ==
-        5);
-  Error zero = error_from([] { parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: 0}\n", "m.yaml"); });
+  CHECK(parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: 5}\n", "m.yaml")[0]
+            .max_concurrency == 5);
+  Error zero = error_from(
+      [] { parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: 0}\n", "m.yaml"); });
   CHECK(zero.code() == ErrorCode::config_error);
-  CHECK_THAT(zero.message(), Catch::Contains("m.yaml:1:") && Catch::Contains("'max_concurrency' must be a positive integer"));
-  Error word = error_from([] { parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: lots}\n", "m.yaml"); });
+  CHECK_THAT(zero.message(),
+             Catch::Contains("m.yaml:1:") && Catch::Contains("'max_concurrency' must be a positive integer"));
+  Error word = error_from(
+      [] { parse_model_configs("- {config_name: a, model_type: echo, max_concurrency: lots}\n", "m.yaml"); });
   CHECK_THAT(word.message(), Catch::Contains("'max_concurrency' must be a positive integer"));
 }

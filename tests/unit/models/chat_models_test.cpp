@@ -29,16 +29,17 @@ using Clock = std::chrono::steady_clock;
 
 // An openai_chat model at scenario `scenario` under `key`, with small retry delays; `client`
 // overrides client_args (written as a JSON flow mapping, which YAML reads as is).
-std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& scenario, const std::string& extra = "",
-                                  const Value& client = Value::object()) {
+std::shared_ptr<ChatModel> openai(const std::string& key, const std::string& scenario,
+                                  const std::string& extra = "", const Value& client = Value::object()) {
   Value args = {{"base_url", fake_model_server().base(key, scenario) + "/v1"},
                 {"timeout", 5},
                 {"max_retries", 2},
                 {"retry_initial_delay", 0.05}};
   for (auto& [k, v] : client.items()) args[k] = v;
-  return model_from_yaml("- config_name: gpt\n  model_type: openai_chat\n  model_name: test-model\n"
-                         "  api_key: sk-secret-key-123\n" +
-                         extra + "  client_args: " + args.dump() + "\n");
+  return model_from_yaml(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: test-model\n"
+      "  api_key: sk-secret-key-123\n" +
+      extra + "  client_args: " + args.dump() + "\n");
 }
 
 double seconds_between(const Value& a, const Value& b) { return b["t"].get<double>() - a["t"].get<double>(); }
@@ -49,8 +50,9 @@ double seconds_between(const Value& a, const Value& b) { return b["t"].get<doubl
 
 TEST_CASE("openai_chat: a completion, with generate_args merged and the key sent", "[models][openai]") {
   auto key = unique_key("ok");
-  auto model = openai(key, "ok", "  organization: org-7\n  generate_args: {temperature: 0.5, max_tokens: 50}\n",
-                      {{"default_headers", {{"X-Team", "agents"}}}});
+  auto model =
+      openai(key, "ok", "  organization: org-7\n  generate_args: {temperature: 0.5, max_tokens: 50}\n",
+             {{"default_headers", {{"X-Team", "agents"}}}});
   ChatOptions options;
   options.generate_args = {{"max_tokens", 20}, {"seed", 1}};
   ChatResponse r = model->chat(conversation(), options);
@@ -84,8 +86,8 @@ TEST_CASE("openai_chat: streaming delivers chunks as SSE and the usage chunk", "
   auto key = unique_key("stream");
   auto model = openai(key, "ok");
   std::vector<std::string> chunks;
-  ChatResponse r = model->stream(conversation("one two three four"),
-                                 [&](std::string_view c) { chunks.emplace_back(c); });
+  ChatResponse r =
+      model->stream(conversation("one two three four"), [&](std::string_view c) { chunks.emplace_back(c); });
   CHECK(r.msg.content == "echo: one two three four");
   REQUIRE(chunks.size() == 5);
   CHECK(chunks[0] == "echo: ");
@@ -188,7 +190,8 @@ TEST_CASE("openai_chat: a Retry-After beyond retry_max_delay fails at once", "[m
   Error e = error_from([&] { model->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK(e.retryable());
-  CHECK_THAT(e.message(), Contains("HTTP 429") && Contains("rate limited, slow down") && Contains("120000 ms"));
+  CHECK_THAT(e.message(),
+             Contains("HTTP 429") && Contains("rate limited, slow down") && Contains("120000 ms"));
   CHECK(fake_model_server().requests(key).size() == 1);
 }
 
@@ -198,13 +201,13 @@ TEST_CASE("openai_chat: 500s are retried with backoff, then reported", "[models]
   Error e = error_from([&] { model->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK(e.retryable());
-  CHECK_THAT(e.message(), Contains("model 'gpt'") && Contains("HTTP 500") && Contains("server says status 500") &&
-                              Contains("after 3 attempts"));
+  CHECK_THAT(e.message(), Contains("model 'gpt'") && Contains("HTTP 500") &&
+                              Contains("server says status 500") && Contains("after 3 attempts"));
   CHECK_THAT(e.message(), !Contains("sk-secret-key-123"));
   Value reqs = fake_model_server().requests(key);
-  REQUIRE(reqs.size() == 3);  // 1 + max_retries
-  CHECK(seconds_between(reqs[0], reqs[1]) >= 0.1);   // first wait in [0.1, 0.2] s
-  CHECK(seconds_between(reqs[1], reqs[2]) >= 0.2);   // second in [0.2, 0.4] s
+  REQUIRE(reqs.size() == 3);                        // 1 + max_retries
+  CHECK(seconds_between(reqs[0], reqs[1]) >= 0.1);  // first wait in [0.1, 0.2] s
+  CHECK(seconds_between(reqs[1], reqs[2]) >= 0.2);  // second in [0.2, 0.4] s
 }
 
 TEST_CASE("openai_chat: a 503 then success is invisible to the caller", "[models][openai][retry]") {
@@ -220,7 +223,8 @@ TEST_CASE("openai_chat: other 4xx are not retried", "[models][openai][retry]") {
   Error e = error_from([&] { model->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK_FALSE(e.retryable());
-  CHECK_THAT(e.message(), Contains("model 'gpt'") && Contains("HTTP 400") && Contains("server says status 400"));
+  CHECK_THAT(e.message(),
+             Contains("model 'gpt'") && Contains("HTTP 400") && Contains("server says status 400"));
   CHECK(fake_model_server().requests(key).size() == 1);
 }
 
@@ -255,18 +259,21 @@ TEST_CASE("openai_chat: a stream that ends before [DONE] is an error", "[models]
   auto key = unique_key("truncated");
   auto model = openai(key, "truncated");
   std::string got;
-  Error e = error_from([&] { model->stream(conversation("a b c d"), [&](std::string_view c) { got += c; }); });
+  Error e =
+      error_from([&] { model->stream(conversation("a b c d"), [&](std::string_view c) { got += c; }); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK(e.retryable());
   CHECK_THAT(e.message(), Contains("ended before it was complete"));
   CHECK(got == "echo: a ");
 }
 
-TEST_CASE("openai_chat: a connection dropped mid-stream is an error, not a silent retry", "[models][openai][stream]") {
+TEST_CASE("openai_chat: a connection dropped mid-stream is an error, not a silent retry",
+          "[models][openai][stream]") {
   auto key = unique_key("cut");
   auto model = openai(key, "cut-2");
   std::string got;
-  Error e = error_from([&] { model->stream(conversation("a b c d"), [&](std::string_view c) { got += c; }); });
+  Error e =
+      error_from([&] { model->stream(conversation("a b c d"), [&](std::string_view c) { got += c; }); });
   CHECK_THAT(e.message(), Contains("broke off"));
   CHECK(got == "echo: a ");
   CHECK(fake_model_server().requests(key).size() == 1);  // chunks were delivered: no retry
@@ -281,10 +288,11 @@ TEST_CASE("openai_chat: an error event inside a stream is reported", "[models][o
 
 TEST_CASE("openai_chat: a slow endpoint times out, is retried, then reported", "[models][openai][timeout]") {
   auto key = unique_key("slow");
-  auto model = model_from_yaml("- config_name: slowpoke\n  model_type: openai_chat\n  model_name: m\n"
-                               "  client_args:\n    base_url: " +
-                               fake_model_server().base(key, "slow-3000") +
-                               "/v1\n    timeout: 0.3\n    max_retries: 1\n    retry_initial_delay: 0.01\n");
+  auto model = model_from_yaml(
+      "- config_name: slowpoke\n  model_type: openai_chat\n  model_name: m\n"
+      "  client_args:\n    base_url: " +
+      fake_model_server().base(key, "slow-3000") +
+      "/v1\n    timeout: 0.3\n    max_retries: 1\n    retry_initial_delay: 0.01\n");
   auto start = Clock::now();
   Error e = error_from([&] { model->chat(conversation()); });
   CHECK(Clock::now() - start < 2500ms);
@@ -307,10 +315,10 @@ TEST_CASE("openai_chat: a per-call timeout overrides the config's", "[models][op
 
 TEST_CASE("openai_chat: a stalled stream hits the idle timeout", "[models][openai][timeout][stream]") {
   auto key = unique_key("slowstream");
-  auto model = model_from_yaml("- config_name: g\n  model_type: openai_chat\n  model_name: m\n"
-                               "  client_args:\n    base_url: " +
-                               fake_model_server().base(key, "slowstream-4000") +
-                               "/v1\n    timeout: 0.3\n    max_retries: 3\n");
+  auto model = model_from_yaml(
+      "- config_name: g\n  model_type: openai_chat\n  model_name: m\n"
+      "  client_args:\n    base_url: " +
+      fake_model_server().base(key, "slowstream-4000") + "/v1\n    timeout: 0.3\n    max_retries: 3\n");
   std::string got;
   auto start = Clock::now();
   Error e = error_from([&] { model->stream(conversation(), [&](std::string_view c) { got += c; }); });
@@ -322,9 +330,10 @@ TEST_CASE("openai_chat: a stalled stream hits the idle timeout", "[models][opena
 
 TEST_CASE("openai_chat: a refused connection is retried, then reported", "[models][openai][retry]") {
   int port = agentd::test::closed_port();
-  auto model = model_from_yaml("- config_name: nowhere\n  model_type: openai_chat\n  model_name: m\n"
-                               "  client_args:\n    base_url: http://127.0.0.1:" +
-                               std::to_string(port) + "/v1\n    max_retries: 2\n    retry_initial_delay: 0.01\n");
+  auto model = model_from_yaml(
+      "- config_name: nowhere\n  model_type: openai_chat\n  model_name: m\n"
+      "  client_args:\n    base_url: http://127.0.0.1:" +
+      std::to_string(port) + "/v1\n    max_retries: 2\n    retry_initial_delay: 0.01\n");
   Error e = error_from([&] { model->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
   CHECK(e.retryable());
@@ -355,7 +364,8 @@ TEST_CASE("openai_chat: one model serves many threads at once", "[models][openai
 
 // --- ollama_chat ----------------------------------------------------------------------------
 
-std::shared_ptr<ChatModel> ollama(const std::string& key, const std::string& scenario, const std::string& extra = "") {
+std::shared_ptr<ChatModel> ollama(const std::string& key, const std::string& scenario,
+                                  const std::string& extra = "") {
   return model_from_yaml("- config_name: llama\n  model_type: ollama_chat\n  model_name: llama3\n  host: " +
                          fake_model_server().base(key, scenario) +
                          "\n  options: {num_ctx: 2048}\n  keep_alive: 1m\n" + extra +
@@ -416,11 +426,12 @@ TEST_CASE("ollama_chat: the endpoint's error message is reported", "[models][oll
 // --- dashscope_chat -------------------------------------------------------------------------
 
 std::shared_ptr<ChatModel> dashscope(const std::string& key, const std::string& scenario) {
-  return model_from_yaml("- config_name: qwen\n  model_type: dashscope_chat\n  model_name: qwen-max\n"
-                         "  api_key: ds-key-456789\n  generate_args: {temperature: 0.3}\n"
-                         "  client_args:\n    base_url: " +
-                         fake_model_server().base(key, scenario) +
-                         "/api/v1\n    max_retries: 1\n    retry_initial_delay: 0.01\n");
+  return model_from_yaml(
+      "- config_name: qwen\n  model_type: dashscope_chat\n  model_name: qwen-max\n"
+      "  api_key: ds-key-456789\n  generate_args: {temperature: 0.3}\n"
+      "  client_args:\n    base_url: " +
+      fake_model_server().base(key, scenario) +
+      "/api/v1\n    max_retries: 1\n    retry_initial_delay: 0.01\n");
 }
 
 TEST_CASE("dashscope_chat: a completion over the native API", "[models][dashscope]") {
@@ -440,7 +451,8 @@ TEST_CASE("dashscope_chat: a completion over the native API", "[models][dashscop
 TEST_CASE("dashscope_chat: streaming with X-DashScope-SSE", "[models][dashscope][stream]") {
   auto key = unique_key("dsstream");
   std::vector<std::string> chunks;
-  ChatResponse r = dashscope(key, "ok")->stream(conversation("p q"), [&](std::string_view c) { chunks.emplace_back(c); });
+  ChatResponse r =
+      dashscope(key, "ok")->stream(conversation("p q"), [&](std::string_view c) { chunks.emplace_back(c); });
   CHECK(r.msg.content == "echo: p q");
   CHECK(chunks == std::vector<std::string>{"echo: ", "p ", "q"});
   CHECK(r.msg.metadata["finish_reason"] == "stop");
@@ -451,7 +463,8 @@ TEST_CASE("dashscope_chat: streaming with X-DashScope-SSE", "[models][dashscope]
 
 TEST_CASE("dashscope_chat: a stream cut before finish_reason is an error", "[models][dashscope][stream]") {
   auto key = unique_key("dstrunc");
-  Error e = error_from([&] { dashscope(key, "truncated")->stream(conversation("a b c"), [](std::string_view) {}); });
+  Error e = error_from(
+      [&] { dashscope(key, "truncated")->stream(conversation("a b c"), [](std::string_view) {}); });
   CHECK_THAT(e.message(), Contains("ended before it was complete"));
 }
 
@@ -467,10 +480,10 @@ TEST_CASE("dashscope_chat: DashScope's error code and message are reported", "[m
 
 TEST_CASE("post_api_chat: AgentScope's request and response forms", "[models][post_api]") {
   auto key = unique_key("post");
-  auto model = model_from_yaml("- config_name: p\n  model_type: post_api_chat\n  api_url: " +
-                               fake_model_server().base(key, "ok") +
-                               "/post\n  headers: {X-Api-Token: tok}\n  json_args: {model: m1, temperature: 0}\n"
-                               "  max_retries: 1\n");
+  auto model = model_from_yaml(
+      "- config_name: p\n  model_type: post_api_chat\n  api_url: " + fake_model_server().base(key, "ok") +
+      "/post\n  headers: {X-Api-Token: tok}\n  json_args: {model: m1, temperature: 0}\n"
+      "  max_retries: 1\n");
   ChatResponse r = model->chat(conversation());
   CHECK(r.msg.content == "echo: hello there model");
   Value req = fake_model_server().requests(key)[0];
@@ -508,7 +521,8 @@ TEST_CASE("post_api_chat: response_path and OpenAI-shaped answers", "[models][po
 
 TEST_CASE("echo: answers with the last user message and counts words", "[models][echo]") {
   auto model = model_from_yaml("- config_name: e\n  model_type: echo\n");
-  std::vector<Msg> msgs = {Msg("system", Value("be brief"), "system"), Msg("user", Value("hello big world"), "user"),
+  std::vector<Msg> msgs = {Msg("system", Value("be brief"), "system"),
+                           Msg("user", Value("hello big world"), "user"),
                            Msg("bot", Value("ignored reply"), "assistant")};
   ChatResponse r = model->chat(msgs);
   CHECK(r.msg.content == "hello big world");

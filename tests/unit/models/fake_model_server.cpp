@@ -56,7 +56,8 @@ FakeModelServer::FakeModelServer() {
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (line.find('\n') == std::string::npos) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) die("did not report its port within 20 s");
     pollfd p{out[0], POLLIN, 0};
     int rc = poll(&p, 1, static_cast<int>(left.count()));

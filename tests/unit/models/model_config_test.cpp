@@ -150,7 +150,8 @@ TEST_CASE("${ENV} is substituted in every string value", "[models][config]") {
 }
 
 TEST_CASE("the shipped config/models.yaml loads with no environment and no network", "[models][config]") {
-  for (const char* v : {"OPENAI_API_KEY", "DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY", "OLLAMA_HOST"}) unsetenv(v);
+  for (const char* v : {"OPENAI_API_KEY", "DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY", "OLLAMA_HOST"})
+    unsetenv(v);
   auto configs = load_model_configs(std::string(AGENTD_SOURCE_DIR) + "/config/models.yaml");
   REQUIRE_FALSE(configs.empty());
   CHECK(configs[0].config_name == "echo");
@@ -178,19 +179,19 @@ TEST_CASE("config error: JSON syntax names line and column", "[models][config][e
 TEST_CASE("config error: a JSON number beyond a double is placed and named, not a crash",
           "[models][config][errors][hostile]") {
   // model_config_fuzz found it: nlohmann's out_of_range for such a number escaped the parser.
-  auto msg = error_of("[{\"config_name\": \"a\",\n  \"model_type\": \"echo\", \"x\": 4e4444}]",
-                      "m.json");
-  CHECK_THAT(msg, Contains("m.json:2:") && Contains("invalid JSON") &&
-                      Contains("number overflow") && Contains("4e4444"));
+  auto msg = error_of("[{\"config_name\": \"a\",\n  \"model_type\": \"echo\", \"x\": 4e4444}]", "m.json");
+  CHECK_THAT(msg, Contains("m.json:2:") && Contains("invalid JSON") && Contains("number overflow") &&
+                      Contains("4e4444"));
 }
 
 TEST_CASE("config error: unknown model_type lists the valid ones", "[models][config][errors]") {
   auto msg = error_of("- config_name: gpt\n  model_type: opena_chat\n  model_name: x\n");
-  CHECK_THAT(msg, Contains("models.yaml:2:15") && Contains("'gpt'") && Contains("unknown model_type 'opena_chat'") &&
-                      Contains("anthropic_chat, dashscope_chat, dashscope_text_embedding, echo, gemini_chat, "
-                               "gemini_embedding, litellm_chat, ollama_chat, ollama_embedding, ollama_generate, "
-                               "openai_chat, openai_embedding, post_api_chat, yi_chat, zhipuai_chat, "
-                               "zhipuai_embedding"));
+  CHECK_THAT(
+      msg, Contains("models.yaml:2:15") && Contains("'gpt'") && Contains("unknown model_type 'opena_chat'") &&
+               Contains("anthropic_chat, dashscope_chat, dashscope_text_embedding, echo, gemini_chat, "
+                        "gemini_embedding, litellm_chat, ollama_chat, ollama_embedding, ollama_generate, "
+                        "openai_chat, openai_embedding, post_api_chat, yi_chat, zhipuai_chat, "
+                        "zhipuai_embedding"));
 }
 
 TEST_CASE("config error: unknown model_type in JSON has a position too", "[models][config][errors]") {
@@ -206,7 +207,8 @@ TEST_CASE("config error: missing config_name", "[models][config][errors]") {
 
 TEST_CASE("config error: missing model_type", "[models][config][errors]") {
   auto msg = error_of("- config_name: echo2\n- config_name: x\n");
-  CHECK_THAT(msg, Contains("models.yaml:1:3") && Contains("'echo2'") && Contains("missing required field 'model_type'"));
+  CHECK_THAT(msg, Contains("models.yaml:1:3") && Contains("'echo2'") &&
+                      Contains("missing required field 'model_type'"));
 }
 
 TEST_CASE("config error: missing model_name for a type that needs one", "[models][config][errors]") {
@@ -215,18 +217,21 @@ TEST_CASE("config error: missing model_name for a type that needs one", "[models
 }
 
 TEST_CASE("config error: a field of the wrong type", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args:\n    timeout: soon\n");
+  auto msg = error_of(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args:\n    timeout: soon\n");
   CHECK_THAT(msg, Contains("models.yaml:5:14") && Contains("'client_args.timeout'") &&
                       Contains("positive number of seconds") && Contains("soon"));
 }
 
 TEST_CASE("config error: a negative max_retries", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {max_retries: -1}\n");
+  auto msg = error_of(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {max_retries: -1}\n");
   CHECK_THAT(msg, Contains("'client_args.max_retries'") && Contains("non-negative integer"));
 }
 
 TEST_CASE("config error: generate_args must be a mapping", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  generate_args: [1]\n");
+  auto msg =
+      error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  generate_args: [1]\n");
   CHECK_THAT(msg, Contains("models.yaml:4:18") && Contains("'generate_args' must be a mapping"));
 }
 
@@ -237,12 +242,16 @@ TEST_CASE("config error: an unknown field suggests the right one", "[models][con
 }
 
 TEST_CASE("config error: an unknown client_args field", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {base_ur: x}\n");
-  CHECK_THAT(msg, Contains("unknown field 'client_args.base_ur'") && Contains("did you mean 'client_args.base_url'"));
+  auto msg = error_of(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {base_ur: x}\n");
+  CHECK_THAT(msg, Contains("unknown field 'client_args.base_ur'") &&
+                      Contains("did you mean 'client_args.base_url'"));
 }
 
 TEST_CASE("config error: a base_url that is not http(s)", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {base_url: 127.0.0.1:8000}\n");
+  auto msg = error_of(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  client_args: {base_url: "
+      "127.0.0.1:8000}\n");
   CHECK_THAT(msg, Contains("'client_args.base_url' must be an http:// or https:// URL"));
 }
 
@@ -253,19 +262,26 @@ TEST_CASE("config error: post_api_chat without api_url", "[models][config][error
 
 TEST_CASE("config error: a missing environment variable is named", "[models][config][errors]") {
   unsetenv("AGENTD_TEST_MISSING_KEY");
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  api_key: ${AGENTD_TEST_MISSING_KEY}\n");
-  CHECK_THAT(msg, Contains("models.yaml:4:12") && Contains("environment variable AGENTD_TEST_MISSING_KEY is not set") &&
+  auto msg = error_of(
+      "- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  api_key: "
+      "${AGENTD_TEST_MISSING_KEY}\n");
+  CHECK_THAT(msg, Contains("models.yaml:4:12") &&
+                      Contains("environment variable AGENTD_TEST_MISSING_KEY is not set") &&
                       Contains("field 'api_key' of model config #1"));
 }
 
 TEST_CASE("config error: a missing environment variable in JSON", "[models][config][errors]") {
   unsetenv("AGENTD_TEST_MISSING_KEY");
-  auto msg = error_of("[{\"config_name\": \"gpt\", \"model_type\": \"openai_chat\",\n  \"model_name\": \"m\", \"api_key\": \"${AGENTD_TEST_MISSING_KEY}\"}]", "m.json");
+  auto msg = error_of(
+      "[{\"config_name\": \"gpt\", \"model_type\": \"openai_chat\",\n  \"model_name\": \"m\", \"api_key\": "
+      "\"${AGENTD_TEST_MISSING_KEY}\"}]",
+      "m.json");
   CHECK_THAT(msg, Contains("m.json:2:") && Contains("AGENTD_TEST_MISSING_KEY is not set"));
 }
 
 TEST_CASE("config error: a malformed ${...} reference", "[models][config][errors]") {
-  auto msg = error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  api_key: ${BAD-NAME}\n");
+  auto msg =
+      error_of("- config_name: gpt\n  model_type: openai_chat\n  model_name: m\n  api_key: ${BAD-NAME}\n");
   CHECK_THAT(msg, Contains("bad environment variable reference '${BAD-NAME}'"));
 }
 
@@ -287,7 +303,8 @@ TEST_CASE("config error: the document is not a list of configs", "[models][confi
 
 TEST_CASE("config error: a list item that is not a mapping", "[models][config][errors]") {
   auto msg = error_of("- config_name: a\n  model_type: echo\n- 42\n");
-  CHECK_THAT(msg, Contains("models.yaml:3:3") && Contains("model config #2") && Contains("must be a mapping"));
+  CHECK_THAT(msg,
+             Contains("models.yaml:3:3") && Contains("model config #2") && Contains("must be a mapping"));
 }
 
 TEST_CASE("config error: an unreadable file is named", "[models][config][errors]") {

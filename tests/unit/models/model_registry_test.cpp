@@ -36,7 +36,8 @@ TEST_CASE("a new registry has only the built-in echo model", "[models][registry]
 
 TEST_CASE("get() of an unknown config names the known ones", "[models][registry]") {
   ModelRegistry registry;
-  registry.replace(configs("- {config_name: alpha, model_type: echo}\n- {config_name: beta, model_type: echo}\n"));
+  registry.replace(
+      configs("- {config_name: alpha, model_type: echo}\n- {config_name: beta, model_type: echo}\n"));
   try {
     registry.get("gamma");
     FAIL("no error");
@@ -46,8 +47,7 @@ TEST_CASE("get() of an unknown config names the known ones", "[models][registry]
   }
 }
 
-TEST_CASE("replace() swaps all configs at once, and models in use keep working",
-          "[models][registry]") {
+TEST_CASE("replace() swaps all configs at once, and models in use keep working", "[models][registry]") {
   ModelRegistry registry;
   registry.replace(configs("- {config_name: a, model_type: echo, model_name: first}\n"));
   CHECK(registry.version() == 2);
@@ -78,7 +78,8 @@ TEST_CASE("a failed replace() leaves the registry unchanged", "[models][registry
   ModelConfig bad;
   bad.config_name = "bad";
   bad.model_type = "no_such_type";
-  CHECK_THROWS_WITH(registry.replace({bad}), Contains("unknown model_type 'no_such_type'") && Contains("openai_chat"));
+  CHECK_THROWS_WITH(registry.replace({bad}),
+                    Contains("unknown model_type 'no_such_type'") && Contains("openai_chat"));
   auto dup = configs("- {config_name: d, model_type: echo}\n");
   dup.push_back(dup[0]);
   CHECK_THROWS_WITH(registry.replace(dup), Contains("duplicate config_name 'd'"));
@@ -88,10 +89,12 @@ TEST_CASE("a failed replace() leaves the registry unchanged", "[models][registry
 
 TEST_CASE("each config carries the version that loaded it", "[models][registry]") {
   ModelRegistry registry;
-  registry.replace(configs("- {config_name: same, model_type: echo}\n- {config_name: changes, model_type: echo}\n"));
+  registry.replace(
+      configs("- {config_name: same, model_type: echo}\n- {config_name: changes, model_type: echo}\n"));
   auto same_before = registry.get("same");
-  registry.replace(configs("- {config_name: same, model_type: echo}\n"
-                           "- {config_name: changes, model_type: echo, delay_ms: 1}\n"));
+  registry.replace(
+      configs("- {config_name: same, model_type: echo}\n"
+              "- {config_name: changes, model_type: echo, delay_ms: 1}\n"));
   auto list = registry.list();
   REQUIRE(list.size() == 3);
   CHECK(list[0].config_name == "changes");
@@ -105,10 +108,11 @@ TEST_CASE("each config carries the version that loaded it", "[models][registry]"
 TEST_CASE("usage is counted per config and in total, errors included", "[models][registry]") {
   ModelRegistry registry;
   int port = agentd::test::closed_port();
-  registry.replace(configs("- {config_name: e, model_type: echo}\n"
-                           "- config_name: down\n  model_type: openai_chat\n  model_name: m\n"
-                           "  client_args: {base_url: 'http://127.0.0.1:" +
-                           std::to_string(port) + "/v1', max_retries: 0}\n"));
+  registry.replace(
+      configs("- {config_name: e, model_type: echo}\n"
+              "- config_name: down\n  model_type: openai_chat\n  model_name: m\n"
+              "  client_args: {base_url: 'http://127.0.0.1:" +
+              std::to_string(port) + "/v1', max_retries: 0}\n"));
   registry.get("e")->chat(ask("one two"));
   registry.get("e")->stream(ask("three"), [](std::string_view) {});
   CHECK_THROWS_AS(registry.get("down")->chat(ask("x")), Error);
@@ -153,7 +157,8 @@ TEST_CASE("get() and replace() from many threads at once", "[models][registry][t
     });
   }
   for (int i = 0; i < 200; ++i) {
-    registry.replace(i % 2 == 0 ? configs("- {config_name: x, model_type: echo}\n") : std::vector<ModelConfig>{});
+    registry.replace(i % 2 == 0 ? configs("- {config_name: x, model_type: echo}\n")
+                                : std::vector<ModelConfig>{});
   }
   // Let every reader finish at least a few rounds before stopping them (no fixed sleep).
   while (answered.load() < 8) std::this_thread::yield();

@@ -32,7 +32,8 @@ TEST_CASE("zhipuai_chat, yi_chat, litellm_chat speak OpenAI's protocol at client
     CHECK(r.msg.metadata["model_type"] == type);
     CHECK(r.usage.total_tokens == 11);
     std::string got;
-    CHECK(model->stream(conversation("a b"), [&](std::string_view c) { got += c; }).msg.content == "echo: a b");
+    CHECK(model->stream(conversation("a b"), [&](std::string_view c) { got += c; }).msg.content ==
+          "echo: a b");
     CHECK(got == "echo: a b");
     Value req = fake_model_server().requests(key)[0];
     CHECK(req["path"] == "/s/" + key + "/ok/v1/chat/completions");
@@ -42,11 +43,14 @@ TEST_CASE("zhipuai_chat, yi_chat, litellm_chat speak OpenAI's protocol at client
   }
 }
 
-TEST_CASE("yi_chat: AgentScope's top-level temperature, top_p and max_tokens are sent", "[models][openai_compatible]") {
+TEST_CASE("yi_chat: AgentScope's top-level temperature, top_p and max_tokens are sent",
+          "[models][openai_compatible]") {
   auto key = unique_key("yi");
-  auto model = model_from_yaml(R"([{"config_name": "yi_yi-large", "model_type": "yi_chat", "model_name": "yi-large",
+  auto model = model_from_yaml(
+      R"([{"config_name": "yi_yi-large", "model_type": "yi_chat", "model_name": "yi-large",
       "api_key": "k", "temperature": 0.3, "top_p": 0.9, "max_tokens": 1000,
-      "client_args": {"base_url": ")" + fake_model_server().base(key, "fail-503-1") + R"(/v1", "retry_initial_delay": 0.01}}])");
+      "client_args": {"base_url": ")" +
+      fake_model_server().base(key, "fail-503-1") + R"(/v1", "retry_initial_delay": 0.01}}])");
   CHECK(model->chat(conversation()).msg.content == "echo: hello there model");
   Value reqs = fake_model_server().requests(key);
   REQUIRE(reqs.size() == 2);  // the 503 was retried
@@ -59,13 +63,15 @@ TEST_CASE("yi_chat: AgentScope's top-level temperature, top_p and max_tokens are
 
 namespace {
 std::shared_ptr<ChatModel> ollama_generate(const std::string& key, const std::string& scenario) {
-  return model_from_yaml("- config_name: gen\n  model_type: ollama_generate\n  model_name: llama3\n"
-                         "  options: {temperature: 0.7}\n  keep_alive: 5m\n  host: " +
-                         fake_model_server().base(key, scenario) + "\n  client_args: " + kFastClientArgs + "\n");
+  return model_from_yaml(
+      "- config_name: gen\n  model_type: ollama_generate\n  model_name: llama3\n"
+      "  options: {temperature: 0.7}\n  keep_alive: 5m\n  host: " +
+      fake_model_server().base(key, scenario) + "\n  client_args: " + kFastClientArgs + "\n");
 }
 }  // namespace
 
-TEST_CASE("ollama_generate: /api/generate with prompt, system, options and keep_alive", "[models][ollama_generate]") {
+TEST_CASE("ollama_generate: /api/generate with prompt, system, options and keep_alive",
+          "[models][ollama_generate]") {
   auto key = unique_key("gen");
   auto model = ollama_generate(key, "ok");
   ChatResponse r = model->chat(conversation());
@@ -74,7 +80,8 @@ TEST_CASE("ollama_generate: /api/generate with prompt, system, options and keep_
   CHECK(r.usage.completion_tokens == 4);
   Value req = fake_model_server().requests(key)[0];
   CHECK(req["path"] == "/s/" + key + "/ok/api/generate");
-  CHECK(req["body"] == Value::parse(R"({"model": "llama3", "prompt": "hello there model", "system": "You are a test.",
+  CHECK(req["body"] ==
+        Value::parse(R"({"model": "llama3", "prompt": "hello there model", "system": "You are a test.",
       "stream": false, "options": {"temperature": 0.7}, "keep_alive": "5m"})"));
 
   std::vector<Msg> dialogue = {Msg("alice", Value("hi"), "user"), Msg("bob", Value("hello"), "assistant")};
@@ -85,21 +92,26 @@ TEST_CASE("ollama_generate: /api/generate with prompt, system, options and keep_
 TEST_CASE("ollama_generate: streams NDJSON, and a cut stream and errors are model_errors",
           "[models][ollama_generate][stream]") {
   std::vector<std::string> chunks;
-  ChatResponse r = ollama_generate(unique_key("genstream"), "ok")
-                       ->stream(conversation("x y"), [&](std::string_view c) { chunks.emplace_back(c); });
+  ChatResponse r =
+      ollama_generate(unique_key("genstream"), "ok")->stream(conversation("x y"), [&](std::string_view c) {
+        chunks.emplace_back(c);
+      });
   CHECK(chunks == std::vector<std::string>{"echo: ", "x ", "y"});
   CHECK(r.usage.completion_tokens == 3);
 
-  Error cut = error_from(
-      [&] { ollama_generate(unique_key("gencut"), "truncated")->stream(conversation("a b c"), [](std::string_view) {}); });
+  Error cut = error_from([&] {
+    ollama_generate(unique_key("gencut"), "truncated")->stream(conversation("a b c"), [](std::string_view) {
+    });
+  });
   CHECK_THAT(cut.message(), Contains("ended before it was complete"));
 
   auto key = unique_key("gen500");
   Error e = error_from([&] { ollama_generate(key, "fail-500-0")->chat(conversation()); });
   CHECK_THAT(e.message(), Contains("HTTP 500") && Contains("ollama says status 500"));
   CHECK(fake_model_server().requests(key).size() == 3);
-  CHECK_THAT(error_from([&] { ollama_generate(unique_key("geng"), "garbage")->chat(conversation()); }).message(),
-             Contains("invalid JSON"));
+  CHECK_THAT(
+      error_from([&] { ollama_generate(unique_key("geng"), "garbage")->chat(conversation()); }).message(),
+      Contains("invalid JSON"));
 }
 
 // --- embeddings -----------------------------------------------------------------------------
@@ -107,8 +119,8 @@ TEST_CASE("ollama_generate: streams NDJSON, and a cut stream and errors are mode
 namespace {
 
 // An embedding model of `type` at the fake server; `path` is the base URL's suffix.
-std::shared_ptr<ChatModel> embedder(const std::string& type, const std::string& key, const std::string& scenario,
-                                    const std::string& model_name = "emb-1") {
+std::shared_ptr<ChatModel> embedder(const std::string& type, const std::string& key,
+                                    const std::string& scenario, const std::string& model_name = "emb-1") {
   std::string base = fake_model_server().base(key, scenario);
   bool ollama = type == "ollama_embedding";
   if (type == "openai_embedding" || type == "zhipuai_embedding") base += "/v1";
@@ -173,7 +185,8 @@ TEST_CASE("dashscope_text_embedding: input.texts and output.embeddings", "[model
       "three little words"]}, "parameters": {"dimension": 3}})"));
 }
 
-TEST_CASE("gemini_embedding: batchEmbedContents, AgentScope's models/ prefix accepted", "[models][embedding]") {
+TEST_CASE("gemini_embedding: batchEmbedContents, AgentScope's models/ prefix accepted",
+          "[models][embedding]") {
   auto key = unique_key("gemb");
   EmbeddingResponse r = embedder("gemini_embedding", key, "ok", "models/embedding-001")->embed(kTexts);
   check_vectors(r);
@@ -218,12 +231,13 @@ TEST_CASE("embeddings: no texts means no request", "[models][embedding]") {
   CHECK(fake_model_server().requests(key).empty());
 }
 
-TEST_CASE("chat on an embedding model and embed on a chat model are clear model_errors", "[models][embedding]") {
+TEST_CASE("chat on an embedding model and embed on a chat model are clear model_errors",
+          "[models][embedding]") {
   auto emb = embedder("openai_embedding", unique_key("embchat"), "ok");
   Error e = error_from([&] { emb->chat(conversation()); });
   CHECK(e.code() == ErrorCode::model_error);
-  CHECK_THAT(e.message(), Contains("model 'emb'") && Contains("openai_embedding makes embeddings") &&
-                              Contains("embed()"));
+  CHECK_THAT(e.message(),
+             Contains("model 'emb'") && Contains("openai_embedding makes embeddings") && Contains("embed()"));
   auto chat = model_from_yaml("- config_name: e\n  model_type: echo\n");
   Error e2 = error_from([&] { chat->embed(kTexts); });
   CHECK(e2.code() == ErrorCode::model_error);

@@ -9,8 +9,7 @@
 
 using namespace agentd;
 
-TEST_CASE("peer_name names a TCP peer by address and port, a Unix socket as unix",
-          "[net][accept]") {
+TEST_CASE("peer_name names a TCP peer by address and port, a Unix socket as unix", "[net][accept]") {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   auto pipe = kj::newTwoWayPipe();
   CHECK(net::peer_name(*pipe.ends[0]) == "unknown");

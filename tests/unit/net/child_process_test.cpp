@@ -15,8 +15,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("ChildProcess starts as_server on a free port and stops it", "[child_process]") {
   auto child = ChildProcess::start(agentd::test::as_server_path(),
-                                   {"--plugin", agentd::test::echo_plugin(), "--log-level", "warn"},
-                                   30s);
+                                   {"--plugin", agentd::test::echo_plugin(), "--log-level", "warn"}, 30s);
   CHECK(child->port() != 0);
   CHECK(child->host() == "127.0.0.1");
   CHECK_FALSE(child->server_id().empty());

@@ -77,20 +77,19 @@ class TestServer {
     std::string peer = net::peer_name(*raw);
     return net::accept_connection(kj::mv(raw), peer, {.tls = tls_})
         .then([this, peer](kj::Maybe<net::Accepted> accepted) {
-          KJ_IF_MAYBE(a, accepted) {
+          KJ_IF_MAYBE (a, accepted) {
             auto c = kj::heap<Conn>();
             c->stream = kj::mv(a->stream);
             c->guard = kj::heap<detail::ConnectionGuard>(*c->stream, peer, a->tls);
-            c->network = kj::heap<capnp::TwoPartyVatNetwork>(
-                *c->guard, capnp::rpc::twoparty::Side::SERVER,
-                detail::ConnectionGuard::reader_options());
+            c->network = kj::heap<capnp::TwoPartyVatNetwork>(*c->guard, capnp::rpc::twoparty::Side::SERVER,
+                                                             detail::ConnectionGuard::reader_options());
             bool fails = info_fails_;
-            c->rpc = kj::heap(capnp::makeRpcServer(
-                *c->network, detail::make_gate(gate_, peer, net::address_part(peer),
-                                               [fails](const detail::TokenSet::Digest&) {
-                                                 return wire::AgentServer::Client(
-                                                     kj::heap<StubServer>(fails));
-                                               })));
+            c->rpc = kj::heap(
+                capnp::makeRpcServer(*c->network, detail::make_gate(gate_, peer, net::address_part(peer),
+                                                                    [fails](const detail::TokenSet::Digest&) {
+                                                                      return wire::AgentServer::Client(
+                                                                          kj::heap<StubServer>(fails));
+                                                                    })));
             conns_.push_back(kj::mv(c));
           }
         });

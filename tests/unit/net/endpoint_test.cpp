@@ -26,7 +26,7 @@ TEST_CASE("endpoints parse and format back to the same text", "[net][endpoint]")
   CHECK(v4.port == 12310);
   CHECK_FALSE(v4.is_unix());
   auto v6 = Endpoint::parse("[::1]:5");
-  CHECK(v6.host == "::1");  // no brackets in the host...
+  CHECK(v6.host == "::1");           // no brackets in the host...
   CHECK(v6.host_text() == "[::1]");  // ...but where an address is written
   CHECK(v6.port == 5);
   auto sock = Endpoint::parse("unix:/tmp/x.sock");
@@ -49,8 +49,8 @@ TEST_CASE("a host and a port make an endpoint as Client::connect takes them", "[
 }
 
 TEST_CASE("anything else is refused, saying why", "[net][endpoint]") {
-  for (const char* bad : {"", "local", "host:", ":80", "host:0", "host:65536", "host:12x",
-                          "host:-1", "[::1:5", "[]:5", "unix:"}) {
+  for (const char* bad : {"", "local", "host:", ":80", "host:0", "host:65536", "host:12x", "host:-1",
+                          "[::1:5", "[]:5", "unix:"}) {
     INFO(bad);
     CHECK_FALSE(Endpoint::try_parse(bad));
     try {

@@ -96,7 +96,8 @@ struct Fixture {
 
   explicit Fixture(PeerPool::Options o = {.connect_timeout = std::chrono::seconds(5),
                                           .fetch_timeout = std::chrono::seconds(60),
-                                          .token = {}, .tls = nullptr})
+                                          .token = {},
+                                          .tls = nullptr})
       : options(o), pool(std::make_unique<PeerPool>(io, options, &bytes)) {
     g_gate.set(true);
   }
@@ -105,8 +106,7 @@ struct Fixture {
     pool.reset();
   }
 
-  void fetch(const std::string& origin_address, const std::string& server_id,
-             const std::string& call_id) {
+  void fetch(const std::string& origin_address, const std::string& server_id, const std::string& call_id) {
     pool->fetch(origin_address, server_id, call_id, [this](const OutcomePtr& o) { outs.push_back(o); });
   }
 
@@ -181,19 +181,20 @@ TEST_CASE("several consumers of one call cost one transfer", "[peer_pool]") {
   CHECK(f.bytes.in == in_after_first);
 }
 
-TEST_CASE("an unreachable origin is tried again until the connect timeout, then fails the "
-          "fetch with a retryable error",
-          "[peer_pool]") {
+TEST_CASE(
+    "an unreachable origin is tried again until the connect timeout, then fails the "
+    "fetch with a retryable error",
+    "[peer_pool]") {
   // It may be restarting: tried again with backoff until the connect timeout after the first
   // failure (each dial bounded by a third of it); the fetch timeout is for results still being
   // computed.
   Fixture f({.connect_timeout = std::chrono::milliseconds(1200),
-             .fetch_timeout = std::chrono::hours(1), .token = {}, .tls = nullptr});
+             .fetch_timeout = std::chrono::hours(1),
+             .token = {},
+             .tls = nullptr});
   std::string address;
   kj::Own<kj::ConnectionReceiver> silent;
-  SECTION("nothing listens there") {
-    address = fmt::format("127.0.0.1:{}", agentd::test::unused_port());
-  }
+  SECTION("nothing listens there") { address = fmt::format("127.0.0.1:{}", agentd::test::unused_port()); }
   SECTION("it accepts connections but never answers") {
     silent = f.io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(f.io.waitScope)->listen();
     address = fmt::format("127.0.0.1:{}", silent->getPort());
@@ -222,7 +223,9 @@ TEST_CASE("an unreachable origin is tried again until the connect timeout, then 
 TEST_CASE("after a failed connection the next fetch connects afresh", "[peer_pool]") {
   // (A short fetch timeout: the first fetch keeps trying that long.)
   Fixture f({.connect_timeout = std::chrono::seconds(5),
-             .fetch_timeout = std::chrono::milliseconds(800), .token = {}, .tls = nullptr});
+             .fetch_timeout = std::chrono::milliseconds(800),
+             .token = {},
+             .tls = nullptr});
   // A port where nothing listens yet; a server comes up there later (an origin restarting).
   const std::uint16_t port = agentd::test::unused_port();
   const std::string address = fmt::format("127.0.0.1:{}", port);
@@ -241,9 +244,10 @@ TEST_CASE("after a failed connection the next fetch connects afresh", "[peer_poo
   f.pool.reset();  // its connection to late goes before late does
 }
 
-TEST_CASE("a placeholder naming another server than the one at its origin fails at once with "
-          "unknown_call naming both",
-          "[peer_pool]") {
+TEST_CASE(
+    "a placeholder naming another server than the one at its origin fails at once with "
+    "unknown_call naming both",
+    "[peer_pool]") {
   // The server that made the call was restarted or replaced: the one at that address now has
   // never heard of the call, and would wait for it until the fetch timeout (60 s here).
   Fixture f;
@@ -256,8 +260,8 @@ TEST_CASE("a placeholder naming another server than the one at its origin fails 
   INFO(e->what());
   CHECK(e->code() == ErrorCode::unknown_call);
   CHECK_FALSE(e->retryable());  // the result is gone with the server that made it
-  CHECK_THAT(e->message(), Contains("origin-0") && Contains("origin-1") &&
-                               Contains(f.origin->address) && Contains("call-from-before"));
+  CHECK_THAT(e->message(), Contains("origin-0") && Contains("origin-1") && Contains(f.origin->address) &&
+                               Contains("call-from-before"));
 
   // Not cached, and the connection still serves placeholders of the server that is there.
   f.origin->create("EchoAgent", "a");

@@ -157,8 +157,7 @@ void set_reply(wire::CallSpec::Builder c, std::uint64_t ticket, const std::strin
 
 }  // namespace
 
-TEST_CASE("completions that together exceed one message's limit all reach the client",
-          "[session][bulk]") {
+TEST_CASE("completions that together exceed one message's limit all reach the client", "[session][bulk]") {
   // A gate call produces a 48 KiB text; kConsumers calls on other agents take it as their input
   // and answer with it. Their completions pile up while the loop does not run and leave in one
   // flush: about 140 MiB, more than one Cap'n Proto message may carry (64 MiB). Sent as one

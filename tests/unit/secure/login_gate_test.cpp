@@ -13,7 +13,6 @@
 #include <catch2/catch.hpp>
 #include <kj/async-io.h>
 
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,11 +62,11 @@ struct Connection {
     std::string address = net::address_part(peer);
     auto gate = detail::make_gate(ctx, std::move(peer), std::move(address),
                                   [&pings, &made](const TokenSet::Digest& d) {
-      made.push_back(d);
-      return wire::AgentServer::Client(kj::heap<StubServer>(pings));
-    });
-    server_rpc = kj::heap<capnp::TwoPartyClient>(*server_end, kj::mv(gate),
-                                                  capnp::rpc::twoparty::Side::SERVER);
+                                    made.push_back(d);
+                                    return wire::AgentServer::Client(kj::heap<StubServer>(pings));
+                                  });
+    server_rpc =
+        kj::heap<capnp::TwoPartyClient>(*server_end, kj::mv(gate), capnp::rpc::twoparty::Side::SERVER);
     client_rpc = kj::heap<capnp::TwoPartyClient>(*client_end);
   }
 
@@ -112,9 +111,10 @@ LoginThrottle::Limits slow_refill(double per_address, double overall) {
 
 }  // namespace
 
-TEST_CASE("the right token gets the server, one per connection, and a wrong or missing one gets an "
-          "error saying what to do",
-          "[secure][login_gate]") {
+TEST_CASE(
+    "the right token gets the server, one per connection, and a wrong or missing one gets an "
+    "error saying what to do",
+    "[secure][login_gate]") {
   Gates g({"right-token", "second-token"});
   auto c = g.connect("10.0.0.1:5000");
 
@@ -194,9 +194,10 @@ TEST_CASE("failed logins are throttled per address: refused unchecked, other add
   CHECK_THAT(message(v6.login("right-token")), Contains("from [::1];"));
 }
 
-TEST_CASE("while the server's failure budget is spent, addresses that failed are refused and "
-          "addresses that never failed are still checked",
-          "[secure][login_gate]") {
+TEST_CASE(
+    "while the server's failure budget is spent, addresses that failed are refused and "
+    "addresses that never failed are still checked",
+    "[secure][login_gate]") {
   Gates g({"right-token"}, slow_refill(10, 2));
   auto a = g.connect("10.0.0.1:5000");
   auto b = g.connect("10.0.0.2:5000");
@@ -218,8 +219,7 @@ TEST_CASE("while the server's failure budget is spent, addresses that failed are
 TEST_CASE("a refusing gate tells every login why", "[secure][login_gate]") {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   auto pipe = kj::newTwoWayPipe();
-  capnp::TwoPartyClient server(*pipe.ends[0],
-                               detail::make_refusing_gate("this server speaks TLS only"),
+  capnp::TwoPartyClient server(*pipe.ends[0], detail::make_refusing_gate("this server speaks TLS only"),
                                capnp::rpc::twoparty::Side::SERVER);
   capnp::TwoPartyClient client(*pipe.ends[1]);
   auto req = client.bootstrap().castAs<wire::Gate>().loginRequest();

@@ -6,9 +6,10 @@ using namespace agentd::detail;
 using namespace std::chrono_literals;
 using Clock = LoginThrottle::Clock;
 
-TEST_CASE("an address gets its burst of failures, then one per refill period, refused unchecked "
-          "in between",
-          "[secure][throttle]") {
+TEST_CASE(
+    "an address gets its burst of failures, then one per refill period, refused unchecked "
+    "in between",
+    "[secure][throttle]") {
   LoginThrottle t;
   const auto t0 = Clock::time_point{} + 1h;
   for (int i = 0; i < 10; ++i) {
@@ -32,9 +33,10 @@ TEST_CASE("an address gets its burst of failures, then one per refill period, re
   CHECK(t.addresses() == 0);
 }
 
-TEST_CASE("the server's bucket limits failures from many addresses, but never addresses without "
-          "failures",
-          "[secure][throttle]") {
+TEST_CASE(
+    "the server's bucket limits failures from many addresses, but never addresses without "
+    "failures",
+    "[secure][throttle]") {
   LoginThrottle::Limits limits;
   limits.overall_burst = 20;
   LoginThrottle t(limits);

@@ -32,8 +32,7 @@ TlsFiles server_files(const TestPki& pki, const std::string& client_ca = {}) {
   return f;
 }
 
-TlsFiles client_files(const std::string& ca, const std::string& cert = {},
-                      const std::string& key = {}) {
+TlsFiles client_files(const std::string& ca, const std::string& cert = {}, const std::string& key = {}) {
   TlsFiles f;
   f.ca = ca;
   f.cert = cert;
@@ -54,8 +53,7 @@ struct Handshake {
 
 // Runs both ends of a handshake over an in-memory pipe until both have finished (a side that
 // fails drops its end, so the other one sees the connection close).
-Handshake handshake(kj::AsyncIoContext& io, TlsConfig& server, TlsConfig& client,
-                    const std::string& host) {
+Handshake handshake(kj::AsyncIoContext& io, TlsConfig& server, TlsConfig& client, const std::string& host) {
   auto pipe = kj::newTwoWayPipe();
   Handshake h;
   auto s = server.accept(kj::mv(pipe.ends[0]))
@@ -65,9 +63,7 @@ Handshake handshake(kj::AsyncIoContext& io, TlsConfig& server, TlsConfig& client
                .then([&h](kj::Own<kj::AsyncIoStream> st) { h.client = kj::mv(st); },
                      [&h](kj::Exception&& e) { h.client_error = e.getDescription().cStr(); });
   kj::joinPromises(kj::arr(kj::mv(s), kj::mv(c)))
-      .exclusiveJoin(io.provider->getTimer().afterDelay(20 * kj::SECONDS).then([&h] {
-        h.timed_out = true;
-      }))
+      .exclusiveJoin(io.provider->getTimer().afterDelay(20 * kj::SECONDS).then([&h] { h.timed_out = true; }))
       .wait(io.waitScope);
   return h;
 }
@@ -96,13 +92,14 @@ TEST_CASE("TLS contexts from real certificate and key files", "[secure][tls]") {
   CHECK(TlsConfig::client(client_files(pki.ca, pki.client_cert, pki.client_key)));
 }
 
-TEST_CASE("a certificate or key that cannot be used is refused at start, naming the option and "
-          "the file",
-          "[secure][tls]") {
+TEST_CASE(
+    "a certificate or key that cannot be used is refused at start, naming the option and "
+    "the file",
+    "[secure][tls]") {
   TestPki pki;
   const std::string junk = pki.dir.write("junk.pem", "not a certificate\n");
-  const std::string fake = pki.dir.write(
-      "fake.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n");
+  const std::string fake =
+      pki.dir.write("fake.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n");
   const std::string missing = pki.path("missing.pem");
   auto refused = [](const TlsFiles& f, bool server) {
     Error e = error_of([&] {
@@ -134,9 +131,8 @@ TEST_CASE("a certificate or key that cannot be used is refused at start, naming 
   // A key of another certificate: found at start, not at the first client's handshake.
   TlsFiles other_key = server_files(pki);
   other_key.key = pki.client_key;
-  CHECK_THAT(refused(other_key, true),
-             Contains(pki.server_cert) && Contains(pki.client_key) &&
-                 Contains("the key does not belong to the certificate"));
+  CHECK_THAT(refused(other_key, true), Contains(pki.server_cert) && Contains(pki.client_key) &&
+                                           Contains("the key does not belong to the certificate"));
 
   // A CA bundle without a certificate (a key given by mistake).
   CHECK_THAT(refused(server_files(pki, pki.client_key), true),
@@ -179,8 +175,7 @@ TEST_CASE("a handshake succeeds when the server's certificate is trusted and nam
   }
 }
 
-TEST_CASE("mutual TLS: the server takes only clients with a certificate from its CA",
-          "[secure][tls]") {
+TEST_CASE("mutual TLS: the server takes only clients with a certificate from its CA", "[secure][tls]") {
   TestPki pki;
   kj::AsyncIoContext io = kj::setupAsyncIo();
   auto server = TlsConfig::server(server_files(pki, pki.ca));
@@ -240,8 +235,9 @@ TEST_CASE("the first byte tells a TLS client from a plaintext one, and is read a
                    return server->accept(kj::mv(sn.stream));
                  })
                  .then([&](kj::Own<kj::AsyncIoStream> st) { server_stream = kj::mv(st); });
-    auto c = client->connect(kj::mv(pipe.ends[1]), "127.0.0.1")
-                 .then([&](kj::Own<kj::AsyncIoStream> st) { client_stream = kj::mv(st); });
+    auto c = client->connect(kj::mv(pipe.ends[1]), "127.0.0.1").then([&](kj::Own<kj::AsyncIoStream> st) {
+      client_stream = kj::mv(st);
+    });
     kj::joinPromises(kj::arr(kj::mv(s), kj::mv(c))).wait(io.waitScope);
     CHECK(sniffed_tls);
     REQUIRE(server_stream);

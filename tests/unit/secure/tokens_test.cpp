@@ -14,8 +14,7 @@ using agentd::test::error_of;
 using agentd::test::ScopedEnv;
 using agentd::test::TempDir;
 
-TEST_CASE("a token file: one token a line, trimmed, comments and blank lines skipped",
-          "[secure][tokens]") {
+TEST_CASE("a token file: one token a line, trimmed, comments and blank lines skipped", "[secure][tokens]") {
   TempDir dir;
   auto path = dir.write("t", "# tokens\n  alpha-token  \n\n\tbeta\r\n#gamma\n");
   REQUIRE(::chmod(path.c_str(), 0600) == 0);
@@ -31,8 +30,7 @@ TEST_CASE("a token file open to group or others is refused with the fix", "[secu
     REQUIRE(::chmod(path.c_str(), mode) == 0);
     auto e = error_of([&] { read_token_file(path, "--token-file"); });
     CHECK(e.code() == ErrorCode::config_error);
-    CHECK_THAT(e.message(), Catch::StartsWith("--token-file " + path) &&
-                                Catch::Contains("chmod 600") &&
+    CHECK_THAT(e.message(), Catch::StartsWith("--token-file " + path) && Catch::Contains("chmod 600") &&
                                 !Catch::Contains("secret"));
   }
 }
@@ -49,8 +47,7 @@ TEST_CASE("an empty or missing token file is refused", "[secure][tokens]") {
              Catch::Contains("not a regular file"));
 }
 
-TEST_CASE("a TokenSet accepts exactly its tokens, and an empty one accepts everything",
-          "[secure][tokens]") {
+TEST_CASE("a TokenSet accepts exactly its tokens, and an empty one accepts everything", "[secure][tokens]") {
   TokenSet none;
   CHECK(none.empty());
   CHECK(none.accepts(""));

@@ -121,8 +121,7 @@ class RestoreDefaultLogger {
 
 }  // namespace
 
-TEST_CASE("a json log record is one line with time (UTC, milliseconds), level and msg",
-          "[log]") {
+TEST_CASE("a json log record is one line with time (UTC, milliseconds), level and msg", "[log]") {
   // 2024-05-06T07:08:09.123Z
   auto t = std::chrono::system_clock::time_point(std::chrono::seconds(1714979289)) +
            std::chrono::milliseconds(123);
@@ -134,10 +133,9 @@ TEST_CASE("a json log record is one line with time (UTC, milliseconds), level an
   CHECK(j["msg"] == "server listening on 127.0.0.1:12310");
 
   // Milliseconds keep their leading zeros.
-  auto t2 = std::chrono::system_clock::time_point(std::chrono::seconds(1714979289)) +
-            std::chrono::milliseconds(7);
-  CHECK(parse_line(lines_of(format(spdlog::level::info, "x", t2))[0])["time"] ==
-        "2024-05-06T07:08:09.007Z");
+  auto t2 =
+      std::chrono::system_clock::time_point(std::chrono::seconds(1714979289)) + std::chrono::milliseconds(7);
+  CHECK(parse_line(lines_of(format(spdlog::level::info, "x", t2))[0])["time"] == "2024-05-06T07:08:09.007Z");
   // Now, as the logger stamps it.
   CHECK_THAT(parse_line(lines_of(format(spdlog::level::info, "x"))[0])["time"].get<std::string>(),
              Matches(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)"));
@@ -146,18 +144,19 @@ TEST_CASE("a json log record is one line with time (UTC, milliseconds), level an
 TEST_CASE("a json log record names its level", "[log]") {
   using spdlog::level::level_enum;
   const std::vector<std::pair<level_enum, std::string>> levels = {
-      {spdlog::level::trace, "trace"},  {spdlog::level::debug, "debug"},
-      {spdlog::level::info, "info"},    {spdlog::level::warn, "warning"},
-      {spdlog::level::err, "error"},    {spdlog::level::critical, "critical"}};
+      {spdlog::level::trace, "trace"}, {spdlog::level::debug, "debug"},
+      {spdlog::level::info, "info"},   {spdlog::level::warn, "warning"},
+      {spdlog::level::err, "error"},   {spdlog::level::critical, "critical"}};
   for (const auto& [level, name] : levels) {
     INFO(name);
     CHECK(parse_line(lines_of(format(level, "m"))[0])["level"] == name);
   }
 }
 
-TEST_CASE("a json log message with quotes, backslashes, newlines and control characters stays "
-          "one parseable line",
-          "[log]") {
+TEST_CASE(
+    "a json log message with quotes, backslashes, newlines and control characters stays "
+    "one parseable line",
+    "[log]") {
   const std::vector<std::string> messages = {
       R"(agent "a1" said "hi")",
       R"(C:\path\to\file and a trailing backslash \)",
@@ -175,8 +174,7 @@ TEST_CASE("a json log message with quotes, backslashes, newlines and control cha
     auto lines = lines_of(out);
     REQUIRE(lines.size() == 1);
     // No raw control character survives inside the line.
-    CHECK(std::none_of(lines[0].begin(), lines[0].end(),
-                       [](unsigned char c) { return c < 0x20; }));
+    CHECK(std::none_of(lines[0].begin(), lines[0].end(), [](unsigned char c) { return c < 0x20; }));
     CHECK(parse_line(lines[0])["msg"] == m);
   }
 }
@@ -213,9 +211,10 @@ TEST_CASE("a logger with the json formatter writes one parseable line per record
   CHECK(second["msg"] == "failed: back\\slash");
 }
 
-TEST_CASE("setup_logging with json makes the default logger write json lines to stderr at the "
-          "given level",
-          "[log]") {
+TEST_CASE(
+    "setup_logging with json makes the default logger write json lines to stderr at the "
+    "given level",
+    "[log]") {
   RestoreDefaultLogger restore;
   CaptureStderr err;
   setup_logging("warn", "json");

@@ -13,8 +13,8 @@
 #include <string>
 
 using agentd::detail::MetricsEndpoint;
-using agentd::detail::ServerStats;
 using agentd::detail::render_metrics;
+using agentd::detail::ServerStats;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
@@ -33,11 +33,9 @@ ServerStats sample() {
 }
 
 // An endpoint on 127.0.0.1 (a free port) serving render_metrics(s); s and timer outlive it.
-std::unique_ptr<MetricsEndpoint> start(kj::AsyncIoContext& io, kj::Timer& timer,
-                                       const ServerStats& s) {
+std::unique_ptr<MetricsEndpoint> start(kj::AsyncIoContext& io, kj::Timer& timer, const ServerStats& s) {
   auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
-  return std::make_unique<MetricsEndpoint>(addr->listen(), timer,
-                                           [&s] { return render_metrics(s); });
+  return std::make_unique<MetricsEndpoint>(addr->listen(), timer, [&s] { return render_metrics(s); });
 }
 
 kj::Own<kj::AsyncIoStream> connect(kj::AsyncIoContext& io, std::uint16_t port) {
@@ -55,9 +53,7 @@ std::string exchange(kj::AsyncIoContext& io, std::uint16_t port, const std::stri
   conn->write(request.data(), half).wait(io.waitScope);
   conn->write(request.data() + half, request.size() - half).wait(io.waitScope);
   if (half_close) conn->shutdownWrite();
-  auto text = io.provider->getTimer()
-                  .timeoutAfter(30 * kj::SECONDS, conn->readAllText())
-                  .wait(io.waitScope);
+  auto text = io.provider->getTimer().timeoutAfter(30 * kj::SECONDS, conn->readAllText()).wait(io.waitScope);
   return std::string(text.cStr(), text.size());
 }
 
@@ -99,14 +95,12 @@ TEST_CASE("anything but GET /metrics answers 404", "[metrics]") {
   // Other methods too, a request body (unread) included.
   CHECK_THAT(exchange(io, port, "POST /metrics HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"),
              StartsWith("HTTP/1.1 404 Not Found\r\n"));
-  CHECK_THAT(exchange(io, port,
-                      "PUT /metrics HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"),
+  CHECK_THAT(exchange(io, port, "PUT /metrics HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"),
              StartsWith("HTTP/1.1 404 Not Found\r\n"));
   CHECK_THAT(exchange(io, port, kGet), StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
-TEST_CASE("a malformed request gets a 4xx/5xx from kj-http and the endpoint keeps serving",
-          "[metrics]") {
+TEST_CASE("a malformed request gets a 4xx/5xx from kj-http and the endpoint keeps serving", "[metrics]") {
   auto io = kj::setupAsyncIo();
   auto snapshot = sample();
   auto endpoint = start(io, io.provider->getTimer(), snapshot);
@@ -116,16 +110,14 @@ TEST_CASE("a malformed request gets a 4xx/5xx from kj-http and the endpoint keep
   CHECK_THAT(bad_header, Contains("\r\nConnection: close\r\n"));
   CHECK_THAT(exchange(io, port, "garbage\r\n\r\n"),
              StartsWith("HTTP/1.1 501 Not Implemented\r\n"));  // no such method
-  CHECK_THAT(exchange(io, port, "\x01\x02\xff\r\n\r\n"),
-             StartsWith("HTTP/1.1 501 Not Implemented\r\n"));
+  CHECK_THAT(exchange(io, port, "\x01\x02\xff\r\n\r\n"), StartsWith("HTTP/1.1 501 Not Implemented\r\n"));
   // kj-http answers a bad Content-Length as an application error.
   CHECK_THAT(exchange(io, port, "GET /metrics HTTP/1.1\r\nContent-Length: nope\r\n\r\n"),
              StartsWith("HTTP/1.1 500 Internal Server Error\r\n"));
   CHECK_THAT(exchange(io, port, kGet), StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
-TEST_CASE("a request head too large for kj-http closes the connection without a response",
-          "[metrics]") {
+TEST_CASE("a request head too large for kj-http closes the connection without a response", "[metrics]") {
   auto io = kj::setupAsyncIo();
   auto snapshot = sample();
   auto endpoint = start(io, io.provider->getTimer(), snapshot);

@@ -48,15 +48,16 @@ TEST_CASE("SdNotifier reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID", "[sd
     CHECK_FALSE(SdNotifier::from_environment().enabled());
   }
   SECTION("the watchdog applies to this process") {
-    ScopedEnv env{{"NOTIFY_SOCKET", "@x"}, {"WATCHDOG_USEC", "500000"},
-                   {"WATCHDOG_PID", std::to_string(::getpid())}};
+    ScopedEnv env{
+        {"NOTIFY_SOCKET", "@x"}, {"WATCHDOG_USEC", "500000"}, {"WATCHDOG_PID", std::to_string(::getpid())}};
     auto n = SdNotifier::from_environment();
     CHECK(n.enabled());
     CHECK(n.watchdog_timeout() == std::chrono::milliseconds(500));
   }
   SECTION("the watchdog is for another process") {
-    ScopedEnv env{{"NOTIFY_SOCKET", "@x"}, {"WATCHDOG_USEC", "500000"},
-                   {"WATCHDOG_PID", std::to_string(::getpid() + 1)}};
+    ScopedEnv env{{"NOTIFY_SOCKET", "@x"},
+                  {"WATCHDOG_USEC", "500000"},
+                  {"WATCHDOG_PID", std::to_string(::getpid() + 1)}};
     CHECK(SdNotifier::from_environment().watchdog_timeout().count() == 0);
   }
   SECTION("a malformed WATCHDOG_USEC is ignored") {

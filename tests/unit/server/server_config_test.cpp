@@ -10,8 +10,8 @@
 #include <catch2/catch.hpp>
 
 using namespace agentd::test;
-using agentd::detail::ParsedArgs;
 using agentd::detail::parse_server_args;
+using agentd::detail::ParsedArgs;
 using agentd::test::TempDir;
 
 namespace {
@@ -50,12 +50,38 @@ TEST_CASE("defaults match the documented ones", "[server_config]") {
 }
 
 TEST_CASE("every option is read from the command line", "[server_config]") {
-  auto o = parse({"--host", "0.0.0.0", "--port", "0", "--advertise-address", "h:1",
-                  "--model-config-path", "m.yaml", "--plugin", "a.so", "--plugin", "b.so",
-                  "--plugin-dir", "d", "--max-workers", "7", "--max-pool-size", "3",
-                  "--max-expire-time", "1.5", "--server-id", "s1", "--log-level", "debug",
-                  "--shutdown-grace", "2", "--stop-on-stdin-eof", "--auth-token-file", "t",
-                  "--peer-token-file", "p", "--allow-unauthenticated"})
+  auto o = parse({"--host",
+                  "0.0.0.0",
+                  "--port",
+                  "0",
+                  "--advertise-address",
+                  "h:1",
+                  "--model-config-path",
+                  "m.yaml",
+                  "--plugin",
+                  "a.so",
+                  "--plugin",
+                  "b.so",
+                  "--plugin-dir",
+                  "d",
+                  "--max-workers",
+                  "7",
+                  "--max-pool-size",
+                  "3",
+                  "--max-expire-time",
+                  "1.5",
+                  "--server-id",
+                  "s1",
+                  "--log-level",
+                  "debug",
+                  "--shutdown-grace",
+                  "2",
+                  "--stop-on-stdin-eof",
+                  "--auth-token-file",
+                  "t",
+                  "--peer-token-file",
+                  "p",
+                  "--allow-unauthenticated"})
                .options;
   CHECK(o.host == "0.0.0.0");
   CHECK(o.port == 0);
@@ -80,8 +106,8 @@ TEST_CASE("protected default: beyond loopback, a token or an explicit opt-out is
   for (const char* host : {"0.0.0.0", "::", "192.168.1.10", "example.org"}) {
     auto e = parse_error({"--host", host});
     CHECK(e.code() == ErrorCode::config_error);
-    CHECK_THAT(e.message(), Contains(std::string("--host ") + host) &&
-                                Contains("--auth-token-file") && Contains("--allow-unauthenticated"));
+    CHECK_THAT(e.message(), Contains(std::string("--host ") + host) && Contains("--auth-token-file") &&
+                                Contains("--allow-unauthenticated"));
     CHECK(parse({"--host", host, "--auth-token-file", "t"}).options.host == host);
     CHECK(parse({"--host", host, "--allow-unauthenticated"}).options.allow_unauthenticated);
   }
@@ -93,8 +119,8 @@ TEST_CASE("protected default: beyond loopback, a token or an explicit opt-out is
 }
 
 TEST_CASE("TLS options come as a certificate and key pair", "[server_config][security]") {
-  auto o = parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem",
-                  "--peer-tls-ca", "p.pem"})
+  auto o = parse({"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem", "--peer-tls-ca",
+                  "p.pem"})
                .options;
   CHECK(o.tls_cert == "c.pem");
   CHECK(o.tls_key == "k.pem");
@@ -116,13 +142,12 @@ TEST_CASE("help text explains every option with its default, and version names t
           "[server_config]") {
   auto h = parse({"--help"});
   CHECK(h.action == ParsedArgs::Action::help);
-  for (const char* opt : {"--host", "--port", "--model-config-path", "--plugin", "--plugin-dir",
-                          "--max-workers", "--max-pool-size", "--max-expire-time", "--server-id",
-                          "--log-level", "--config", "--version", "--auth-token-file",
-                          "--peer-token-file", "--allow-unauthenticated"})
+  for (const char* opt :
+       {"--host", "--port", "--model-config-path", "--plugin", "--plugin-dir", "--max-workers",
+        "--max-pool-size", "--max-expire-time", "--server-id", "--log-level", "--config", "--version",
+        "--auth-token-file", "--peer-token-file", "--allow-unauthenticated"})
     CHECK_THAT(h.text, Contains(opt));
-  CHECK_THAT(h.text, Contains("12310") && Contains("8192") && Contains("7200") &&
-                         Contains("127.0.0.1"));
+  CHECK_THAT(h.text, Contains("12310") && Contains("8192") && Contains("7200") && Contains("127.0.0.1"));
   auto v = parse({"--version"});
   CHECK(v.action == ParsedArgs::Action::version);
   CHECK_THAT(v.text, Contains(AGENTD_VERSION_STRING));

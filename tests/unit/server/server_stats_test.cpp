@@ -66,8 +66,9 @@ TEST_CASE("STATUS= text names agents, calls and workers, and slow calls only whe
   CHECK(status_text(s) ==
         "4 agent(s), 1 running, 6 queued, 10 completed, 2 failed call(s), workers 3/64 busy");
   s.calls_slow = 5;
-  CHECK(status_text(s) == "4 agent(s), 1 running, 6 queued, 10 completed, 2 failed call(s), "
-                          "workers 3/64 busy, 5 slow call(s) (over --slow-call-warn)");
+  CHECK(status_text(s) ==
+        "4 agent(s), 1 running, 6 queued, 10 completed, 2 failed call(s), "
+        "workers 3/64 busy, 5 slow call(s) (over --slow-call-warn)");
 }
 
 TEST_CASE("the wire's server info carries each counter of the snapshot", "[server_stats]") {

@@ -150,8 +150,7 @@ TEST_CASE("a failed call's span has an error status with its message", "[trace_f
   CHECK(string_attr(attributes_of(j), "agentd.outcome") == "agent_failed");
 }
 
-TEST_CASE("spans of calls without a call id get distinct ids and name their method",
-          "[trace_file]") {
+TEST_CASE("spans of calls without a call id get distinct ids and name their method", "[trace_file]") {
   SpanRecord a = reply_span("", "a1");
   a.kind = "method";
   a.method = "summarize";
@@ -236,8 +235,7 @@ TEST_CASE("a trace file that cannot be opened fails with config_error naming the
     auto e = error_of([] { TraceFile f("/nonexistent-dir/x/spans.jsonl", "srv"); });
     CHECK(e.code() == ErrorCode::config_error);
     CHECK_FALSE(e.retryable());
-    CHECK_THAT(e.message(), Contains("--trace-file") &&
-                                Contains("/nonexistent-dir/x/spans.jsonl") &&
+    CHECK_THAT(e.message(), Contains("--trace-file") && Contains("/nonexistent-dir/x/spans.jsonl") &&
                                 Contains("No such file or directory"));
   }
   SECTION("it is a directory") {

@@ -101,10 +101,10 @@ class LoggingSession final : public wire::Session::Server {
 struct Answers {
   std::map<std::string, int> done;
   std::map<std::string, int> failed;
-  std::map<std::string, std::string> created;  // create: the new agent's id
-  std::map<std::string, std::size_t> memory;   // memory: how many messages
+  std::map<std::string, std::string> created;                    // create: the new agent's id
+  std::map<std::string, std::size_t> memory;                     // memory: how many messages
   std::map<std::string, std::vector<std::string>> memory_texts;  // memory: their texts
-  std::map<std::string, Error> errors;         // CallDone errors and failures
+  std::map<std::string, Error> errors;                           // CallDone errors and failures
 };
 
 Ticket counted(Answers& a, const std::string& key) {
@@ -150,8 +150,8 @@ struct Connected {
   kj::TwoWayPipe pipe = kj::newTwoWayPipe();
   // The server's end of the connection (the test drops it to cut the connection).
   kj::Own<kj::AsyncIoStream> server_end = kj::mv(pipe.ends[0]);
-  kj::Own<capnp::TwoPartyClient> server_rpc = kj::heap<capnp::TwoPartyClient>(
-      *server_end, server.bootstrap(), capnp::rpc::twoparty::Side::SERVER);
+  kj::Own<capnp::TwoPartyClient> server_rpc =
+      kj::heap<capnp::TwoPartyClient>(*server_end, server.bootstrap(), capnp::rpc::twoparty::Side::SERVER);
   SessionLog log;
   Answers answers;
   std::unique_ptr<LoopState> loop;
@@ -280,9 +280,10 @@ TEST_CASE("calls issued in one loop turn leave as one Session.submit and each is
   CHECK(c.answers.done["observe later"] == 1);
 }
 
-TEST_CASE("a turn's calls are cut into several submits before one would pass kBatchBytes or "
-          "4096 calls",
-          "[call_batch]") {
+TEST_CASE(
+    "a turn's calls are cut into several submits before one would pass kBatchBytes or "
+    "4096 calls",
+    "[call_batch]") {
   Connected c;
   c.create("EchoAgent", "e1");
   REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
@@ -360,9 +361,10 @@ TEST_CASE("a result over the inline limit is read in full once it is wanted", "[
   }
 }
 
-TEST_CASE("a placeholder dropped before its call left is sent unreported, and its result still "
-          "lands in the server's pool",
-          "[call_batch]") {
+TEST_CASE(
+    "a placeholder dropped before its call left is sent unreported, and its result still "
+    "lands in the server's pool",
+    "[call_batch]") {
   Connected c;
   c.create("EchoAgent", "e1");
   REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
@@ -431,9 +433,10 @@ TEST_CASE("a lost connection fails every waiting ticket with a retryable disconn
   CHECK(c.answers.failed["late memory"] == 1);
 }
 
-TEST_CASE("calls refused as overloaded go again with their tickets until taken, and run in the "
-          "order they were issued",
-          "[call_batch][limits]") {
+TEST_CASE(
+    "calls refused as overloaded go again with their tickets until taken, and run in the "
+    "order they were issued",
+    "[call_batch][limits]") {
   ServerOptions o = batch_test_options();
   o.max_queued_calls_per_agent = 2;
   Connected c(o);
@@ -455,16 +458,16 @@ TEST_CASE("calls refused as overloaded go again with their tickets until taken, 
   }
   c.memory("g", "memory");
   REQUIRE(c.pump_until([&] { return c.answers.done.count("memory") > 0; }));
-  CHECK(c.answers.memory_texts["memory"] ==
-        std::vector<std::string>{"0", "1", "2", "3", "4", "5"});
+  CHECK(c.answers.memory_texts["memory"] == std::vector<std::string>{"0", "1", "2", "3", "4", "5"});
   // Nothing of the refusals is left: the session forgets a refused call once it is queued.
   CHECK(c.loop->retries.empty());
   CHECK(c.loop->tickets.empty());
 }
 
-TEST_CASE("a refused call is given up at its deadline with the server's error, and the agent's "
-          "later calls are not held up by it",
-          "[call_batch][limits]") {
+TEST_CASE(
+    "a refused call is given up at its deadline with the server's error, and the agent's "
+    "later calls are not held up by it",
+    "[call_batch][limits]") {
   ServerOptions o = batch_test_options();
   o.max_queued_calls_per_agent = 1;
   Connected c(o);

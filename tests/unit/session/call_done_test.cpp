@@ -38,8 +38,7 @@ struct Loop {
 };
 
 // A reply's ticket, sent sent_ago ago to the server of epoch.
-Ticket lost_reply(const std::string& call_id, std::chrono::milliseconds sent_ago,
-                  std::uint64_t epoch = 0) {
+Ticket lost_reply(const std::string& call_id, std::chrono::milliseconds sent_ago, std::uint64_t epoch = 0) {
   Ticket t;
   t.slot = std::make_shared<ResultSlot>();
   t.call_id = call_id;
@@ -63,16 +62,17 @@ bool ended(ResultSlot& s) {
 
 }  // namespace
 
-TEST_CASE("a lost call the server does not know was not applied when it was sent after the "
-          "server's forgotten horizon",
-          "[session][call_done]") {
+TEST_CASE(
+    "a lost call the server does not know was not applied when it was sent after the "
+    "server's forgotten horizon",
+    "[session][call_done]") {
   Loop l;
   // Sent a second ago; the server forgot only calls that finished a minute ago or earlier.
   Error e = detail::unknown_lost_call(l.state, lost_reply("call-1", std::chrono::seconds(1)), 60000);
   CHECK(e.code() == ErrorCode::not_applied);
   CHECK(e.retryable());
-  CHECK_THAT(e.message(), Contains("call-1") && Contains("127.0.0.1:7000") &&
-                              Contains("safe to retry") && !Contains("not safe"));
+  CHECK_THAT(e.message(), Contains("call-1") && Contains("127.0.0.1:7000") && Contains("safe to retry") &&
+                              !Contains("not safe"));
   // A server that never forgot a call: unknown means never started, however long ago it was sent.
   Error never = detail::unknown_lost_call(l.state, lost_reply("call-2", std::chrono::hours(5)), -1);
   CHECK(never.code() == ErrorCode::not_applied);
@@ -92,7 +92,8 @@ TEST_CASE("a lost call sent before the server's forgotten horizon has expired: i
   // server: it cannot be told apart, so it is not called safe.
   Error close = detail::unknown_lost_call(l.state, lost_reply("call-2", std::chrono::milliseconds(0)), 500);
   CHECK(close.code() == ErrorCode::expired);
-  Error outside = detail::unknown_lost_call(l.state, lost_reply("call-3", std::chrono::milliseconds(0)), 5000);
+  Error outside =
+      detail::unknown_lost_call(l.state, lost_reply("call-3", std::chrono::milliseconds(0)), 5000);
   CHECK(outside.code() == ErrorCode::not_applied);
 }
 
@@ -107,15 +108,16 @@ TEST_CASE("a lost call is interrupted when the server came back as another one",
   Error e = detail::unknown_lost_call(l.state, t, -1);
   CHECK(e.code() == ErrorCode::interrupted);
   CHECK_FALSE(e.retryable());
-  CHECK_THAT(e.message(), Contains("call-1") && Contains("server-b") &&
-                              Contains("not safe to retry blindly"));
+  CHECK_THAT(e.message(),
+             Contains("call-1") && Contains("server-b") && Contains("not safe to retry blindly"));
   // Whatever the server's horizon says.
   CHECK(detail::unknown_lost_call(l.state, t, 60000).code() == ErrorCode::interrupted);
 }
 
-TEST_CASE("each CallDone redeems its ticket once, and an answer that cannot be read fails its call "
-          "alone",
-          "[session][call_done]") {
+TEST_CASE(
+    "each CallDone redeems its ticket once, and an answer that cannot be read fails its call "
+    "alone",
+    "[session][call_done]") {
   Loop l;
   auto ok = std::make_shared<ResultSlot>();
   auto failed = std::make_shared<ResultSlot>();
@@ -157,9 +159,9 @@ TEST_CASE("each CallDone redeems its ticket once, and an answer that cannot be r
   CHECK(ended(*failed));
   REQUIRE(error_of(*unreadable));
   CHECK(error_of(*unreadable)->code() == ErrorCode::bad_request);
-  CHECK_THAT(error_of(*unreadable)->message(),
-             Contains("the answer from as_server at 127.0.0.1:7000 could not be read") &&
-                 Contains("not UTF-8"));
+  CHECK_THAT(
+      error_of(*unreadable)->message(),
+      Contains("the answer from as_server at 127.0.0.1:7000 could not be read") && Contains("not UTF-8"));
   CHECK(observed == 1);
   CHECK_FALSE(observe_failed);
 

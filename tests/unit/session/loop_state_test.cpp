@@ -59,9 +59,10 @@ struct Loop {
 
 }  // namespace
 
-TEST_CASE("a lost connection keeps sent replies for a lookup, fails what cannot be looked up, and "
-          "keeps what was not sent",
-          "[session][loop_state]") {
+TEST_CASE(
+    "a lost connection keeps sent replies for a lookup, fails what cannot be looked up, and "
+    "keeps what was not sent",
+    "[session][loop_state]") {
   Loop l;
   l.state.look_up_lost_calls = true;
   const auto generation = l.state.generation;
@@ -107,9 +108,10 @@ TEST_CASE("a lost connection without lookups (child mode) fails nothing before c
   CHECK_FALSE(l.observe_error);
 }
 
-TEST_CASE("a connection gone for good fails every waiting call with its error, and later calls at "
-          "once",
-          "[session][loop_state]") {
+TEST_CASE(
+    "a connection gone for good fails every waiting call with its error, and later calls at "
+    "once",
+    "[session][loop_state]") {
   Loop l;
   l.state.look_up_lost_calls = true;
   detail::connection_lost(l.state);

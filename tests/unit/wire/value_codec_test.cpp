@@ -104,15 +104,15 @@ TEST_CASE("Cap'n Proto faults map to typed errors", "[value_codec]") {
   auto e = detail::error_from_kj(disc, "calling x");
   CHECK(e.code() == ErrorCode::disconnected);
   CHECK(e.retryable());
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("calling x") &&
-                              Catch::Matchers::Contains("peer gone"));
+  CHECK_THAT(e.message(), Catch::Matchers::Contains("calling x") && Catch::Matchers::Contains("peer gone"));
   kj::Exception over(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str("busy"));
   CHECK(detail::error_from_kj(over).code() == ErrorCode::overloaded);
   kj::Exception failed(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str("bug"));
   CHECK(detail::error_from_kj(failed).code() == ErrorCode::internal);
   CHECK_FALSE(detail::error_from_kj(failed).retryable());
   // A method the other end does not have: the request was wrong, not the server.
-  kj::Exception unimplemented(kj::Exception::Type::UNIMPLEMENTED, __FILE__, __LINE__, kj::str("no such method"));
+  kj::Exception unimplemented(kj::Exception::Type::UNIMPLEMENTED, __FILE__, __LINE__,
+                              kj::str("no such method"));
   CHECK(detail::error_from_kj(unimplemented).code() == ErrorCode::bad_request);
   // An agentd::Error carried through a promise comes back whole, in its context.
   auto carried = detail::error_from_kj(
