@@ -59,7 +59,7 @@ struct Connection {
     server_end = kj::mv(pipe.ends[0]);
     client_end = kj::mv(pipe.ends[1]);
     // The address failures are counted under, as the server gives it (net::address_part).
-    std::string address = net::address_part(peer);
+    std::string address = agentd::net::address_part(peer);
     auto gate = detail::make_gate(ctx, std::move(peer), std::move(address),
                                   [&pings, &made](const TokenSet::Digest& d) {
                                     made.push_back(d);
