@@ -51,15 +51,15 @@ def run(cmd, what, **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ("--readme", "--cxx", "--include", "--as-server", "--python-dir", "--sanitized"):
+    for a in ("--readme", "--cxx", "--include", "--as-server", "--python-dir"):
         ap.add_argument(a, required=True)
+    # A sanitized build: the flags its consumers compile and link with, and the runtime python3
+    # (not sanitized) must preload to load the sanitized module.
+    ap.add_argument("--cxx-flags", default="")
+    ap.add_argument("--preload", default="")
     # libagentd and the client library it is built on (a plugin links both).
     ap.add_argument("--lib", required=True, action="append")
     o = ap.parse_args()
-    if o.sanitized.upper() in ("ON", "1", "TRUE", "YES"):
-        print("SKIP: a sanitized build: the snippets would need the sanitizer runtime; "
-              "the plain build runs them")
-        return 77
     found = blocks(o.readme)
     kinds = sorted({k for k, _, _ in found})
     if kinds != ["main", "plugin", "python"]:
@@ -69,7 +69,10 @@ def main():
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTD_AS_SERVER", "LD_LIBRARY_PATH")}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env["PYTHONPATH"] = o.python_dir
-    cxx = [o.cxx, "-std=c++20", "-I", o.include, "-o"]
+    if o.preload:
+        env["LD_PRELOAD"] = o.preload
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    cxx = [o.cxx, "-std=c++20"] + o.cxx_flags.split() + ["-I", o.include, "-o"]
     link = o.lib + [f"-Wl,-rpath,{libdir}"]
     with tempfile.TemporaryDirectory() as work:
         for n, (kind, line, code) in enumerate(found):
