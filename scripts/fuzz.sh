@@ -17,6 +17,9 @@ TARGETS=${FUZZ_TARGETS:-"session_submit_fuzz value_codec_fuzz model_config_fuzz 
 scripts/setup.sh >/dev/null
 SANITIZE=ON BUILD_DIR="$BUILD" TARGETS=fuzzers scripts/build.sh
 
+# The tree links clang's shared ASan runtime; libFuzzer's link puts it after other libraries, so
+# it is preloaded to come first.
+RUNTIME=$(clang++ -print-file-name=libclang_rt.asan-x86_64.so)
 total=0
 failed=()
 printf '%-22s %14s %10s  %s\n' target executions exec/s result
@@ -27,7 +30,7 @@ for t in $TARGETS; do
   log=$BUILD/fuzz-logs/$t.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   rc=0
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$BUILD/bin/$t" -max_total_time="$PER_TARGET" \
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} LD_PRELOAD="$RUNTIME" "$BUILD/bin/$t" -max_total_time="$PER_TARGET" \
     -max_len=4096 -timeout=20 -print_final_stats=1 -artifact_prefix="$crashes/" \
     "$work" "$seeds" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
