@@ -2,6 +2,7 @@
 // calls gathered per loop turn into one Session.submit (results right, per-agent order kept,
 // other requests flushing the batch first), results above the inline limit read once. The
 // Session / CallSink wire contract driven directly is session_wire_test.cpp.
+#include "blob.h"
 #include "raw_login.h"
 #include "server_process.h"
 #include "value_codec.h"
@@ -36,16 +37,6 @@ std::vector<std::string> ids_of(const std::vector<agentd::AgentInfo>& list) {
   std::vector<std::string> ids;
   for (const auto& a : list) ids.push_back(a.id);
   return ids;
-}
-
-// The bytes BlobAgent makes for {"make_bytes": n}.
-bool is_blob(const Value& content, std::size_t n) {
-  if (!content.is_binary()) return false;
-  const auto& b = content.get_binary();
-  if (b.size() != n) return false;
-  for (std::size_t i = 0; i < n; ++i)
-    if (b[i] != static_cast<std::uint8_t>(i * 31)) return false;
-  return true;
 }
 
 }  // namespace

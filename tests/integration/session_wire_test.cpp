@@ -1,6 +1,7 @@
 // The Session / CallSink wire contract driven directly (a raw login, Session.submit with
 // CallSpecs, a recording CallSink): every ticket reported with the right outcome, unreported
 // replies kept in the pool, calls queued behind a failing create failing with its error.
+#include "blob.h"
 #include "raw_login.h"
 #include "server_process.h"
 #include "value_codec.h"
@@ -25,15 +26,6 @@
 using namespace agentd::test;
 
 namespace {
-
-bool is_blob(const Value& content, std::size_t n) {
-  if (!content.is_binary()) return false;
-  const auto& b = content.get_binary();
-  if (b.size() != n) return false;
-  for (std::size_t i = 0; i < n; ++i)
-    if (b[i] != static_cast<std::uint8_t>(i * 31)) return false;
-  return true;
-}
 
 // One CallDone, decoded (its reader dies with the message).
 struct Done {
