@@ -7,22 +7,6 @@
 
 namespace agentd::detail {
 
-namespace {
-
-template <typename List>
-void write_texts(const std::vector<std::string>& texts, List out) {
-  for (unsigned i = 0; i < texts.size(); ++i) out.set(i, to_kj(texts[i]));
-}
-
-std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader in) {
-  std::vector<std::string> out;
-  out.reserve(in.size());
-  for (auto t : in) out.push_back(to_std(t));
-  return out;
-}
-
-}  // namespace
-
 void write_agent_info(const AgentInfo& a, wire::AgentInfo::Builder out) {
   out.setId(to_kj(a.id));
   out.setName(to_kj(a.name));

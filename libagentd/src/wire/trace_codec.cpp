@@ -10,8 +10,7 @@ void write_trace_span(const TraceSpan& s, wire::Span::Builder out) {
   out.setAgentClass(to_kj(s.agent_class));
   out.setKind(to_kj(s.kind));
   out.setMethod(to_kj(s.method));
-  auto consumed = out.initConsumed(static_cast<unsigned>(s.consumed.size()));
-  for (unsigned i = 0; i < s.consumed.size(); ++i) consumed.set(i, to_kj(s.consumed[i]));
+  write_texts(s.consumed, out.initConsumed(static_cast<unsigned>(s.consumed.size())));
   out.setEnqueuedUnixNs(s.enqueued_unix_ns);
   out.setQueueWaitNs(s.queue_wait_ns);
   out.setRunNs(s.run_ns);
@@ -31,7 +30,7 @@ TraceSpan read_trace_span(wire::Span::Reader in) {
   t.agent_class = to_std(in.getAgentClass());
   t.kind = to_std(in.getKind());
   t.method = to_std(in.getMethod());
-  for (auto c : in.getConsumed()) t.consumed.push_back(to_std(c));
+  t.consumed = read_texts(in.getConsumed());
   t.enqueued_unix_ns = in.getEnqueuedUnixNs();
   t.queue_wait_ns = in.getQueueWaitNs();
   t.run_ns = in.getRunNs();

@@ -7,6 +7,9 @@
 
 #include "agentd.capnp.h"
 
+#include <string>
+#include <vector>
+
 namespace agentd::detail {
 
 void write_value(const Value& v, wire::Value::Builder out);
@@ -35,5 +38,16 @@ ErrorCode from_wire(wire::ErrorCode code);
 
 inline kj::StringPtr to_kj(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
 inline std::string to_std(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+// A list of texts, as is: written into a list initialised with texts.size() elements, read back
+// without checks (read_text is the checked reading of text from a peer).
+inline void write_texts(const std::vector<std::string>& texts, capnp::List<capnp::Text>::Builder out) {
+  for (unsigned i = 0; i < texts.size(); ++i) out.set(i, to_kj(texts[i]));
+}
+inline std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader in) {
+  std::vector<std::string> out;
+  out.reserve(in.size());
+  for (auto t : in) out.push_back(to_std(t));
+  return out;
+}
 
 }  // namespace agentd::detail
