@@ -5,6 +5,9 @@
 # when a target crashed (the input is saved under BUILD/fuzz-crashes/TARGET/).
 #   scripts/fuzz.sh 20                              20 s per target (what scripts/test.sh runs)
 #   FUZZ_TARGETS="value_codec_fuzz" scripts/fuzz.sh 600   one target
+#   FUZZ_SEED=1 scripts/fuzz.sh 20                  libFuzzer's random seed fixed (default: a new one
+#                                                   each run); scripts/test.sh fixes it so CI runs
+#                                                   the same mutations each time
 # New inputs found go to BUILD/fuzz-corpus/TARGET/; the committed seeds (tests/fuzz/corpus/TARGET/)
 # are read, never written.
 set -euo pipefail
@@ -31,7 +34,7 @@ for t in $TARGETS; do
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   rc=0
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} LD_PRELOAD="$RUNTIME" "$BUILD/bin/$t" -max_total_time="$PER_TARGET" \
-    -max_len=4096 -timeout=20 -print_final_stats=1 -artifact_prefix="$crashes/" \
+    -max_len=4096 -timeout=20 -seed="${FUZZ_SEED:-0}" -print_final_stats=1 -artifact_prefix="$crashes/" \
     "$work" "$seeds" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

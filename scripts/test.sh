@@ -26,6 +26,6 @@ stage "setup" scripts/setup.sh
 stage "build ($BUILD_DIR)" scripts/build.sh
 stage "suite" run_ctest "$@"
 if [ "$SANITIZE" = ON ] && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-  stage "fuzz" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+  stage "fuzz" env FUZZ_SEED="${FUZZ_SEED:-1}" scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 fi
 stage "format" scripts/format.sh --check

@@ -183,7 +183,11 @@ std::string field_of(std::string_view pointer) {
   std::string suffix;
   if (!parts.empty() && !parts[0].empty() &&
       std::all_of(parts[0].begin(), parts[0].end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    suffix = "' of model config #" + std::to_string(std::stoul(parts[0]) + 1);
+    // The index can be any run of digits a document spells as a key; count it without stoul,
+    // which throws on more digits than fit.
+    std::string number = parts[0];
+    if (number.size() < 10) number = std::to_string(std::stoul(number) + 1);
+    suffix = "' of model config #" + number;
     parts.erase(parts.begin());
   }
   std::string out;

@@ -383,3 +383,10 @@ TEST_CASE("an alias inside the node it refers to is refused, not followed foreve
       "- config_name: a\n  model_type: echo\n";
   CHECK(error_of(crash).find("levels once aliases (*name) are expanded") != std::string::npos);
 }
+
+TEST_CASE("config error: a key of more digits than an index holds is reported, not thrown",
+          "[models][config][errors]") {
+  // Found by model_config_fuzz: the field name was built with stoul, which threw out_of_range.
+  auto msg = error_of("44444444444444444444444444: 1\n");
+  CHECK_THAT(msg, Contains("models.yaml:1:"));
+}
