@@ -202,6 +202,7 @@ std::vector<CommandSpec> command_table() {
        "plugins built or installed beside agentctl. Options after `--` go to each as_server.",
        {{"--plugin-dir", "DIR", "load every plugin in DIR (repeatable)", true},
         {"--plugin", "FILE", "load the plugin FILE (repeatable)", true},
+        {"--agent-dir", "DIR", "host the agent classes written in Python in DIR/*.py (repeatable)", true},
         {"--model-config-path", "FILE", "model configs for the servers"},
         {"--server-path", "PATH",
          "the as_server binary (default: $AGENTD_AS_SERVER, beside libagentd, beside agentctl, "

@@ -545,6 +545,7 @@ int cmd_up(const Invocation& inv) {
   o.server_path = inv.value("--server-path").value_or("");
   o.plugins = inv.values("--plugin");
   o.plugin_dirs = inv.values("--plugin-dir");
+  o.agent_dirs = inv.values("--agent-dir");
   // The default plugins only when no plugin is named at all (also not after `--`).
   bool named = !o.plugins.empty() || !o.plugin_dirs.empty();
   for (const auto& a : inv.passthrough)

@@ -229,6 +229,7 @@ std::vector<LocalServer> up(const UpOptions& opts) {
   std::vector<std::string> args{"--host", opts.host, "--port", "0"};
   for (const auto& p : opts.plugins) args.insert(args.end(), {"--plugin", p});
   for (const auto& d : opts.plugin_dirs) args.insert(args.end(), {"--plugin-dir", d});
+  for (const auto& d : opts.agent_dirs) args.insert(args.end(), {"--agent-dir", d});
   if (!opts.model_config_path.empty())
     args.insert(args.end(), {"--model-config-path", opts.model_config_path});
   args.insert(args.end(), opts.extra_args.begin(), opts.extra_args.end());

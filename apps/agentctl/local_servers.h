@@ -39,6 +39,7 @@ struct UpOptions {
   std::string server_path;  // empty: as ChildOptions::server_path
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_dirs;
+  std::vector<std::string> agent_dirs;  // --agent-dir: Python agent classes
   std::string model_config_path;
   std::vector<std::string> extra_args;  // passed to each as_server as given
   std::chrono::milliseconds timeout{30000};

@@ -31,6 +31,9 @@ namespace py = pybind11;
 struct ClientBox {
   std::shared_ptr<Client> client;
   bool child = false;
+  // Refs a hosted agent reached with connect() (hosting.h): they use the server's own
+  // connections, which stay open as long as the server runs.
+  bool hosted = false;
   Millis timeout{};
   std::mutex mu;
 
@@ -39,7 +42,9 @@ struct ClientBox {
     if (!client) throw Error(ErrorCode::disconnected, "the agentd client is closed");
     return client;
   }
-  void check_open() { (void)get(); }
+  void check_open() {
+    if (!hosted) (void)get();
+  }
 };
 
 class PyPlaceholder {

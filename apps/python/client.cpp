@@ -36,12 +36,14 @@ ClientOptions connect_options(double timeout, double connect_timeout, std::strin
 }
 
 ChildOptions child_options(std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
+                           std::vector<std::string> agent_dirs,
                            std::string model_config_path, std::string server_path,
                            std::vector<std::string> extra_args, double start_timeout, double timeout,
                            std::string token) {
   if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr) server_path = default_server_path();
   return {.plugins = std::move(plugins),
           .plugin_dirs = std::move(plugin_dirs),
+          .agent_dirs = std::move(agent_dirs),
           .model_config_path = std::move(model_config_path),
           .server_path = std::move(server_path),
           .extra_args = std::move(extra_args),
@@ -106,8 +108,8 @@ void bind_client(py::module_& m) {
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
              std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
-             double start_timeout, double timeout, std::string token) {
-            ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs),
+             double start_timeout, double timeout, std::string token, std::vector<std::string> agent_dirs) {
+            ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs), std::move(agent_dirs),
                                            std::move(model_config_path), std::move(server_path),
                                            std::move(extra_args), start_timeout, timeout, std::move(token));
             Millis t = o.client.timeout;
@@ -121,7 +123,8 @@ void bind_client(py::module_& m) {
           py::arg("plugins") = std::vector<std::string>{},
           py::arg("plugin_dirs") = std::vector<std::string>{}, py::arg("model_config_path") = "",
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
-          py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0, py::arg("token") = "")
+          py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0, py::arg("token") = "",
+          py::arg("agent_dirs") = std::vector<std::string>{})
       .def_static(
           "local",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,

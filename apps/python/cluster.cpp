@@ -103,8 +103,9 @@ void bind_cluster(py::module_& m) {
           "spawn_children",
           [](std::size_t n, std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
              std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
-             std::string placement, double start_timeout, double timeout, std::string token) {
-            ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs),
+             std::string placement, double start_timeout, double timeout, std::string token,
+             std::vector<std::string> agent_dirs) {
+            ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs), std::move(agent_dirs),
                                            std::move(model_config_path), std::move(server_path),
                                            std::move(extra_args), start_timeout, timeout, std::move(token));
             ClusterOptions co;
@@ -121,7 +122,7 @@ void bind_cluster(py::module_& m) {
           py::arg("plugin_dirs") = std::vector<std::string>{}, py::arg("model_config_path") = "",
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
           py::arg("placement") = "round_robin", py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0,
-          py::arg("token") = "");
+          py::arg("token") = "", py::arg("agent_dirs") = std::vector<std::string>{});
   bind_shared_methods<PyCluster, Cluster>(
       cluster, "count agents spread over the members up, created on all of them at once.");
   cluster

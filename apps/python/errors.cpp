@@ -15,6 +15,11 @@ py::object& error_type() {
   return *type;
 }
 
+py::object to_python(const Error& e) {
+  return error_type()(std::string(e.what()), std::string(to_string(e.code())), e.agent_id(), e.agent_class(),
+                      e.retryable());
+}
+
 void bind_errors(py::module_& m) {
   // agentd.Error: a RuntimeError carrying the C++ error's fields.
   py::dict scope;
@@ -39,8 +44,7 @@ class Error(RuntimeError):
     try {
       if (p) std::rethrow_exception(p);
     } catch (const agentd::Error& e) {
-      py::object err = error_type()(std::string(e.what()), std::string(to_string(e.code())), e.agent_id(),
-                                    e.agent_class(), e.retryable());
+      py::object err = to_python(e);
       PyErr_SetObject(error_type().ptr(), err.ptr());
     }
   });

@@ -6,13 +6,18 @@
 //   client.cpp     agentd.Client
 //   cluster.cpp    agentd.Cluster (shared_methods.h: the methods Client and Cluster bind alike)
 //   values.cpp     Python objects <-> agentd::Value
+//   completions.cpp  results from agentd's threads delivered to asyncio loops (`await placeholder`)
+//   hosting.cpp, host_state.cpp, agent_context.cpp  agents written in Python, hosted by as_server
+//                  (hosting.h); agentd/agent.py is their Python side (agentd.Agent, to_dist)
 //
 // Threads and the GIL: every call that may wait (on the network, a child server or a result)
 // releases the GIL; Python values are converted to C++ before and back after, with it held.
 #include "agent_ref.h"
 #include "client.h"
 #include "cluster.h"
+#include "completions.h"
 #include "errors.h"
+#include "hosting.h"
 #include "values.h"
 
 #include <agentd/client.h>
@@ -125,7 +130,10 @@ PYBIND11_MODULE(_agentd, m) {
   bind_agent_ref(m);
   bind_client(m);
   bind_cluster(m);
+  bind_completions(m);
+  bind_hosting(m);
 
-  for (const char* name : {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster"})
+  for (const char* name :
+       {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster", "Model", "ChatResponse"})
     m.attr(name).attr("__module__") = "agentd";
 }

@@ -9,6 +9,9 @@
 Client.connect(host, port) reaches a running as_server (independent mode), Client.spawn_child
 starts one for this program (child mode), Client.local hosts the agents in this process.
 Cluster.open / Cluster.spawn_children drive several servers as one.
+
+Agents can be written in Python too: subclass agentd.Agent (agent.py), host the class with
+`as_server --agent-dir DIR`, or move one made here with `MyAgent("A0").to_dist()`.
 """
 import os as _os
 
@@ -17,17 +20,20 @@ from . import _agentd
 from ._agentd import (  # noqa: F401
     AgentInfo,
     AgentRef,
+    ChatResponse,
     Client,
     Cluster,
     Error,
+    Model,
     Msg,
     Placeholder,
     ServerInfo,
     __version__,
 )
+from .agent import Agent, method  # noqa: F401  (agents written in Python; agent.py)
 
-__all__ = ["AgentInfo", "AgentRef", "Client", "Cluster", "Error", "Msg", "Placeholder",
-           "ServerInfo"]
+__all__ = ["Agent", "AgentInfo", "AgentRef", "ChatResponse", "Client", "Cluster", "Error", "Model",
+           "Msg", "Placeholder", "ServerInfo", "method"]
 
 # Child mode in a build tree: use the as_server built beside this package (build/bin) unless
 # $AGENTD_AS_SERVER or server_path says otherwise; installed, the library finds the installed one.

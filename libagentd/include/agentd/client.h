@@ -92,6 +92,9 @@ struct ChildOptions {
   // directory, plugin_dirs, then the plugins shipped beside libagentd.
   std::vector<std::string> plugins{};
   std::vector<std::string> plugin_dirs{};  // --plugin-dir for the child
+  // --agent-dir for the child: folders of agent classes written in Python (README "Writing an
+  // agent in Python").
+  std::vector<std::string> agent_dirs{};
   std::string model_config_path{};
   // The as_server binary. Empty: $AGENTD_AS_SERVER, then the bin/ beside the loaded libagentd
   // (a build tree, or the installed tree wherever it is), then next to this program, then $PATH.
@@ -200,6 +203,14 @@ class Placeholder {
   // message without holding a thread and throws what get() would throw. There get() fails at
   // once instead (it would block the server's event loop).
   detail::PlaceholderAwaiter operator co_await() const { return detail::PlaceholderAwaiter(s_); }
+
+  // Runs fn once the result is there (get() no longer blocks; it returns or throws at once):
+  // on the thread that receives it (the client's loop thread), or on the calling thread now when
+  // it is there already. For code that must not park a thread per call (event loops of other
+  // libraries: an HTTP server, Python's asyncio): fn hands the news to its own loop and returns.
+  // As for on_chunk(), fn must return quickly, must not block on this client and must not hold
+  // the last reference to its Client, AgentRef or Placeholder. Each call registers one more fn.
+  void on_ready(std::function<void()> fn) const;
 
   const std::string& call_id() const;
   // The producing server's advertised address ("host:port"; empty in local mode).

@@ -36,6 +36,7 @@ Client Client::spawn_child(ChildOptions options) {
   std::vector<std::string> args;
   for (const auto& p : options.plugins) args.insert(args.end(), {"--plugin", p});
   for (const auto& d : options.plugin_dirs) args.insert(args.end(), {"--plugin-dir", d});
+  for (const auto& d : options.agent_dirs) args.insert(args.end(), {"--agent-dir", d});
   if (!options.model_config_path.empty())
     args.insert(args.end(), {"--model-config-path", options.model_config_path});
   // A child logs warnings and errors only (on this process's stderr) unless told otherwise.

@@ -81,11 +81,22 @@ Msg PlaceholderAwaiter::await_resume() {
 Msg Placeholder::get() const { return get(s_->core->options().timeout); }
 
 Msg Placeholder::get(std::chrono::milliseconds timeout) const {
-  detail::ClientCore::check_not_on_loop("Placeholder::get()");
   if (!s_->requested.load()) {
     s_->core->requests_.fetch_add(1, std::memory_order_relaxed);
     s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
   }
+  {
+    // A result that is there is returned on any thread, the loop's included (on_ready callbacks
+    // read it there); only a wait must not happen on the loop thread.
+    auto& slot = *s_->slot;
+    std::lock_guard lock(slot.mu);
+    if (slot.value || slot.error) {
+      s_->requested.store(true);
+      if (slot.error) throw *slot.error;
+      return *slot.value;
+    }
+  }
+  detail::ClientCore::check_not_on_loop("Placeholder::get()");
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
@@ -96,6 +107,15 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
                 s_->agent_id, "", true);
   if (slot.error) throw *slot.error;
   return *slot.value;
+}
+
+void Placeholder::on_ready(std::function<void()> fn) const {
+  if (!s_->requested.load()) s_->core->requests_.fetch_add(1, std::memory_order_relaxed);
+  s_->fetch();
+  // watch() keeps fn when the slot is not settled yet (it then runs on the settling thread);
+  // settled already, it gives fn back by returning 0 and fn runs here.
+  auto shared = std::make_shared<std::function<void()>>(std::move(fn));
+  if (s_->slot->watch([shared] { (*shared)(); }) == 0) (*shared)();
 }
 
 std::optional<std::string> Placeholder::next_chunk() const { return next_chunk(s_->core->options().timeout); }

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -35,6 +36,7 @@ std::vector<std::string> ClassCatalog::names() const {
 }
 
 PluginLoader::~PluginLoader() {
+  if (python_stop_ != nullptr) python_stop_();
   for (auto it = handles_.rbegin(); it != handles_.rend(); ++it) ::dlclose(*it);
 }
 
@@ -77,6 +79,76 @@ void PluginLoader::load(const std::string& path, ClassCatalog& catalog) {
   handles_.push_back(handle);
   paths_.push_back(path);
   for (const auto& cls : table->classes) catalog.add(cls, path);
+}
+
+namespace {
+
+// The Python host plugin's entry points (apps/python/host_plugin.cpp defines them; keep the two
+// in step). load: imports dirs, calls add(ctx, class, source, factory) per class, or fail(ctx,
+// message) once and returns nonzero. stop: ends the host's asyncio thread (agents all gone).
+using PythonAdd = void (*)(void* ctx, const char* class_name, const char* source, AgentFactory factory);
+using PythonFail = void (*)(void* ctx, const char* message);
+using PythonLoad = int (*)(const char* const* dirs, std::size_t n_dirs, void* ctx, PythonAdd add,
+                           PythonFail fail);
+using PythonStop = void (*)();
+
+struct PythonLoadContext {
+  ClassCatalog* catalog;
+  std::string error;
+};
+
+}  // namespace
+
+void PluginLoader::load_python(const std::vector<std::string>& agent_dirs, ClassCatalog& catalog) {
+  namespace fs = std::filesystem;
+  if (agent_dirs.empty() || python_stop_ != nullptr) return;
+  std::error_code ec;
+  for (const auto& d : agent_dirs)
+    if (!fs::is_directory(d, ec))
+      throw Error(ErrorCode::plugin_error,
+                  fmt::format("--agent-dir {}: not a readable directory (it should hold the .py files "
+                              "of agent classes deriving from agentd.Agent)",
+                              d));
+  std::string path;
+  if (const char* env = std::getenv("AGENTD_PYTHON_HOST"); env != nullptr && *env != '\0') {
+    path = env;
+  } else if (auto lib = libagentd_dir(); !lib.empty()) {
+    path = (lib / "agentd" / "libagentd_python.so").string();
+  }
+  if (path.empty() || !fs::exists(path, ec))
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("--agent-dir needs the Python host plugin, but {} does not exist; build "
+                            "agentd with Python (pybind11-dev, python3-dev) or set $AGENTD_PYTHON_HOST",
+                            path.empty() ? std::string("libagentd_python.so") : path));
+  // Never unloaded: CPython cannot be started again in one process.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("Python host {}: cannot load: {}", path, why ? why : "unknown dlopen error"));
+  }
+  auto load = reinterpret_cast<PythonLoad>(::dlsym(handle, "agentd_python_host_load_v1"));
+  auto stop = reinterpret_cast<PythonStop>(::dlsym(handle, "agentd_python_host_stop_v1"));
+  if (load == nullptr || stop == nullptr)
+    throw Error(ErrorCode::plugin_error,
+                fmt::format("Python host {}: not agentd's Python host (no agentd_python_host_load_v1)", path));
+  std::vector<const char*> dirs;
+  for (const auto& d : agent_dirs) dirs.push_back(d.c_str());
+  PythonLoadContext ctx{&catalog, {}};
+  PythonAdd add = [](void* c, const char* name, const char* source, AgentFactory factory) {
+    auto* lc = static_cast<PythonLoadContext*>(c);
+    if (!lc->error.empty()) return;
+    try {
+      lc->catalog->add(AgentClass{name, factory}, source);
+    } catch (const Error& e) {
+      lc->error = e.message();
+    }
+  };
+  PythonFail fail = [](void* c, const char* message) { static_cast<PythonLoadContext*>(c)->error = message; };
+  python_stop_ = stop;  // started (its thread too) even when a module failed: stopped at the end
+  if (load(dirs.data(), dirs.size(), &ctx, add, fail) != 0 || !ctx.error.empty())
+    throw Error(ErrorCode::plugin_error, ctx.error.empty() ? std::string("Python host: loading failed") : ctx.error);
+  paths_.push_back(path);
 }
 
 std::string PluginLoader::find(const std::string& name, const std::vector<std::string>& dirs) {

@@ -48,9 +48,19 @@ class PluginLoader {
   // it. Throws Error(plugin_error) naming every place it looked and what to do.
   static std::string find(const std::string& name, const std::vector<std::string>& dirs);
 
+  // Hosts the agent classes written in Python in agent_dirs (as_server --agent-dir): loads the
+  // Python host plugin (libagentd_python.so: <libdir>/agentd/ beside libagentd, in a build tree
+  // and an install alike; $AGENTD_PYTHON_HOST overrides), which embeds CPython, imports every
+  // DIR/*.py and reports each class deriving from agentd.Agent; each is added to catalog with
+  // its file as the source. Throws Error(plugin_error) naming the file and line of a module that
+  // fails to import, a class defined twice, or a missing plugin. Once only.
+  void load_python(const std::vector<std::string>& agent_dirs, ClassCatalog& catalog);
+
   const std::vector<std::string>& loaded() const { return paths_; }
 
  private:
+  // The Python host's stop (its asyncio thread); run before the plugins are closed.
+  void (*python_stop_)() = nullptr;
   std::vector<void*> handles_;
   std::vector<std::string> paths_;
 };

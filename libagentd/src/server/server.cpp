@@ -132,6 +132,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                      [&](const std::string& l) { return std::filesystem::equivalent(l, path, ec); }))
       plugins_.load(path, catalog_);
   }
+  plugins_.load_python(options_.agent_dirs, catalog_);
   class_names_ = catalog_.names();
   if (!options_.model_config_path.empty()) models_.replace(load_model_configs(options_.model_config_path));
   auto paf = kj::newPromiseAndFulfiller<void>();

@@ -40,6 +40,9 @@ po::options_description make_description(ServerOptions& o) {
      "directory, the --plugin-dir directories, then the plugins shipped with agentd")
     ("plugin-dir", po::value<std::vector<std::string>>(&o.plugin_dirs)->composing()->value_name("DIR"),
      "load every .so in this directory (repeatable)")
+    ("agent-dir", po::value<std::vector<std::string>>(&o.agent_dirs)->composing()->value_name("DIR"),
+     "host the agent classes written in Python in DIR: every class deriving from agentd.Agent in "
+     "DIR/*.py, under its class name (repeatable; loads the libagentd_python.so plugin)")
     ("max-workers", po::value<std::size_t>(&o.max_workers)->default_value(o.max_workers)->value_name("N"),
      "most worker threads running agent code at once (agents may block; the pool grows to this)")
     ("max-pool-size", po::value<std::size_t>(&o.max_pool_size)->default_value(o.max_pool_size)->value_name("N"),

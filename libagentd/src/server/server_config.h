@@ -17,6 +17,7 @@ struct ServerOptions {
   std::string model_config_path;  // empty: only the built-in echo model
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_dirs;
+  std::vector<std::string> agent_dirs;  // folders of Python agent classes (libagentd_python.so)
   std::size_t max_workers = 1024;    // upper bound of agent worker threads
   std::size_t max_pool_size = 8192;  // finished results kept
   double max_expire_time = 7200;     // seconds a finished result is kept
