@@ -8,12 +8,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace agentd;
@@ -175,4 +178,52 @@ TEST_CASE("next_chunk(timeout) with no chunk coming throws a retryable timeout",
   g_gate.set(true);
   CHECK(p.next_chunk(std::chrono::seconds(10)) == std::optional<std::string>("a"));
   CHECK(p.get().text() == "ab");
+}
+
+TEST_CASE(
+    "on_ready runs once the result is there (on the receiving thread), or at once when it is "
+    "there already, for a result and for an error alike",
+    "[client][placeholder]") {
+  OpenGateAtEnd open_at_end;
+  auto client = Client::local(local_options());
+  auto a = client.create_agent("GatedAgent", "g");
+  g_gate.set(false);
+  Placeholder p = a.reply(Msg("user", "soon", "user"));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int ran = 0;
+  bool ready_inside = false;
+  p.on_ready([&] {
+    // get() must not block here: the result is in.
+    bool ready = p.get(std::chrono::milliseconds(0)).text() == "soon";
+    std::lock_guard lock(mu);
+    ready_inside = ready;
+    ++ran;
+    cv.notify_all();
+  });
+  {
+    std::lock_guard lock(mu);
+    CHECK(ran == 0);  // not before the agent answered
+  }
+  g_gate.set(true);
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return ran == 1; }));
+    CHECK(ready_inside);
+  }
+
+  // Registered after the result came: runs now, on this thread.
+  bool now = false;
+  p.on_ready([&] { now = true; });
+  CHECK(now);
+
+  auto t = client.create_agent("ThrowingAgent", "t");
+  Placeholder failed = t.reply(Msg("user", "x", "user"));
+  std::atomic<bool> failed_ready{false};
+  failed.on_ready([&] { failed_ready = true; });
+  CHECK(error_of([&] { failed.get(); }).code() == ErrorCode::agent_failed);
+  // get() returned the error; on_ready ran before or as it did.
+  for (int i = 0; i < 3000 && !failed_ready; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(failed_ready);
 }
