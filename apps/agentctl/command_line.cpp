@@ -198,7 +198,7 @@ std::vector<CommandSpec> command_table() {
        "start N local as_server processes on free ports, in the background",
        "They listen on --host and keep running after agentctl exits; their pids, ports and\n"
        "logs are recorded in $AGENTD_STATE_DIR, else $XDG_RUNTIME_DIR/agentd, else\n"
-       "/tmp/agentd-$UID. Without --plugin/--plugin-dir (here or after `--`) they load the\n"
+       "/tmp/agentd-$UID. Without --plugin/--plugin-dir/--agent-dir (here or after `--`) they load the\n"
        "plugins built or installed beside agentctl. Options after `--` go to each as_server.",
        {{"--plugin-dir", "DIR", "load every plugin in DIR (repeatable)", true},
         {"--plugin", "FILE", "load the plugin FILE (repeatable)", true},

@@ -547,9 +547,12 @@ int cmd_up(const Invocation& inv) {
   o.plugin_dirs = inv.values("--plugin-dir");
   o.agent_dirs = inv.values("--agent-dir");
   // The default plugins only when no plugin is named at all (also not after `--`).
-  bool named = !o.plugins.empty() || !o.plugin_dirs.empty();
+  // A folder of Python agents counts as naming the agents: the shipped plugins would only add
+  // classes whose names may clash with them.
+  bool named = !o.plugins.empty() || !o.plugin_dirs.empty() || !o.agent_dirs.empty();
   for (const auto& a : inv.passthrough)
-    named = named || a.rfind("--plugin", 0) == 0 || a.rfind("--config", 0) == 0;
+    named =
+        named || a.rfind("--plugin", 0) == 0 || a.rfind("--config", 0) == 0 || a.rfind("--agent-dir", 0) == 0;
   if (!named) o.plugin_dirs = default_plugin_dirs();
   o.model_config_path = inv.value("--model-config-path").value_or("");
   o.extra_args = inv.passthrough;

@@ -56,7 +56,8 @@ std::vector<Msg> to_msgs(const py::handle& messages) {
   return out;
 }
 
-ChatOptions chat_options(const py::object& generate_args, const py::object& tools, std::optional<double> timeout) {
+ChatOptions chat_options(const py::object& generate_args, const py::object& tools,
+                         std::optional<double> timeout) {
   ChatOptions o;
   if (!generate_args.is_none()) o.generate_args = to_value(generate_args);
   if (!tools.is_none()) o.tools = to_value(tools);
@@ -72,7 +73,9 @@ struct PyModel {
 
 std::shared_ptr<Completions> completions_of_running_loop() {
   py::object loop = py::module_::import("asyncio").attr("get_running_loop")();
-  return py::module_::import("agentd.agent").attr("_completions_of")(loop).cast<std::shared_ptr<Completions>>();
+  return py::module_::import("agentd.agent")
+      .attr("_completions_of")(loop)
+      .cast<std::shared_ptr<Completions>>();
 }
 
 // Delivers a model call's end to the parked future (on its loop's thread, GIL held there).
@@ -128,15 +131,15 @@ py::object start_chat(PyModel& self, const py::object& messages, const py::objec
         if (ctx && ctx->host != nullptr) ctx->host->chunk(piece);
       };
     } else {
-      sink = [weak = std::weak_ptr<Completions>(completions), cb = share_object(on_chunk)](std::string_view piece) {
-        if (auto c = weak.lock())
-          c->post([cb, text = std::string(piece)] { (*cb)(py::str(text)); });
+      sink = [weak = std::weak_ptr<Completions>(completions),
+              cb = share_object(on_chunk)](std::string_view piece) {
+        if (auto c = weak.lock()) c->post([cb, text = std::string(piece)] { (*cb)(py::str(text)); });
       };
     }
   }
   std::uint64_t token = completions->park(fut);
-  server->post([model = self.model, msgs = std::move(msgs), options = std::move(options), sink = std::move(sink),
-                weak = std::weak_ptr<Completions>(completions), token]() mutable {
+  server->post([model = self.model, msgs = std::move(msgs), options = std::move(options),
+                sink = std::move(sink), weak = std::weak_ptr<Completions>(completions), token]() mutable {
     run_chat(std::move(model), std::move(msgs), std::move(options), std::move(sink), std::move(weak), token);
   });
   return fut;
@@ -214,8 +217,8 @@ void bind_agent_context(py::module_& m) {
           py::arg("timeout") = py::none(), "Asks the model (waits, without the GIL).")
       .def(
           "stream",
-          [](PyModel& s, const py::object& messages, const py::object& on_chunk, const py::object& generate_args,
-             const py::object& tools, std::optional<double> timeout) {
+          [](PyModel& s, const py::object& messages, const py::object& on_chunk,
+             const py::object& generate_args, const py::object& tools, std::optional<double> timeout) {
             auto msgs = to_msgs(messages);
             auto o = chat_options(generate_args, tools, timeout);
             auto ctx = s.ctx;
@@ -251,11 +254,12 @@ void bind_agent_context(py::module_& m) {
           },
           py::arg("messages"), py::arg("generate_args") = py::none(), py::arg("tools") = py::none(),
           py::arg("timeout") = py::none(),
-          "An awaitable chat() for async agents: the request runs on the server's event loop, no thread waits.")
+          "An awaitable chat() for async agents: the request runs on the server's event loop, no thread "
+          "waits.")
       .def(
           "stream_async",
-          [](PyModel& s, const py::object& messages, const py::object& on_chunk, const py::object& generate_args,
-             const py::object& tools, std::optional<double> timeout) {
+          [](PyModel& s, const py::object& messages, const py::object& on_chunk,
+             const py::object& generate_args, const py::object& tools, std::optional<double> timeout) {
             return start_chat(s, messages, on_chunk, true, chat_options(generate_args, tools, timeout));
           },
           py::arg("messages"), py::arg("on_chunk") = py::none(), py::arg("generate_args") = py::none(),
@@ -263,7 +267,8 @@ void bind_agent_context(py::module_& m) {
           "An awaitable stream() for async agents.");
 
   py::class_<PyMemory>(m, "_Memory", "A hosted agent's memory (the server's: saved with --state-dir).")
-      .def("add", [](PyMemory& mem, const py::object& x) { memory_add(mem.get(), x); }, py::arg("msg"))
+      .def(
+          "add", [](PyMemory& mem, const py::object& x) { memory_add(mem.get(), x); }, py::arg("msg"))
       .def("get", [](PyMemory& mem) { return memory_list(mem.get()); })
       .def("clear", [](PyMemory& mem) { mem.get().clear(); })
       .def("size", [](PyMemory& mem) { return mem.get().size(); })

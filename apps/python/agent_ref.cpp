@@ -1,5 +1,7 @@
 #include "agent_ref.h"
 
+#include "hosted_agent.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -34,6 +36,18 @@ bool is_wait_timeout(const Error& e) {
 
 const Msg& PyPlaceholder::get(std::optional<double> timeout) {
   if (cached_) return *cached_;
+  if (on_host_asyncio_thread()) {
+    // Only a result that is there already: waiting here would stop the loop that may produce it.
+    try {
+      cached_ = std::make_shared<Msg>(p_.get(Millis(0)));
+      return *cached_;
+    } catch (const Error& e) {
+      if (!is_wait_timeout(e)) throw;
+    }
+    throw Error(ErrorCode::bad_request,
+                "Placeholder.get() (or reading .content) inside an async agent would block its asyncio "
+                "loop: write `msg = await placeholder` instead");
+  }
   Millis total = timeout ? to_millis(*timeout) : box_->timeout;
   auto deadline = std::chrono::steady_clock::now() + total;
   for (;;) {
@@ -117,6 +131,10 @@ void PyAgentRef::observe(const py::object& x) const {
 
 py::object PyAgentRef::call(const std::string& method, const py::object& args) const {
   box_->check_open();
+  if (on_host_asyncio_thread())
+    throw Error(ErrorCode::bad_request,
+                "AgentRef.call() inside an async agent would block its asyncio loop: write "
+                "`value = (await ref.call_async(method, args)).content` instead");
   Value a = args_value(args);
   Value out;
   {

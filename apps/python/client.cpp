@@ -36,10 +36,9 @@ ClientOptions connect_options(double timeout, double connect_timeout, std::strin
 }
 
 ChildOptions child_options(std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
-                           std::vector<std::string> agent_dirs,
-                           std::string model_config_path, std::string server_path,
-                           std::vector<std::string> extra_args, double start_timeout, double timeout,
-                           std::string token) {
+                           std::vector<std::string> agent_dirs, std::string model_config_path,
+                           std::string server_path, std::vector<std::string> extra_args, double start_timeout,
+                           double timeout, std::string token) {
   if (server_path.empty() && std::getenv("AGENTD_AS_SERVER") == nullptr) server_path = default_server_path();
   return {.plugins = std::move(plugins),
           .plugin_dirs = std::move(plugin_dirs),

@@ -31,10 +31,9 @@ ClientOptions connect_options(double timeout, double connect_timeout, std::strin
 // Client.spawn_child's and Cluster.spawn_children's options (timeouts in seconds); an empty
 // server_path is default_server_path() unless $AGENTD_AS_SERVER is set.
 ChildOptions child_options(std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
-                           std::vector<std::string> agent_dirs,
-                           std::string model_config_path, std::string server_path,
-                           std::vector<std::string> extra_args, double start_timeout, double timeout,
-                           std::string token);
+                           std::vector<std::string> agent_dirs, std::string model_config_path,
+                           std::string server_path, std::vector<std::string> extra_args, double start_timeout,
+                           double timeout, std::string token);
 
 class PyClient {
  public:

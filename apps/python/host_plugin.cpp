@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -18,7 +19,8 @@ namespace py = pybind11;
 
 namespace {
 
-using PythonAdd = void (*)(void* ctx, const char* class_name, const char* source, agentd::AgentFactory factory);
+using PythonAdd = void (*)(void* ctx, const char* class_name, const char* source,
+                           agentd::AgentFactory factory);
 using PythonFail = void (*)(void* ctx, const char* message);
 
 const agentd::python::HostApi* g_api = nullptr;
@@ -58,8 +60,9 @@ void add_package_path() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int agentd_python_host_load_v1(const char* const* dirs,
-                                                                                  std::size_t n_dirs, void* ctx,
-                                                                                  PythonAdd add, PythonFail fail) {
+                                                                                 std::size_t n_dirs,
+                                                                                 void* ctx, PythonAdd add,
+                                                                                 PythonFail fail) {
   if (g_api != nullptr) {
     fail(ctx, "Python host: loaded once per server");
     return 1;
@@ -89,4 +92,8 @@ extern "C" __attribute__((visibility("default"))) int agentd_python_host_load_v1
 
 extern "C" __attribute__((visibility("default"))) void agentd_python_host_stop_v1() {
   if (g_api != nullptr) g_api->stop();
+}
+
+extern "C" __attribute__((visibility("default"))) std::uint64_t agentd_python_host_stalls_v1() {
+  return g_api != nullptr ? g_api->stalls() : 0;
 }

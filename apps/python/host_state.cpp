@@ -22,7 +22,11 @@ namespace {
 constexpr auto kStallWarn = 2s;
 constexpr auto kWatchEvery = 100ms;
 
+thread_local bool t_on_asyncio_thread = false;
+
 }  // namespace
+
+bool on_host_asyncio_thread() { return t_on_asyncio_thread; }
 
 struct HostState::Threads {
   std::thread loop;
@@ -51,11 +55,14 @@ void HostState::start() {
 
 void HostState::run_loop() {
   pthread_setname_np(pthread_self(), "agentd-asyncio");
+  t_on_asyncio_thread = true;
   Gil gil;
   py::object asyncio = py::module_::import("asyncio");
   loop_ = asyncio.attr("new_event_loop")();
   asyncio.attr("set_event_loop")(loop_);
   completions_ = Completions::create(loop_);
+  // `await placeholder` on this loop uses this queue too (agent.py's _completions_of).
+  py::module_::import("agentd.agent").attr("_completions")[loop_] = completions_;
   loop_thread_id_ = py::module_::import("threading").attr("get_ident")().cast<unsigned long>();
   {
     std::lock_guard lock(threads_->mu);
@@ -113,7 +120,8 @@ void HostState::watch() {
       if (frames.contains(key)) {
         py::list stack = py::module_::import("traceback").attr("format_stack")(frames[key]);
         auto n = static_cast<py::ssize_t>(stack.size());
-        for (py::ssize_t i = std::max<py::ssize_t>(0, n - 4); i < n; ++i) where += stack[i].cast<std::string>();
+        for (py::ssize_t i = std::max<py::ssize_t>(0, n - 4); i < n; ++i)
+          where += stack[i].cast<std::string>();
       }
     } catch (py::error_already_set& e) {
       where = e.what();

@@ -109,6 +109,11 @@ class HostState {
   std::unique_ptr<Threads> threads_;
 };
 
+// True on the host's asyncio thread (where asynchronous agents run). A wait there that needs that
+// same thread (Placeholder.get() of another Python agent's call, AgentRef.call()) would never
+// end, so those fail at once there, as get() does in a C++ asynchronous agent: await instead.
+bool on_host_asyncio_thread();
+
 // Python agent code's failure as what the host reports: an agentd.Error keeps its code; any
 // other exception becomes agent_failed carrying "Type: message" and a trimmed traceback. GIL held.
 std::exception_ptr python_failure(py::error_already_set& e);

@@ -41,7 +41,8 @@ py::module_ agent_module() { return py::module_::import("agentd.agent"); }
 py::object msg_arg(const Msg& x) { return x.id.empty() ? py::object(py::none()) : py::cast(x); }
 
 // Runs a named method: fn(**args) for an object, fn() for null, fn(args) for anything else.
-py::object call_method(py::object& self, const ClassInfo& info, const std::string& method, const Value& args) {
+py::object call_method(py::object& self, const ClassInfo& info, const std::string& method,
+                       const Value& args) {
   if (info.methods.find(method) == info.methods.end()) {
     std::string known;
     for (const auto& [n, _] : info.methods) known += (known.empty() ? "" : ", ") + n;
@@ -57,7 +58,8 @@ py::object call_method(py::object& self, const ClassInfo& info, const std::strin
 
 bool is_coroutine(const py::handle& r) {
   static PyObject* iscoroutine = nullptr;
-  if (iscoroutine == nullptr) iscoroutine = py::object(py::module_::import("asyncio").attr("iscoroutine")).release().ptr();
+  if (iscoroutine == nullptr)
+    iscoroutine = py::object(py::module_::import("asyncio").attr("iscoroutine")).release().ptr();
   return PyObject_IsTrue(py::handle(iscoroutine)(r).ptr()) == 1;
 }
 
@@ -195,7 +197,8 @@ void start_call(const std::shared_ptr<PyCall>& c) {
     task.attr("add_done_callback")(py::cpp_function([c](py::object t) {
       c->task.reset();
       if (t.attr("cancelled")().cast<bool>()) {
-        c->error = std::make_exception_ptr(std::runtime_error("CancelledError: the call's asyncio task was cancelled"));
+        c->error = std::make_exception_ptr(
+            std::runtime_error("CancelledError: the call's asyncio task was cancelled"));
         return resume(c);
       }
       py::object exc = t.attr("exception")();
@@ -361,15 +364,15 @@ std::exception_ptr python_failure(const py::handle& exc) {
   try {
     if (py::hasattr(exc, "code") && py::hasattr(exc, "retryable") && py::hasattr(exc, "agent_class")) {
       // An agentd.Error (a model call's, another agent's, or one raised on purpose) keeps its code.
-      return std::make_exception_ptr(Error(error_code_from_string(py::str(exc.attr("code")).cast<std::string>()),
-                                           py::str(exc).cast<std::string>(), "", "",
-                                           exc.attr("retryable").cast<bool>()));
+      return std::make_exception_ptr(
+          Error(error_code_from_string(py::str(exc.attr("code")).cast<std::string>()),
+                py::str(exc).cast<std::string>(), "", "", exc.attr("retryable").cast<bool>()));
     }
     std::string text = agent_module().attr("_format_exception")(exc).cast<std::string>();
     return std::make_exception_ptr(std::runtime_error(text));
   } catch (py::error_already_set& inner) {
-    return std::make_exception_ptr(std::runtime_error(std::string("a Python exception that cannot be shown: ") +
-                                                      inner.what()));
+    return std::make_exception_ptr(
+        std::runtime_error(std::string("a Python exception that cannot be shown: ") + inner.what()));
   }
 }
 
@@ -392,7 +395,8 @@ std::vector<LoadedClass> load_agent_classes(const std::vector<std::string>& dirs
     info->async_observe = d["async_observe"].cast<bool>();
     info->custom_observe = d["custom_observe"].cast<bool>();
     info->custom_state = d["custom_state"].cast<bool>();
-    for (auto m : d["methods"].cast<py::dict>()) info->methods[m.first.cast<std::string>()] = m.second.cast<bool>();
+    for (auto m : d["methods"].cast<py::dict>())
+      info->methods[m.first.cast<std::string>()] = m.second.cast<bool>();
     registry()[info->name] = info;
     out.push_back(LoadedClass{info->name, info->source});
   }
@@ -410,5 +414,7 @@ std::unique_ptr<Agent> make_python_agent(AgentInit init) {
 }
 
 void stop_python_host() { HostState::get().stop(); }
+
+std::uint64_t python_loop_stalls() { return HostState::get().stalls(); }
 
 }  // namespace agentd::python

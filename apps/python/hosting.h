@@ -25,6 +25,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,16 @@ std::unique_ptr<Agent> make_python_agent(AgentInit init);
 // GIL not held: stops the asyncio thread and the watchdog (every hosted agent is gone).
 void stop_python_host();
 
+// Any thread: times the asyncio loop went 2 s without running (the watchdog's count).
+std::uint64_t python_loop_stalls();
+
 // The capsule the plugin reads (`_agentd._host_api`): these three functions.
 struct HostApi {
   int version = 1;
   std::vector<LoadedClass> (*load)(const std::vector<std::string>& dirs) = &load_agent_classes;
   std::unique_ptr<Agent> (*factory)(AgentInit init) = &make_python_agent;
   void (*stop)() = &stop_python_host;
+  std::uint64_t (*stalls)() = &python_loop_stalls;
 };
 
 // Binds _agentd._host_api and the types hosted agents use (agent_context.cpp).

@@ -133,7 +133,7 @@ PYBIND11_MODULE(_agentd, m) {
   bind_completions(m);
   bind_hosting(m);
 
-  for (const char* name :
-       {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster", "Model", "ChatResponse"})
+  for (const char* name : {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster",
+                           "Model", "ChatResponse"})
     m.attr(name).attr("__module__") = "agentd";
 }

@@ -1,6 +1,7 @@
 // Logs and metrics of a real as_server: --log-format json (every stderr line a JSON object),
 // per-call debug lines, a bad --log-format, and the Prometheus /metrics endpoint on
 // --metrics-port (counters, the latency histogram, 404s, a malformed request, a busy port).
+#include "http_get.h"
 #include "server_process.h"
 #include "test_names.h"
 
@@ -25,45 +26,6 @@
 using namespace agentd::test;
 
 namespace {
-
-// Sends request to 127.0.0.1:port over a plain socket; returns everything the server sent back
-// (it closes the connection after one response).
-std::string http(std::uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot connect to the metrics port");
-  }
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  // Two writes: the server must wait for the whole head.
-  auto half = request.size() / 2;
-  ::send(fd, request.data(), half, MSG_NOSIGNAL);
-  ::send(fd, request.data() + half, request.size() - half, MSG_NOSIGNAL);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-std::string get(std::uint16_t port, const std::string& path) {
-  return http(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
-}
-
-// The body of an HTTP response.
-std::string body_of(const std::string& response) {
-  auto end = response.find("\r\n\r\n");
-  return end == std::string::npos ? std::string{} : response.substr(end + 4);
-}
 
 // standard_args() with another --log-level (it sets "warn").
 std::vector<std::string> args_at_level(const std::string& level, std::vector<std::string> extra = {}) {

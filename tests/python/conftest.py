@@ -103,3 +103,52 @@ def remote_client(request, shared_server):
     """A client whose agents run in another process."""
     with make_client(request.param, shared_server) as c:
         yield c
+
+
+# Python agents (issue #25): modules under tests/python/agents/<folder>, loaded with --agent-dir.
+AGENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agents")
+GOOD_AGENTS = os.path.join(AGENTS_DIR, "good")
+
+
+def agent_dir(name):
+    """The absolute path of tests/python/agents/<name>."""
+    return os.path.join(AGENTS_DIR, name)
+
+
+def drain_stderr(server):
+    """Reads a test server's stderr on a thread into server.stderr_lines, so a server that logs
+    a lot (Python tracebacks) never blocks on a full pipe."""
+    import threading
+    server.stderr_lines = []
+
+    def run():
+        try:
+            for line in server.proc.stderr:
+                server.stderr_lines.append(line)
+        except (ValueError, OSError):  # closed by Server.close()
+            pass
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def py_server():
+    """An as_server hosting the Python agents of agents/good beside the C++ test plugins."""
+    s = drain_stderr(Server(extra=["--agent-dir", GOOD_AGENTS, "--peer-token-file", CHILD_TOKEN_FILE]))
+    yield s
+    s.close()
+
+
+def make_py_client(mode, py_server):
+    if mode == "child":
+        return agentd.Client.spawn_child(plugins=PLUGINS, agent_dirs=[GOOD_AGENTS], token=CHILD_TOKEN)
+    return py_server.connect()
+
+
+@pytest.fixture(params=["child", "independent"])
+def py_client(request, py_server):
+    """A client of a server hosting agents/good: a child started with agent_dirs, or py_server."""
+    with make_py_client(request.param, py_server) as c:
+        yield c

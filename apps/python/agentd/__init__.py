@@ -32,6 +32,9 @@ from ._agentd import (  # noqa: F401
 )
 from .agent import Agent, method  # noqa: F401  (agents written in Python; agent.py)
 
+Agent.__module__ = "agentd"
+method.__module__ = "agentd"
+
 __all__ = ["Agent", "AgentInfo", "AgentRef", "ChatResponse", "Client", "Cluster", "Error", "Model",
            "Msg", "Placeholder", "ServerInfo", "method"]
 

@@ -210,14 +210,15 @@ def _creation_args(cls, args, kwargs):
         bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
     except TypeError as e:
         raise TypeError(f"agentd: {cls.__name__}{_call_text(args, kwargs)}: {e}") from None
-    params = list(inspect.signature(cls.__init__).parameters.values())
+    params = inspect.signature(cls.__init__).parameters
+    first = list(params)[1] if len(params) > 1 else None  # the name's parameter, after self
     name = None
     out = {}
     for i, (key, value) in enumerate(bound.arguments.items()):
-        kind = params[i].kind if i < len(params) else None
+        kind = params[key].kind
         if i == 0:
             continue  # self
-        if i == 1 and kind in (params[1].POSITIONAL_ONLY, params[1].POSITIONAL_OR_KEYWORD):
+        if key == first and kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             name = value
             continue
         if kind == inspect.Parameter.VAR_POSITIONAL:
@@ -261,15 +262,16 @@ class _Clients:
 
     def child(self, folder, token, options):
         with self._mu:
-            c = self._children.get(folder)
+            key = (folder, token, tuple(sorted((k, repr(v)) for k, v in options.items())))
+            c = self._children.get(key)
             if c is None or c.closed:
                 c = _agentd.Client.spawn_child(agent_dirs=[folder], token=token, **options)
-                self._children[folder] = c
+                self._children[key] = c
             return c
 
     def connect(self, host, port, token, options):
         with self._mu:
-            key = (host, port)
+            key = (host, port, token, tuple(sorted((k, repr(v)) for k, v in options.items())))
             c = self._connections.get(key)
             if c is None or c.closed:
                 c = _agentd.Client.connect(host, port, token=token, **options)

@@ -86,6 +86,7 @@ namespace {
 // The Python host plugin's entry points (apps/python/host_plugin.cpp defines them; keep the two
 // in step). load: imports dirs, calls add(ctx, class, source, factory) per class, or fail(ctx,
 // message) once and returns nonzero. stop: ends the host's asyncio thread (agents all gone).
+// agentd_python_host_stalls_v1 (optional): the asyncio loop's stall count.
 using PythonAdd = void (*)(void* ctx, const char* class_name, const char* source, AgentFactory factory);
 using PythonFail = void (*)(void* ctx, const char* message);
 using PythonLoad = int (*)(const char* const* dirs, std::size_t n_dirs, void* ctx, PythonAdd add,
@@ -130,8 +131,9 @@ void PluginLoader::load_python(const std::vector<std::string>& agent_dirs, Class
   auto load = reinterpret_cast<PythonLoad>(::dlsym(handle, "agentd_python_host_load_v1"));
   auto stop = reinterpret_cast<PythonStop>(::dlsym(handle, "agentd_python_host_stop_v1"));
   if (load == nullptr || stop == nullptr)
-    throw Error(ErrorCode::plugin_error,
-                fmt::format("Python host {}: not agentd's Python host (no agentd_python_host_load_v1)", path));
+    throw Error(
+        ErrorCode::plugin_error,
+        fmt::format("Python host {}: not agentd's Python host (no agentd_python_host_load_v1)", path));
   std::vector<const char*> dirs;
   for (const auto& d : agent_dirs) dirs.push_back(d.c_str());
   PythonLoadContext ctx{&catalog, {}};
@@ -145,9 +147,11 @@ void PluginLoader::load_python(const std::vector<std::string>& agent_dirs, Class
     }
   };
   PythonFail fail = [](void* c, const char* message) { static_cast<PythonLoadContext*>(c)->error = message; };
+  python_stalls_ = reinterpret_cast<std::uint64_t (*)()>(::dlsym(handle, "agentd_python_host_stalls_v1"));
   python_stop_ = stop;  // started (its thread too) even when a module failed: stopped at the end
   if (load(dirs.data(), dirs.size(), &ctx, add, fail) != 0 || !ctx.error.empty())
-    throw Error(ErrorCode::plugin_error, ctx.error.empty() ? std::string("Python host: loading failed") : ctx.error);
+    throw Error(ErrorCode::plugin_error,
+                ctx.error.empty() ? std::string("Python host: loading failed") : ctx.error);
   paths_.push_back(path);
 }
 

@@ -3,6 +3,7 @@
 
 #include <agentd/agent.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,9 +59,16 @@ class PluginLoader {
 
   const std::vector<std::string>& loaded() const { return paths_; }
 
+  // Any thread: the Python host's asyncio loop stalls so far (-1 without the Python host).
+  std::int64_t python_loop_stalls() const {
+    return python_stalls_ != nullptr ? static_cast<std::int64_t>(python_stalls_()) : -1;
+  }
+
  private:
-  // The Python host's stop (its asyncio thread); run before the plugins are closed.
+  // The Python host's stop (its asyncio thread), run before the plugins are closed, and its
+  // stall counter.
   void (*python_stop_)() = nullptr;
+  std::uint64_t (*python_stalls_)() = nullptr;
   std::vector<void*> handles_;
   std::vector<std::string> paths_;
 };

@@ -31,11 +31,13 @@ void restore_from_store(AgentHost& host, StateStore& store, const ClassCatalog& 
   if (missing.size() > 20) listed += fmt::format(" and {} more", missing.size() - 20);
   if (!missing.empty()) {
     if (!o.drop_missing_classes)
-      throw Error(ErrorCode::config_error,
-                  fmt::format("{}: {} agent(s) of classes no loaded plugin provides: {}; load "
-                              "their plugins (--plugin, --plugin-dir), or start with "
-                              "--drop-missing-classes to delete them",
-                              store.file(), missing.size(), listed));
+      throw Error(
+          ErrorCode::config_error,
+          fmt::format("{}: {} agent(s) of classes no loaded plugin provides: {}; load "
+                      "their plugins (--plugin, --plugin-dir) or, for classes written in Python, their "
+                      "folders (--agent-dir), or start with "
+                      "--drop-missing-classes to delete them",
+                      store.file(), missing.size(), listed));
     spdlog::warn(
         "--drop-missing-classes: deleting {} agent(s) of classes no loaded plugin "
         "provides from {}: {}",

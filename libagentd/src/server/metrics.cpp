@@ -72,6 +72,11 @@ std::string render_metrics(const ServerStats& s) {
   sample(o, "agentd_calls_slow", "", s.calls_slow);
   metric(o, "agentd_calls_slow_total", "counter", "Calls ever reported (logged) as slow.");
   sample(o, "agentd_calls_slow_total", "", s.calls_slow_total);
+  if (s.python_loop_stalls >= 0) {
+    metric(o, "agentd_python_loop_stalls_total", "counter",
+           "Times the asyncio loop of Python agents (--agent-dir) went 2 s without running.");
+    sample(o, "agentd_python_loop_stalls_total", "", static_cast<std::uint64_t>(s.python_loop_stalls));
+  }
   metric(o, "agentd_calls_timed_out_total", "counter",
          "Calls failed with timeout at their deadline (--call-timeout, --class-call-timeout).");
   sample(o, "agentd_calls_timed_out_total", "", s.calls_timed_out);

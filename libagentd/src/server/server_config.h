@@ -18,10 +18,10 @@ struct ServerOptions {
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> agent_dirs;  // folders of Python agent classes (libagentd_python.so)
-  std::size_t max_workers = 1024;    // upper bound of agent worker threads
-  std::size_t max_pool_size = 8192;  // finished results kept
-  double max_expire_time = 7200;     // seconds a finished result is kept
-  std::string server_id;             // default: generated
+  std::size_t max_workers = 1024;       // upper bound of agent worker threads
+  std::size_t max_pool_size = 8192;     // finished results kept
+  double max_expire_time = 7200;        // seconds a finished result is kept
+  std::string server_id;                // default: generated
   std::string log_level = "info";
   std::string log_format = "text";  // text, or json: one JSON object per line
   int metrics_port = 0;             // Prometheus /metrics on host:port; 0: off

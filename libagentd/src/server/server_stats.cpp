@@ -35,6 +35,7 @@ ServerStats Server::stats() const {
   s.calls_slow = watch.slow_now;
   s.calls_slow_total = watch.slow_total;
   s.calls_timed_out = watch.timed_out;
+  s.python_loop_stalls = plugins_.python_loop_stalls();
   s.latency = host_.call_latency();
   const auto results = host_.result_stats();
   s.result_pool_size = results.size;

@@ -40,6 +40,9 @@ struct ServerStats {
   std::uint64_t calls_slow = 0;  // in progress past --slow-call-warn now
   std::uint64_t calls_slow_total = 0;
   std::uint64_t calls_timed_out = 0;
+  // --agent-dir: times the Python host's asyncio loop went 2 s without running (an async Python
+  // agent blocking it); -1 without the Python host.
+  std::int64_t python_loop_stalls = -1;
   LatencyHistogram latency;
   // Results kept for placeholders, and those fetched from other servers.
   std::uint64_t result_pool_size = 0;
