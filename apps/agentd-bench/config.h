@@ -46,6 +46,9 @@ struct Config {
   std::size_t soak_window = 250;          // W12 calls in flight per connection
   std::size_t soak_agents = 4;            // W12 agents per connection
   bool soak_without_state = false;        // W12 on a child without --state-dir (to compare)
+  std::string py_agent_dir;               // W13: the bench's Python agent classes (--agent-dir)
+  std::size_t py_sleepers = 100;          // W13 blocking Python agents (time.sleep block_ms)
+  std::size_t py_create_n = 100000;       // W13 Python agents created (create_agents)
 };
 
 }  // namespace agentd::bench

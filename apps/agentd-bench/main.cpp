@@ -81,6 +81,17 @@ Workloads (all by default; choose with --workloads W1,W5):
       errors, calls/s, server RSS after the first 30% of the calls, its peak and at the end (growth),
       the state database's size. Runs once whatever --repeat. Not in the default set:
       --workloads W12
+  W13 agents written in Python (as_server --agent-dir with the bench's python_agents/, see
+      --py-agent-dir), each beside the C++ agent doing the same work on the same server: a
+      Python echo's sequential call("ping") and reply(msg).get() p50/p99 (us) and server CPU
+      per reply beside the C++ EchoAgent's; --model-agents async Python agents each awaiting
+      chat_async on a local model endpoint that answers after --wait-ms, all at once, beside
+      as many C++ AskAgents (time, and the server's threads: the most seen meanwhile);
+      --py-sleepers blocking Python agents each time.sleep(--block-ms), all at once, beside
+      blocking C++ EchoAgents; create_agents of --py-create-n Python agents (agents/s) and
+      the server's RSS per idle one, beside as many C++ EchoAgents, each on a fresh child.
+      Skipped (not failed) when the servers cannot host Python agents (no Python host
+      plugin); with --server, server 1 must have been started with that --agent-dir
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -101,9 +112,9 @@ std::set<std::string> parse_workloads(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const bool known = item == "W10" || item == "W11" || item == "W12" ||
+    const bool known = item == "W10" || item == "W11" || item == "W12" || item == "W13" ||
                        (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
-    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W12)", item));
+    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W13)", item));
     out.insert(item);
   }
   return out;
@@ -115,13 +126,20 @@ std::string default_plugin_dir() {
   return AGENTD_BENCH_INSTALLED_PLUGIN_DIR;
 }
 
+// The bench's Python agent classes (W13): the source tree's, else the installed copy.
+std::string default_py_agent_dir() {
+  std::error_code ec;
+  if (std::filesystem::is_directory(AGENTD_BENCH_PY_AGENT_DIR, ec)) return AGENTD_BENCH_PY_AGENT_DIR;
+  return AGENTD_BENCH_INSTALLED_PY_AGENT_DIR;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
@@ -143,6 +161,9 @@ int main(int argc, char** argv) {
       "plugin-dir",
       po::value<std::string>(&cfg.plugin_dir)->default_value(default_plugin_dir())->value_name("DIR"),
       "plugins for the children the bench starts")(
+      "py-agent-dir",
+      po::value<std::string>(&cfg.py_agent_dir)->default_value(default_py_agent_dir())->value_name("DIR"),
+      "W13's Python agent classes (bench_agents.py), the --agent-dir of the children it starts")(
       "as-server", po::value<std::string>(&cfg.as_server)->value_name("PATH"),
       "as_server binary for children (default: $AGENTD_AS_SERVER, then next to agentd-bench, "
       "then installed, then $PATH)")(
@@ -164,14 +185,19 @@ int main(int argc, char** argv) {
                                                           "W5 chain length (default 100)")(
       "message-bytes", po::value<std::size_t>()->value_name("BYTES"), "W6 message size (default 1048576)")(
       "agents", po::value<std::size_t>()->value_name("N"), "W7 blocking agents (default 1000; quick 50)")(
-      "block-ms", po::value<int>()->value_name("MS"), "W7 block per reply (default 1000; quick 200)")(
+      "block-ms", po::value<int>()->value_name("MS"), "W7 and W13 block per reply (default 1000; quick 200)")(
       "async-agents", po::value<std::size_t>()->value_name("N"),
       "W7 asynchronous agents waiting at once (default 100000; quick 2000)")(
       "wait-ms", po::value<int>()->value_name("MS"),
       "W7 asynchronous wait per reply (default 1000; quick 200)")(
       "model-agents", po::value<std::size_t>()->value_name("N"),
       "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
-      "once (default 10000; quick 200; 0: skip; needs servers the bench starts)")(
+      "once (default 10000; quick 200; 0: skip; needs servers the bench starts); W13 as many "
+      "Python ones and as many C++ ones")(
+      "py-sleepers", po::value<std::size_t>()->value_name("N"),
+      "W13 blocking Python agents each time.sleep(--block-ms), all at once (default 100; quick 20; 0: skip)")(
+      "py-create-n", po::value<std::size_t>()->value_name("N"),
+      "W13 Python agents to create (default 100000; quick 1000; 0: skip)")(
       "bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")(
       "sim-participants", po::value<std::size_t>()->value_name("N"),
       "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")(
@@ -282,6 +308,8 @@ int main(int argc, char** argv) {
   cfg.soak_connections = std::max<std::size_t>(1, size("soak-connections", 100, 10));
   cfg.soak_window = std::max<std::size_t>(1, size("soak-window", 250, 250));
   cfg.soak_agents = std::max<std::size_t>(1, size("soak-agents", 4, 4));
+  cfg.py_sleepers = size("py-sleepers", 100, 20);
+  cfg.py_create_n = size("py-create-n", 100000, 1000);
 
   Report report;
   report.judged = !cfg.quick;
@@ -295,8 +323,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
-        {"W1", run_w1}, {"W2", run_w2}, {"W3", run_w3}, {"W4", run_w4},   {"W5", run_w5},   {"W6", run_w6},
-        {"W7", run_w7}, {"W8", run_w8}, {"W9", run_w9}, {"W10", run_w10}, {"W11", run_w11}, {"W12", run_w12}};
+        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},  {"W4", run_w4}, {"W5", run_w5},
+        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},  {"W9", run_w9}, {"W10", run_w10},
+        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {
