@@ -100,7 +100,7 @@ TEST_CASE("an async Python agent calls a C++ agent on another server by referenc
   CHECK(echo.info().completed_calls == 20);
 }
 
-TEST_CASE("a Python exception fails that call with agent_failed and its traceback; the agent goes on",
+TEST_CASE("a Python exception fails that call with agent_failed and its traceback, and the agent goes on",
           "[python]") {
   auto s = ServerProcess::start(python_args());
   Client c = s->connect();
@@ -134,7 +134,8 @@ TEST_CASE("a Python class named like a C++ plugin's class is refused naming both
   CHECK_THAT(r.err, Contains("EchoAgent") && Contains("dup.py") && Contains("libecho_agent.so"));
 }
 
-TEST_CASE("an async agent that blocks the asyncio loop is reported; the server keeps answering", "[python]") {
+TEST_CASE("an async agent that blocks the asyncio loop is reported, and the server keeps answering",
+          "[python]") {
   auto metrics_port = unused_port();
   auto s = ServerProcess::start(python_args({"--metrics-port", std::to_string(metrics_port)}));
   Client c = s->connect();
@@ -144,7 +145,8 @@ TEST_CASE("an async agent that blocks the asyncio loop is reported; the server k
   auto t0 = std::chrono::steady_clock::now();
   Placeholder blocked = hog.reply(Msg("user", "3", "user"));
   // The server's own loop is not Python's: it answers at once while the asyncio loop is stuck.
-  REQUIRE(wait_until([&] { return s->stderr_text().find("asyncio loop has not run") != std::string::npos; }, 20s));
+  REQUIRE(wait_until([&] { return s->stderr_text().find("asyncio loop has not run") != std::string::npos; },
+                     20s));
   auto during = std::chrono::steady_clock::now();
   CHECK(c.info().agent_count == 2);
   CHECK(std::chrono::steady_clock::now() - during < 2s);
