@@ -1,6 +1,7 @@
 // Agents written in Python (as_server --agent-dir), driven from C++: the same calls, placeholders
 // across servers both ways, errors, start-up refusals and a blocked asyncio loop. The agents are
 // in tests/integration/python_agents/chain_agents.py.
+#include "error_of.h"
 #include "http_get.h"
 #include "server_process.h"
 #include "test_names.h"
@@ -12,6 +13,7 @@
 #include <vector>
 
 using namespace agentd::test;
+using agentd::test::error_of;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -20,16 +22,6 @@ std::vector<std::string> python_args(std::vector<std::string> extra = {}) {
   std::vector<std::string> a{"--agent-dir", AGENTD_TEST_PYTHON_AGENTS};
   a.insert(a.end(), extra.begin(), extra.end());
   return standard_args(a);
-}
-
-Error error_of_get(const Placeholder& p) {
-  try {
-    p.get(60s);
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected the call to fail");
-  return Error(ErrorCode::internal, "unreachable");
 }
 
 }  // namespace
@@ -105,7 +97,7 @@ TEST_CASE("a Python exception fails that call with agent_failed and its tracebac
   auto s = ServerProcess::start(python_args());
   Client c = s->connect();
   AgentRef b = c.create_agent("Broken", "b");
-  Error e = error_of_get(b.reply(Msg("user", "page9", "user")));
+  Error e = error_of([&] { b.reply(Msg("user", "page9", "user")).get(60s); });
   CHECK(e.code() == ErrorCode::agent_failed);
   CHECK(e.agent_id() == b.id());
   CHECK(e.agent_class() == "Broken");
@@ -113,7 +105,7 @@ TEST_CASE("a Python exception fails that call with agent_failed and its tracebac
                               Contains("chain_agents.py") && Contains("in reply"));
   CHECK(b.reply(Msg("user", "ok", "user")).get().text() == "fine");
   // An unknown method names the ones there are.
-  Error m = error_of_get(c.create_agent("Upper", "u").call_async("nope"));
+  Error m = error_of([&] { c.create_agent("Upper", "u").call_async("nope").get(60s); });
   CHECK(m.code() == ErrorCode::unknown_method);
   CHECK_THAT(m.message(), Contains("stats"));
 }

@@ -6,6 +6,7 @@
 // refused.
 #include "notify_socket.h"
 #include "scoped_env.h"
+#include "http_get.h"
 #include "server_process.h"
 #include "test_names.h"
 
@@ -34,32 +35,6 @@ std::size_t count_of(const std::string& haystack, const std::string& needle) {
   std::size_t n = 0;
   for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
   return n;
-}
-
-// GET /metrics on the metrics port: the whole response.
-std::string scrape(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return {};
-  }
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  const std::string req = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 ClientOptions within(std::chrono::milliseconds timeout) {
@@ -185,7 +160,7 @@ TEST_CASE(
   CHECK(i.calls_slow_total == 1);
   CHECK(i.workers_busy >= 1);
   CHECK(i.workers_max == 8);
-  const std::string m = scrape(metrics_port);
+  const std::string m = get(metrics_port, "/metrics");
   CHECK_THAT(m, Contains("\nagentd_calls_slow 1\n"));
   CHECK_THAT(m, Contains("\nagentd_calls_slow_total 1\n"));
   CHECK_THAT(m, Contains("\nagentd_workers_max 8\n"));

@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -97,6 +98,19 @@ double reply_burst(std::vector<AgentRef>& agents, const Msg& msg, std::size_t n,
       n, window, [&](std::size_t i) { return agents[i % agents.size()].reply(msg); },
       [&](const Msg& m) { expect(m.content == msg.content, "W2: wrong echo"); });
   return n / seconds_since(t0);
+}
+
+std::string write_delayed_model_config(const std::string& dir, const std::string& url,
+                                       std::size_t max_concurrency) {
+  const std::string path = dir + "/models.yaml";
+  std::ofstream out(path);
+  out << "- config_name: delayed\n"
+      << "  model_type: openai_chat\n"
+      << "  model_name: bench\n"
+      << "  api_key: none\n"
+      << "  max_concurrency: " << max_concurrency << "\n"
+      << "  client_args: {base_url: \"" << url << "\", timeout: 120, max_retries: 0}\n";
+  return path;
 }
 
 }  // namespace agentd::bench

@@ -55,6 +55,12 @@ inline Msg text_msg(std::size_t bytes) { return Msg("bench", std::string(bytes, 
 
 void require_class(Deployment& dep, std::size_t server, const std::string& cls);
 
+// Writes dir/models.yaml with the one model config the asynchronous model workloads use (W7,
+// W13): "delayed", an openai_chat at url (the bench's --serve-model endpoint) allowing
+// max_concurrency requests at once, no retries. Returns its path.
+std::string write_delayed_model_config(const std::string& dir, const std::string& url,
+                                       std::size_t max_concurrency);
+
 // A fresh directory under the temporary directory for a child's --state-dir, removed with all
 // it holds when destroyed. Declare it before the Client of the child that uses it, so that the
 // child has exited (with its database closed) when the directory goes.

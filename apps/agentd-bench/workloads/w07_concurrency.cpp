@@ -111,16 +111,7 @@ void run_w7_model(const Config& cfg, Deployment& dep, Report& report) {
   EndpointProcess endpoint(std::chrono::milliseconds(cfg.wait_ms));
   const std::string dir = fmt::format("/tmp/agentd-bench-w7-{}", ::getpid());
   std::filesystem::create_directories(dir);
-  const std::string config_path = dir + "/models.yaml";
-  {
-    std::ofstream out(config_path);
-    out << "- config_name: delayed\n"
-        << "  model_type: openai_chat\n"
-        << "  model_name: bench\n"
-        << "  api_key: none\n"
-        << "  max_concurrency: " << cfg.model_agents << "\n"
-        << "  client_args: {base_url: \"" << endpoint.url() << "\", timeout: 120, max_retries: 0}\n";
-  }
+  const std::string config_path = write_delayed_model_config(dir, endpoint.url(), cfg.model_agents);
   ChildOptions o = dep.child_options();
   o.model_config_path = config_path;
   Client c = Client::spawn_child(o);

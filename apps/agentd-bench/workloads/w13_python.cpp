@@ -195,16 +195,7 @@ void run_model(const Config& cfg, const Deployment& dep, Report& report) {
   EndpointProcess endpoint(std::chrono::milliseconds(cfg.wait_ms));
   const std::string dir = fmt::format("/tmp/agentd-bench-w13-{}", ::getpid());
   std::filesystem::create_directories(dir);
-  const std::string config_path = dir + "/models.yaml";
-  {
-    std::ofstream out(config_path);
-    out << "- config_name: delayed\n"
-        << "  model_type: openai_chat\n"
-        << "  model_name: bench\n"
-        << "  api_key: none\n"
-        << "  max_concurrency: " << n << "\n"
-        << "  client_args: {base_url: \"" << endpoint.url() << "\", timeout: 120, max_retries: 0}\n";
-  }
+  const std::string config_path = write_delayed_model_config(dir, endpoint.url(), n);
   std::optional<Client> child;
   try {
     child.emplace(spawn_python(cfg, dep, config_path));
