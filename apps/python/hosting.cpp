@@ -15,13 +15,28 @@
 
 namespace agentd::python {
 
+namespace {
+
+// The thread state Gil keeps for its thread, made on first use and freed when the thread ends
+// (the host's worker pool retires idle threads).
+struct KeptThreadState {
+  PyThreadState* state = nullptr;
+  PyGILState_STATE first{};
+  ~KeptThreadState() {
+    if (state == nullptr || !Py_IsInitialized()) return;
+    PyEval_RestoreThread(state);
+    PyGILState_Release(first);  // the count drops to zero: the state is freed, the GIL released
+  }
+};
+
+}  // namespace
+
 Gil::Gil() {
-  static thread_local bool has_state = false;
-  if (!has_state) {
+  static thread_local KeptThreadState kept;
+  if (kept.state == nullptr) {
     // The first time on this thread: make its thread state and keep it (the count stays at one).
-    PyGILState_Ensure();
-    PyEval_SaveThread();
-    has_state = true;
+    kept.first = PyGILState_Ensure();
+    kept.state = PyEval_SaveThread();
   }
   state_ = PyGILState_Ensure();
 }
