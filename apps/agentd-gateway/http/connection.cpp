@@ -1,0 +1,243 @@
+#include "http/connection.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include <utility>
+
+namespace gateway::http {
+
+std::string error_body(const std::string& message, const std::string& type, const std::string& code) {
+  nlohmann::json e{{"message", message}, {"type", type}, {"code", nullptr}};
+  if (!code.empty()) e["code"] = code;
+  return nlohmann::json{{"error", e}}.dump();
+}
+
+// What the write queue holds: a whole response, the header of a chunked one, one chunk of its
+// body, or its last chunk.
+struct Connection::Item {
+  enum Kind { full, header, chunk, last } kind = full;
+  std::shared_ptr<bhttp::response<bhttp::string_body>> response;
+  std::shared_ptr<bhttp::response<bhttp::empty_body>> head;
+  std::shared_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer;
+  std::shared_ptr<std::string> data;
+  bool close_after = false;  // the exchange ends the connection (Connection: close)
+};
+
+// ---- Exchange ----
+
+Exchange::Exchange(std::shared_ptr<Connection> conn, Request req)
+    : conn_(std::move(conn)), req_(std::move(req)) {}
+
+Exchange::~Exchange() {
+  const int s = state_.load();
+  if (s == 0) {
+    respond(Status::internal_server_error, "application/json",
+            error_body("the gateway dropped this request without an answer", "server_error"));
+  } else if (s == 1) {
+    end_stream();
+  }
+}
+
+asio::any_io_executor Exchange::executor() const { return conn_->stream_.get_executor(); }
+
+bool Exchange::client_gone() const { return conn_->gone_.load(); }
+
+void Exchange::respond(Status status, std::string content_type, std::string body) {
+  int expected = 0;
+  if (!state_.compare_exchange_strong(expected, 2)) return;  // answered already
+  auto res = std::make_shared<bhttp::response<bhttp::string_body>>(status, req_.version());
+  res->set(bhttp::field::server, "agentd-gateway");
+  res->set(bhttp::field::content_type, content_type);
+  res->body() = std::move(body);
+  res->keep_alive(req_.keep_alive());
+  res->prepare_payload();
+  Connection::Item item;
+  item.kind = Connection::Item::full;
+  item.response = std::move(res);
+  item.close_after = !req_.keep_alive();
+  asio::dispatch(conn_->stream_.get_executor(),
+                 [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
+}
+
+void Exchange::start_stream(Status status, std::string content_type) {
+  int expected = 0;
+  if (!state_.compare_exchange_strong(expected, 1)) return;
+  auto head = std::make_shared<bhttp::response<bhttp::empty_body>>(status, req_.version());
+  head->set(bhttp::field::server, "agentd-gateway");
+  head->set(bhttp::field::content_type, content_type);
+  head->set(bhttp::field::cache_control, "no-cache");
+  head->keep_alive(req_.keep_alive());
+  head->chunked(true);
+  Connection::Item item;
+  item.kind = Connection::Item::header;
+  item.head = std::move(head);
+  asio::dispatch(conn_->stream_.get_executor(),
+                 [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
+}
+
+void Exchange::send(std::string piece) {
+  if (state_.load() != 1 || piece.empty()) return;
+  Connection::Item item;
+  item.kind = Connection::Item::chunk;
+  item.data = std::make_shared<std::string>(std::move(piece));
+  asio::dispatch(conn_->stream_.get_executor(),
+                 [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
+}
+
+void Exchange::end_stream() {
+  int expected = 1;
+  if (!state_.compare_exchange_strong(expected, 2)) return;
+  Connection::Item item;
+  item.kind = Connection::Item::last;
+  item.close_after = !req_.keep_alive();
+  asio::dispatch(conn_->stream_.get_executor(),
+                 [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
+}
+
+// ---- Connection ----
+
+Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
+                       std::atomic<std::size_t>& open_count)
+    : stream_(std::move(socket)), limits_(limits), handler_(handler), open_count_(open_count) {}
+
+Connection::~Connection() { open_count_.fetch_sub(1); }
+
+void Connection::start() {
+  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+}
+
+void Connection::read_request() {
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+  parser_->body_limit(limits_.max_body_bytes);
+  // One deadline for the whole request, set once: a client that trickles bytes (slowloris) or
+  // idles on a keep-alive connection is closed when it passes.
+  stream_.expires_after(limits_.request_timeout);
+  bhttp::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+}
+
+void Connection::on_header(beast::error_code ec) {
+  if (ec) return fail_request(ec);
+  const auto& req = parser_->get();
+  if (beast::iequals(req[bhttp::field::expect], "100-continue") && !parser_->is_done()) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(kContinue),
+                      [self = shared_from_this()](beast::error_code wec, std::size_t) {
+                        if (wec) return self->close();
+                        self->read_body();
+                      });
+    return;
+  }
+  read_body();
+}
+
+void Connection::read_body() {
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+}
+
+void Connection::on_read(beast::error_code ec) {
+  if (ec) return fail_request(ec);
+  stream_.expires_never();  // the handler may take long (an agent's reply); writes set their own
+  Request req = parser_->release();
+  parser_.reset();
+  keep_alive_ = req.keep_alive();
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(req));
+  try {
+    handler_(std::move(exchange));
+  } catch (...) {
+    // The exchange answers 500 when its last reference goes; nothing else to do here.
+  }
+}
+
+void Connection::fail_request(beast::error_code ec) {
+  auto answer = [this](Status status, const std::string& message, const std::string& code) {
+    Item item;
+    item.kind = Item::full;
+    item.response = std::make_shared<bhttp::response<bhttp::string_body>>(status, 11);
+    item.response->set(bhttp::field::server, "agentd-gateway");
+    item.response->set(bhttp::field::content_type, "application/json");
+    item.response->body() = error_body(message, "invalid_request_error", code);
+    item.response->keep_alive(false);
+    item.response->prepare_payload();
+    item.close_after = true;
+    enqueue(std::move(item));
+  };
+  if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
+      ec.category() != bhttp::make_error_code(bhttp::error::bad_method).category())
+    return close();  // the client went, idled too long or sent too slowly: nothing to answer
+  if (ec == bhttp::error::body_limit)
+    return answer(
+        Status::payload_too_large,
+        "the request body is larger than --max-body-bytes " + std::to_string(limits_.max_body_bytes),
+        "body_too_large");
+  if (ec == bhttp::error::header_limit)
+    return answer(
+        Status::request_header_fields_too_large,
+        "the request header is larger than --max-header-bytes " + std::to_string(limits_.max_header_bytes),
+        "header_too_large");
+  answer(Status::bad_request, "malformed HTTP request: " + ec.message(), "bad_http");
+}
+
+void Connection::enqueue(Item item) {
+  if (gone_.load()) return;
+  queue_.push_back(std::move(item));
+  if (!writing_) write_next();
+}
+
+void Connection::write_next() {
+  if (queue_.empty() || gone_.load()) {
+    writing_ = false;
+    return;
+  }
+  writing_ = true;
+  auto item = std::make_shared<Item>(std::move(queue_.front()));
+  queue_.pop_front();
+  const bool ends = item->kind == Item::full || item->kind == Item::last;
+  auto done = [self = shared_from_this(), item, ends](beast::error_code ec, std::size_t) {
+    self->on_written(ec, ends, item->close_after);
+  };
+  stream_.expires_after(limits_.write_timeout);
+  switch (item->kind) {
+    case Item::full:
+      bhttp::async_write(stream_, *item->response, std::move(done));
+      break;
+    case Item::header:
+      item->serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*item->head);
+      bhttp::async_write_header(stream_, *item->serializer, std::move(done));
+      break;
+    case Item::chunk:
+      asio::async_write(stream_, bhttp::make_chunk(asio::buffer(*item->data)), std::move(done));
+      break;
+    case Item::last:
+      asio::async_write(stream_, bhttp::make_chunk_last(), std::move(done));
+      break;
+  }
+}
+
+void Connection::on_written(beast::error_code ec, bool ends_exchange, bool close_after) {
+  if (ec) return close();
+  if (ends_exchange) {
+    if (close_after || !keep_alive_) return close();
+    read_request();
+  } else {
+    stream_.expires_never();  // between the pieces of a stream the agent takes its time
+  }
+  write_next();
+}
+
+void Connection::close() {
+  if (gone_.exchange(true)) return;
+  queue_.clear();
+  writing_ = false;
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_.close();
+}
+
+}  // namespace gateway::http

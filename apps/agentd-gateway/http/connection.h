@@ -1,0 +1,117 @@
+// One HTTP/1.1 client connection (Boost.Beast), and the Exchange a handler answers a request
+// through.
+//
+// Threads: the io_context runs on a few threads; each connection has its own strand, and every
+// step of it (reads, writes, its write queue) runs there, so a connection needs no lock. A
+// handler may answer from any thread (the client library's loop thread included): Exchange's
+// methods post to the connection's strand.
+//
+// Per connection: read a request (header, then body; `Expect: 100-continue` answered), hand it to
+// the handler, write what the handler answers (one response, or a chunked stream of pieces),
+// then read the next request on the same connection (keep-alive) or close it. Limits: header
+// and body size (431 / 413), a deadline for receiving a whole request (slow clients are closed)
+// and one for each write (a client that stops reading is closed).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace gateway::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using Request = bhttp::request<bhttp::string_body>;
+using Status = bhttp::status;
+
+struct Limits {
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_body_bytes = 4 * 1024 * 1024;
+  std::chrono::seconds request_timeout{30};
+  std::chrono::seconds write_timeout{30};
+};
+
+// An error body in OpenAI's shape: {"error": {"message", "type", "code"}} (code null when empty).
+std::string error_body(const std::string& message, const std::string& type, const std::string& code = {});
+
+class Connection;
+
+// One request and its answer: respond() once, or start_stream(), send() pieces, end_stream().
+// Any thread. An Exchange dropped without an answer answers 500 (a stream left open is ended),
+// so a connection never hangs on a forgotten request.
+class Exchange {
+ public:
+  Exchange(std::shared_ptr<Connection> conn, Request req);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  const Request& request() const { return req_; }
+  // The connection's strand: continuations that touch this exchange's state run here.
+  asio::any_io_executor executor() const;
+
+  void respond(Status status, std::string content_type, std::string body);
+  void respond_json(Status status, std::string body) { respond(status, "application/json", std::move(body)); }
+  // A chunked response whose body follows in pieces (server-sent events: text/event-stream).
+  void start_stream(Status status, std::string content_type);
+  void send(std::string piece);
+  void end_stream();
+  // True once the client has gone (a write failed or the connection closed).
+  bool client_gone() const;
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  Request req_;
+  std::atomic<int> state_{0};  // 0 nothing sent, 1 streaming, 2 done
+};
+
+using Handler = std::function<void(std::shared_ptr<Exchange>)>;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
+             std::atomic<std::size_t>& open_count);
+  ~Connection();
+  void start();
+
+ private:
+  friend class Exchange;
+  struct Item;
+
+  void read_request();
+  void on_header(beast::error_code ec);
+  void read_body();
+  void on_read(beast::error_code ec);
+  void fail_request(beast::error_code ec);
+
+  // Strand only.
+  void enqueue(Item item);
+  void write_next();
+  void on_written(beast::error_code ec, bool ends_exchange, bool close_after);
+  void close();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  const Limits& limits_;
+  const Handler& handler_;
+  std::atomic<std::size_t>& open_count_;
+  std::deque<Item> queue_;
+  bool writing_ = false;
+  bool keep_alive_ = true;
+  std::atomic<bool> gone_{false};
+};
+
+}  // namespace gateway::http

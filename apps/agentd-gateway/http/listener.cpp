@@ -1,0 +1,53 @@
+#include "http/listener.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <iostream>
+
+namespace gateway::http {
+
+Listener::Listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& at, Limits limits,
+                   std::size_t max_connections, Handler handler)
+    : ioc_(ioc),
+      acceptor_(asio::make_strand(ioc)),
+      limits_(limits),
+      max_connections_(max_connections),
+      handler_(std::move(handler)) {
+  acceptor_.open(at.protocol());
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(at);
+  acceptor_.listen(asio::socket_base::max_listen_connections);
+}
+
+void Listener::start() {
+  asio::dispatch(acceptor_.get_executor(), [self = shared_from_this()] { self->accept(); });
+}
+
+void Listener::stop() {
+  asio::dispatch(acceptor_.get_executor(), [self = shared_from_this()] {
+    beast::error_code ignored;
+    self->acceptor_.close(ignored);
+  });
+}
+
+void Listener::accept() {
+  // Each connection gets a strand of its own.
+  acceptor_.async_accept(asio::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec,
+                                                                              asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: keep serving the connections there are; try again.
+      std::cerr << "agentd-gateway: accept failed: " << ec.message() << "\n";
+    } else if (self->open_.load() >= self->max_connections_) {
+      beast::error_code ignored;
+      socket.close(ignored);  // over --max-connections
+    } else {
+      self->open_.fetch_add(1);
+      std::make_shared<Connection>(std::move(socket), self->limits_, self->handler_, self->open_)->start();
+    }
+    self->accept();
+  });
+}
+
+}  // namespace gateway::http

@@ -1,0 +1,36 @@
+// Accepts HTTP connections on one address and starts a Connection (on a strand of its own) for
+// each, up to a maximum number open at once (one more is closed at once).
+#pragma once
+
+#include "http/connection.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+namespace gateway::http {
+
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  // Binds and listens; throws boost::system::system_error when it cannot.
+  Listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& at, Limits limits,
+           std::size_t max_connections, Handler handler);
+  asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+  void start();
+  void stop();
+
+ private:
+  void accept();
+
+  asio::io_context& ioc_;
+  asio::ip::tcp::acceptor acceptor_;
+  Limits limits_;
+  std::size_t max_connections_;
+  Handler handler_;
+  std::atomic<std::size_t> open_{0};
+};
+
+}  // namespace gateway::http

@@ -1,0 +1,101 @@
+// agentd-gateway: the agents on an as_server, reachable over HTTP. The wiring diagram: options,
+// the upstream client (agentd::Client, the client library only), the routes, the listener, and
+// the threads that run the io_context.
+#include "http/listener.h"
+#include "openai/chat_mapping.h"
+#include "openai/openai_api.h"
+#include "options.h"
+#include "tokens.h"
+#include "upstream.h"
+
+#include <agentd/client.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace asio = boost::asio;
+using gateway::http::Status;
+
+int main(int argc, char** argv) {
+  gateway::Options opts;
+  if (auto code = gateway::parse_options(argc, argv, opts)) return *code;
+
+  gateway::TokenCheck tokens;
+  agentd::ClientOptions client_opts;
+  try {
+    if (!opts.token_file.empty()) tokens = gateway::TokenCheck(gateway::read_token_file(opts.token_file));
+    if (!opts.upstream_token_file.empty())
+      client_opts.token = gateway::read_token_file(opts.upstream_token_file).front();
+  } catch (const std::exception& e) {
+    std::cerr << "agentd-gateway: " << e.what() << "\n";
+    return 2;
+  }
+
+  asio::io_context ioc(static_cast<int>(opts.threads));
+  std::unique_ptr<gateway::Upstream> upstream;
+  try {
+    upstream = std::make_unique<gateway::Upstream>(
+        agentd::Client::connect(opts.server.host, opts.server.port, client_opts), 2);
+  } catch (const std::exception& e) {
+    std::cerr << "agentd-gateway: cannot reach the server at " << opts.server.host << ":" << opts.server.port
+              << ": " << e.what() << "\n";
+    return 4;
+  }
+  gateway::openai::OpenAiApi openai(*upstream);
+
+  auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
+    const auto& req = ex->request();
+    if (tokens.enabled() && !tokens.accepts(req[gateway::http::bhttp::field::authorization])) {
+      auto e = gateway::openai::invalid_request(Status::unauthorized,
+                                                "missing or wrong bearer token (Authorization: Bearer TOKEN)",
+                                                "invalid_api_key");
+      return ex->respond_json(e.status, e.body);
+    }
+    if (req.target().starts_with("/v1/")) return openai.handle(ex);
+    auto e = gateway::openai::invalid_request(Status::not_found,
+                                              "no such endpoint: " + std::string(req.target()), "not_found");
+    ex->respond_json(e.status, e.body);
+  };
+
+  std::shared_ptr<gateway::http::Listener> listener;
+  try {
+    asio::ip::tcp::resolver resolver(ioc);
+    auto at = resolver.resolve(opts.listen.host, std::to_string(opts.listen.port)).begin()->endpoint();
+    gateway::http::Limits limits{opts.max_header_bytes, opts.max_body_bytes, opts.request_timeout,
+                                 opts.write_timeout};
+    listener = std::make_shared<gateway::http::Listener>(ioc, at, limits, opts.max_connections, route);
+  } catch (const std::exception& e) {
+    std::cerr << "agentd-gateway: cannot listen on " << opts.listen.host << ":" << opts.listen.port << ": "
+              << e.what() << "\n";
+    return 3;
+  }
+  listener->start();
+
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) {
+    listener->stop();
+    ioc.stop();
+  });
+
+  const auto bound = listener->local_endpoint();
+  std::printf("agentd-gateway ready: listening on %s:%u server=%s pid=%d\n",
+              bound.address().to_string().c_str(), static_cast<unsigned>(bound.port()),
+              upstream->address().c_str(), static_cast<int>(::getpid()));
+  std::fflush(stdout);
+
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < opts.threads; ++i) threads.emplace_back([&ioc] { ioc.run(); });
+  ioc.run();
+  for (auto& t : threads) t.join();
+  // The client first: its loop thread posts to the connections' strands, which live in ioc.
+  upstream.reset();
+  return 0;
+}

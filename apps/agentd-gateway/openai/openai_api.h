@@ -1,0 +1,33 @@
+// The OpenAI-compatible API under /v1: GET /v1/models and POST /v1/chat/completions, answered
+// through agent calls on the upstream server (chat_mapping.h says how a request maps onto a
+// call).
+//
+// No thread waits for an agent: a completion sends the call (AgentRef::reply / reply_stream,
+// which return at once) and returns; Placeholder::on_ready and on_chunk run on the client
+// library's loop thread, and only post what they are given to the connection's strand, where
+// the answer is written. A callback never holds the placeholder after it has run (it moves its
+// work, placeholder included, into the post), so the placeholder is dropped on the strand, never
+// on the client's loop thread.
+#pragma once
+
+#include "http/connection.h"
+#include "upstream.h"
+
+#include <memory>
+
+namespace gateway::openai {
+
+class OpenAiApi {
+ public:
+  explicit OpenAiApi(Upstream& upstream) : upstream_(upstream) {}
+  // Answers a request whose path starts with /v1/ (404 for paths it does not serve).
+  void handle(const std::shared_ptr<http::Exchange>& ex);
+
+ private:
+  void list_models(const std::shared_ptr<http::Exchange>& ex);
+  void chat_completions(const std::shared_ptr<http::Exchange>& ex);
+
+  Upstream& upstream_;
+};
+
+}  // namespace gateway::openai

@@ -1,0 +1,110 @@
+#include "options.h"
+
+#include <boost/program_options.hpp>
+
+#include <iostream>
+#include <stdexcept>
+
+namespace gateway {
+
+namespace po = boost::program_options;
+
+HostPort parse_host_port(const std::string& text, const std::string& what) {
+  std::string host;
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      throw std::invalid_argument(what + ": '" + text + "' is not [V6ADDRESS]:PORT");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw std::invalid_argument(what + ": '" + text + "' is not HOST:PORT");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) > 65535)
+    throw std::invalid_argument(what + ": '" + port + "' is not a port (0-65535)");
+  return HostPort{host, static_cast<std::uint16_t>(std::stoul(port))};
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::optional<int> parse_options(int argc, char** argv, Options& out) {
+  std::string listen = "127.0.0.1:8080";
+  std::string server;
+  long request_timeout = out.request_timeout.count();
+  long write_timeout = out.write_timeout.count();
+  po::options_description desc(
+      "agentd-gateway: the agents on an as_server, reachable over HTTP with an OpenAI-compatible API.\n"
+      "\n"
+      "  GET  /v1/models             every agent on the server, under its id\n"
+      "  POST /v1/chat/completions   model = an agent id; the last user message is the agent's\n"
+      "                              reply() input; \"stream\": true streams the agent's chunks as\n"
+      "                              server-sent chat.completion.chunk events, then data: [DONE]\n"
+      "\n"
+      "It is a client of as_server (as agentctl is). When it listens it prints\n"
+      "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID\n"
+      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, 3 cannot listen, 4 cannot reach\n"
+      "the server.\n"
+      "\n"
+      "Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "print this help and exit")
+    ("listen", po::value(&listen)->default_value(listen),
+     "HOST:PORT to serve HTTP on (port 0: a free port, named in the ready line); an address beyond "
+     "loopback needs --token-file or --allow-unauthenticated")
+    ("server", po::value(&server), "HOST:PORT of the as_server whose agents are served (required)")
+    ("token-file", po::value(&out.token_file),
+     "bearer tokens clients must send (Authorization: Bearer TOKEN), one per line, '#' comments; "
+     "the file must not be readable by group or others (chmod 600)")
+    ("upstream-token-file", po::value(&out.upstream_token_file),
+     "the token to log in to the server with (its first token; same format; default $AGENTD_TOKEN)")
+    ("allow-unauthenticated", po::bool_switch(&out.allow_unauthenticated),
+     "allow listening beyond loopback without --token-file")
+    ("threads", po::value(&out.threads)->default_value(out.threads), "threads serving HTTP")
+    ("max-connections", po::value(&out.max_connections)->default_value(out.max_connections),
+     "open client connections at most; one more is closed at once")
+    ("max-header-bytes", po::value(&out.max_header_bytes)->default_value(out.max_header_bytes),
+     "the largest request header (beyond it: 431)")
+    ("max-body-bytes", po::value(&out.max_body_bytes)->default_value(out.max_body_bytes),
+     "the largest request body (beyond it: 413)")
+    ("request-timeout", po::value(&request_timeout)->default_value(request_timeout),
+     "seconds a client has to send a whole request, and the longest a keep-alive connection may "
+     "stay idle (slow clients are closed)")
+    ("write-timeout", po::value(&write_timeout)->default_value(write_timeout),
+     "seconds one write to a client may take before the connection is closed");
+  // clang-format on
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    if (server.empty()) throw std::invalid_argument("--server HOST:PORT is required");
+    out.listen = parse_host_port(listen, "--listen");
+    out.server = parse_host_port(server, "--server");
+    if (out.threads == 0) throw std::invalid_argument("--threads must be at least 1");
+    if (request_timeout <= 0 || write_timeout <= 0)
+      throw std::invalid_argument("--request-timeout and --write-timeout must be positive");
+    out.request_timeout = std::chrono::seconds(request_timeout);
+    out.write_timeout = std::chrono::seconds(write_timeout);
+    if (!is_loopback(out.listen.host) && out.token_file.empty() && !out.allow_unauthenticated)
+      throw std::invalid_argument("--listen " + listen +
+                                  " is beyond loopback: give --token-file (or --allow-unauthenticated)");
+  } catch (const std::exception& e) {
+    std::cerr << "agentd-gateway: " << e.what() << "\n(agentd-gateway --help lists the options)\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+}  // namespace gateway

@@ -1,0 +1,40 @@
+// agentd-gateway's command line.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gateway {
+
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+struct Options {
+  HostPort listen{"127.0.0.1", 8080};
+  HostPort server;                  // the upstream as_server
+  std::string token_file;           // bearer tokens clients must present (empty: none)
+  std::string upstream_token_file;  // the token to log in to the server with
+  bool allow_unauthenticated = false;
+  unsigned threads = 2;  // threads running the io_context
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_body_bytes = 4 * 1024 * 1024;
+  std::size_t max_connections = 10000;
+  std::chrono::seconds request_timeout{30};  // a whole request (or a keep-alive idle wait)
+  std::chrono::seconds write_timeout{30};    // one write to a client that does not read
+};
+
+// Parses argv. Prints --help (exit code 0) or an error naming the option (exit code 2) and
+// returns the exit code then; std::nullopt means "run with these options".
+std::optional<int> parse_options(int argc, char** argv, Options& out);
+
+// "HOST:PORT" or "[V6]:PORT". Throws std::invalid_argument naming what is wrong.
+HostPort parse_host_port(const std::string& text, const std::string& what);
+
+bool is_loopback(const std::string& host);
+
+}  // namespace gateway
