@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
 
   gateway::TokenCheck tokens;
   agentd::ClientOptions client_opts;
+  // The gateway outlives restarts of its server: it keeps reconnecting (a year is "forever"), and
+  // requests made meanwhile wait, each for at most --reply-timeout (lookups and listings too).
+  client_opts.reconnect_deadline = std::chrono::hours(24 * 365);
+  client_opts.timeout = opts.reply_timeout;
   try {
     if (!opts.token_file.empty()) tokens = gateway::TokenCheck(gateway::read_token_file(opts.token_file));
     if (!opts.upstream_token_file.empty())
@@ -49,7 +53,7 @@ int main(int argc, char** argv) {
               << ": " << e.what() << "\n";
     return 4;
   }
-  gateway::openai::OpenAiApi openai(*upstream);
+  gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
     const auto& req = ex->request();

@@ -40,6 +40,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   std::string server;
   long request_timeout = out.request_timeout.count();
   long write_timeout = out.write_timeout.count();
+  long reply_timeout = out.reply_timeout.count();
   po::options_description desc(
       "agentd-gateway: the agents on an as_server, reachable over HTTP with an OpenAI-compatible API.\n"
       "\n"
@@ -79,7 +80,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
      "seconds a client has to send a whole request, and the longest a keep-alive connection may "
      "stay idle (slow clients are closed)")
     ("write-timeout", po::value(&write_timeout)->default_value(write_timeout),
-     "seconds one write to a client may take before the connection is closed");
+     "seconds one write to a client may take before the connection is closed")
+    ("reply-timeout", po::value(&reply_timeout)->default_value(reply_timeout),
+     "seconds a completion waits for the agent's answer (then 504, or a timeout error event ending "
+     "the stream); also the longest the server may stay unreachable for a request (the gateway "
+     "reconnects to it meanwhile)");
   // clang-format on
   try {
     po::variables_map vm;
@@ -93,8 +98,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     out.listen = parse_host_port(listen, "--listen");
     out.server = parse_host_port(server, "--server");
     if (out.threads == 0) throw std::invalid_argument("--threads must be at least 1");
-    if (request_timeout <= 0 || write_timeout <= 0)
-      throw std::invalid_argument("--request-timeout and --write-timeout must be positive");
+    if (request_timeout <= 0 || write_timeout <= 0 || reply_timeout <= 0)
+      throw std::invalid_argument("--request-timeout, --write-timeout and --reply-timeout must be positive");
+    out.reply_timeout = std::chrono::seconds(reply_timeout);
     out.request_timeout = std::chrono::seconds(request_timeout);
     out.write_timeout = std::chrono::seconds(write_timeout);
     if (!is_loopback(out.listen.host) && out.token_file.empty() && !out.allow_unauthenticated)

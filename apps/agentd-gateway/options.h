@@ -26,6 +26,7 @@ struct Options {
   std::size_t max_connections = 10000;
   std::chrono::seconds request_timeout{30};  // a whole request (or a keep-alive idle wait)
   std::chrono::seconds write_timeout{30};    // one write to a client that does not read
+  std::chrono::seconds reply_timeout{600};   // an agent's answer to one request
 };
 
 // Parses argv. Prints --help (exit code 0) or an error naming the option (exit code 2) and

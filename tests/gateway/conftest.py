@@ -22,6 +22,7 @@ AGENTS = {
     "echo": ("EchoAgent", "{}"),
     "stream": ("StreamEchoAgent", "{}"),
     "flaky": ("FlakyAgent", "{}"),
+    "slow": ("EchoAgent", '{"sleep_ms": 2500}'),
 }
 
 
@@ -74,13 +75,18 @@ def tmpdir_session():
         yield d
 
 
-@pytest.fixture(scope="session")
-def server():
-    s = Process([AS_SERVER, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
+def start_server(port=0):
+    s = Process([AS_SERVER, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warn",
                  "--plugin", ECHO_PLUGIN], "as_server ready: listening on ")
     for agent_id, (cls, args) in AGENTS.items():
         subprocess.run([AGENTCTL, "--host", s.host, "--port", str(s.port), "create", cls, agent_id,
                         "--id", agent_id, "--args", args], check=True, capture_output=True, timeout=60)
+    return s
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = start_server()
     yield s
     s.close()
 
@@ -107,7 +113,8 @@ def gateway(server, tmpdir_session, token):
 
 @pytest.fixture
 def open_gateway(server):
-    """A gateway without tokens, with small limits and a short request timeout."""
-    g = Gateway(server, ["--max-body-bytes", "65536", "--max-header-bytes", "4096", "--request-timeout", "1"])
+    """A gateway without tokens, with small limits and short timeouts."""
+    g = Gateway(server, ["--max-body-bytes", "65536", "--max-header-bytes", "4096", "--request-timeout", "1",
+                         "--reply-timeout", "1"])
     yield g
     g.close()

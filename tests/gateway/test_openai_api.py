@@ -264,3 +264,50 @@ def test_a_client_gone_mid_stream_harms_nothing_and_sigterm_exits_0(server):
         assert "Sanitizer" not in g.stderr()
     finally:
         g.close()
+
+
+def test_an_agent_slower_than_reply_timeout_is_504(open_gateway):
+    start = time.monotonic()
+    status, _, body = request(open_gateway, "POST", "/v1/chat/completions", chat("slow", "zzz"))
+    assert status == 504
+    e = error_of(body)
+    assert e["code"] == "timeout" and "--reply-timeout" in e["message"]
+    assert time.monotonic() - start < 2.5
+    status, _, body = request(open_gateway, "POST", "/v1/chat/completions", chat("slow", "zzz", stream=True))
+    assert status == 200
+    events = sse_events(body)
+    assert events[-1] == "[DONE]"
+    assert json.loads(events[-2])["error"]["code"] == "timeout"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_gateway_survives_its_server_restarting():
+    from conftest import Gateway, start_server
+    port = free_port()
+    server = start_server(port)
+    g = Gateway(server)
+    try:
+        assert request(g, "POST", "/v1/chat/completions", chat("echo", "before"))[0] == 200
+        server.proc.kill()
+        server.close()
+        deadline = time.monotonic() + 20
+        while True:  # the port may take a moment to be free again
+            try:
+                server = start_server(port)
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        # The client reconnects by itself; the agent was created again under the same id.
+        status, _, body = request(g, "POST", "/v1/chat/completions", chat("echo", "after"))
+        assert status == 200, body
+        assert json.loads(body)["choices"][0]["message"]["content"] == "after"
+    finally:
+        g.close()
+        server.close()

@@ -3,6 +3,7 @@
 #include "openai/chat_mapping.h"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <optional>
@@ -43,10 +44,14 @@ struct StreamState {
   std::string id;
   std::int64_t created = 0;
   bool chunks_done = false;
+  bool finished = false;
   std::optional<std::variant<agentd::Msg, agentd::Error>> outcome;
+  std::optional<boost::asio::steady_timer> deadline;
 
   void maybe_finish() {
-    if (!chunks_done || !outcome) return;
+    if (finished || !chunks_done || !outcome) return;
+    finished = true;
+    if (deadline) deadline->cancel();
     if (auto* e = std::get_if<agentd::Error>(&*outcome)) {
       ex->send(error_event(*e, model));
     } else {
@@ -75,6 +80,13 @@ struct ChunksEnd {
   }
 };
 
+agentd::Error reply_timeout_error(const std::string& model, std::chrono::seconds timeout) {
+  return agentd::Error(
+      agentd::ErrorCode::timeout,
+      "agent '" + model + "' did not answer within --reply-timeout " + std::to_string(timeout.count()) + " s",
+      model, "", true);
+}
+
 std::variant<agentd::Msg, agentd::Error> outcome_of(const agentd::Placeholder& p) {
   try {
     return p.get();  // returns at once: on_ready ran
@@ -86,7 +98,7 @@ std::variant<agentd::Msg, agentd::Error> outcome_of(const agentd::Placeholder& p
 }
 
 void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
-                       const ChatRequest& req) {
+                       const ChatRequest& req, std::chrono::seconds timeout) {
   auto strand = ex->executor();
   auto state = std::make_shared<StreamState>();
   state->ex = ex;
@@ -99,6 +111,14 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
   ex->start_stream(http::Status::ok, "text/event-stream");
   const std::string role = "assistant";
   ex->send(chunk_event(state->id, state->model, state->created, &role, nullptr, nullptr));
+  // Past the deadline the stream ends with a timeout error event; what comes later is dropped.
+  state->deadline.emplace(strand, timeout);
+  state->deadline->async_wait([state, timeout](boost::system::error_code ec) {
+    if (ec || state->finished) return;
+    state->outcome = reply_timeout_error(state->model, timeout);
+    state->chunks_done = true;
+    state->maybe_finish();
+  });
   auto end = std::make_shared<ChunksEnd>(strand, state);
   p.on_chunk([end, state](std::string_view chunk) {
     // Loop thread: the event is built here and queued on the strand (Exchange::send posts).
@@ -107,6 +127,7 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
   });
   end.reset();
   p.on_ready(post_once(strand, [state, p, &upstream, model = req.model] {
+    if (state->finished) return;
     state->outcome = outcome_of(p);
     if (auto* e = std::get_if<agentd::Error>(&*state->outcome);
         e && e->code() == agentd::ErrorCode::unknown_agent)
@@ -116,9 +137,16 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
 }
 
 void plain_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
-                      const ChatRequest& req) {
+                      const ChatRequest& req, std::chrono::seconds timeout) {
   agentd::Placeholder p = agent.reply(req.input);
-  p.on_ready(post_once(ex->executor(), [ex, p, &upstream, model = req.model, created = unix_now()] {
+  // Past the deadline the request is answered 504 (respond() answers once: the reply, if it
+  // comes later, is dropped).
+  auto deadline = std::make_shared<boost::asio::steady_timer>(ex->executor(), timeout);
+  deadline->async_wait([ex, model = req.model, timeout](boost::system::error_code ec) {
+    if (!ec) send_error(ex, error_reply(reply_timeout_error(model, timeout), model));
+  });
+  p.on_ready(post_once(ex->executor(), [ex, p, deadline, &upstream, model = req.model, created = unix_now()] {
+    deadline->cancel();
     auto outcome = outcome_of(p);
     if (auto* e = std::get_if<agentd::Error>(&outcome)) {
       if (e->code() == agentd::ErrorCode::unknown_agent) upstream.forget(model);
@@ -169,9 +197,9 @@ void OpenAiApi::chat_completions(const ExchangePtr& ex) {
     const auto& agent = std::get<agentd::AgentRef>(found);
     try {
       if (req->stream)
-        stream_completion(upstream_, ex, agent, *req);
+        stream_completion(upstream_, ex, agent, *req, reply_timeout_);
       else
-        plain_completion(upstream_, ex, agent, *req);
+        plain_completion(upstream_, ex, agent, *req, reply_timeout_);
     } catch (const agentd::Error& e) {  // the client is closed: the call could not be sent
       send_error(ex, error_reply(e, req->model));
     }

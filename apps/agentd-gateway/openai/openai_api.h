@@ -13,13 +13,17 @@
 #include "http/connection.h"
 #include "upstream.h"
 
+#include <chrono>
 #include <memory>
 
 namespace gateway::openai {
 
 class OpenAiApi {
  public:
-  explicit OpenAiApi(Upstream& upstream) : upstream_(upstream) {}
+  // reply_timeout: how long a completion waits for the agent (then 504, or a timeout error
+  // event ending the stream).
+  OpenAiApi(Upstream& upstream, std::chrono::seconds reply_timeout)
+      : upstream_(upstream), reply_timeout_(reply_timeout) {}
   // Answers a request whose path starts with /v1/ (404 for paths it does not serve).
   void handle(const std::shared_ptr<http::Exchange>& ex);
 
@@ -28,6 +32,7 @@ class OpenAiApi {
   void chat_completions(const std::shared_ptr<http::Exchange>& ex);
 
   Upstream& upstream_;
+  std::chrono::seconds reply_timeout_;
 };
 
 }  // namespace gateway::openai
