@@ -311,3 +311,21 @@ def test_the_gateway_survives_its_server_restarting():
     finally:
         g.close()
         server.close()
+
+
+def test_each_request_is_one_json_log_line_without_the_token(gateway, token):
+    request(gateway, "GET", "/v1/models?secret=1", token=token)
+    request(gateway, "GET", "/v1/models", token="wrong")
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [json.loads(l) for l in gateway.stderr().splitlines() if l.startswith("{")]
+        if any(l["status"] == 401 for l in lines) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    models = [l for l in lines if l["path"] == "/v1/models"]
+    assert {200, 401} <= {l["status"] for l in models}
+    assert all(l["method"] == "GET" and l["ms"] >= 0 and l["peer"].startswith("127.0.0.1:") for l in models)
+    streams = [l for l in lines if l["stream"]]
+    assert streams and all(l["path"] == "/v1/chat/completions" for l in streams)
+    text = gateway.stderr()
+    assert token not in text and "wrong" not in text and "secret" not in text

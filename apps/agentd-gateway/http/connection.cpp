@@ -5,6 +5,9 @@
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <utility>
 
 namespace gateway::http {
@@ -23,13 +26,43 @@ struct Connection::Item {
   std::shared_ptr<bhttp::response<bhttp::empty_body>> head;
   std::shared_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer;
   std::shared_ptr<std::string> data;
-  bool close_after = false;  // the exchange ends the connection (Connection: close)
+  bool close_after = false;         // the exchange ends the connection (Connection: close)
+  std::shared_ptr<RequestLog> log;  // on the item that ends an exchange: logged once written
+};
+
+// One JSON line per request on stderr, once its answer is written (never a header's value, nor
+// the query string).
+struct RequestLog {
+  std::string method;
+  std::string path;
+  unsigned status = 0;
+  std::size_t bytes_in = 0;
+  bool stream = false;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  void write(const std::string& peer, bool ok) const {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const auto ts = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    nlohmann::json line{{"ts_ms", ts},          {"peer", peer},     {"method", method},
+                        {"path", path},         {"status", status}, {"ms", std::round(ms * 1000) / 1000},
+                        {"bytes_in", bytes_in}, {"stream", stream}, {"written", ok}};
+    const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
 };
 
 // ---- Exchange ----
 
 Exchange::Exchange(std::shared_ptr<Connection> conn, Request req)
-    : conn_(std::move(conn)), req_(std::move(req)) {}
+    : conn_(std::move(conn)), req_(std::move(req)), log_(std::make_shared<RequestLog>()) {
+  log_->method = std::string(req_.method_string());
+  const std::string_view target = req_.target();
+  log_->path = std::string(target.substr(0, target.find('?')));
+  log_->bytes_in = req_.body().size();
+}
 
 Exchange::~Exchange() {
   const int s = state_.load();
@@ -56,6 +89,8 @@ void Exchange::respond(Status status, std::string content_type, std::string body
   res->prepare_payload();
   Connection::Item item;
   item.kind = Connection::Item::full;
+  log_->status = static_cast<unsigned>(status);
+  item.log = log_;
   item.response = std::move(res);
   item.close_after = !req_.keep_alive();
   asio::dispatch(conn_->stream_.get_executor(),
@@ -71,6 +106,8 @@ void Exchange::start_stream(Status status, std::string content_type) {
   head->set(bhttp::field::cache_control, "no-cache");
   head->keep_alive(req_.keep_alive());
   head->chunked(true);
+  log_->status = static_cast<unsigned>(status);
+  log_->stream = true;
   Connection::Item item;
   item.kind = Connection::Item::header;
   item.head = std::move(head);
@@ -92,6 +129,7 @@ void Exchange::end_stream() {
   if (!state_.compare_exchange_strong(expected, 2)) return;
   Connection::Item item;
   item.kind = Connection::Item::last;
+  item.log = log_;
   item.close_after = !req_.keep_alive();
   asio::dispatch(conn_->stream_.get_executor(),
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
@@ -101,7 +139,11 @@ void Exchange::end_stream() {
 
 Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
                        std::atomic<std::size_t>& open_count)
-    : stream_(std::move(socket)), limits_(limits), handler_(handler), open_count_(open_count) {}
+    : stream_(std::move(socket)), limits_(limits), handler_(handler), open_count_(open_count) {
+  beast::error_code ec;
+  const auto remote = stream_.socket().remote_endpoint(ec);
+  if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+}
 
 Connection::~Connection() { open_count_.fetch_sub(1); }
 
@@ -166,6 +208,10 @@ void Connection::fail_request(beast::error_code ec) {
     item.response->keep_alive(false);
     item.response->prepare_payload();
     item.close_after = true;
+    item.log = std::make_shared<RequestLog>();
+    item.log->method = "-";  // the request could not be read
+    item.log->path = "-";
+    item.log->status = static_cast<unsigned>(status);
     enqueue(std::move(item));
   };
   if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
@@ -200,6 +246,7 @@ void Connection::write_next() {
   queue_.pop_front();
   const bool ends = item->kind == Item::full || item->kind == Item::last;
   auto done = [self = shared_from_this(), item, ends](beast::error_code ec, std::size_t) {
+    if (item->log) item->log->write(self->peer_, !ec);
     self->on_written(ec, ends, item->close_after);
   };
   stream_.expires_after(limits_.write_timeout);

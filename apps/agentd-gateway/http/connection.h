@@ -10,7 +10,8 @@
 // the handler, write what the handler answers (one response, or a chunked stream of pieces),
 // then read the next request on the same connection (keep-alive) or close it. Limits: header
 // and body size (431 / 413), a deadline for receiving a whole request (slow clients are closed)
-// and one for each write (a client that stops reading is closed).
+// and one for each write (a client that stops reading is closed). Each request answered is
+// logged as one JSON line on stderr (method, path, status, time, peer; never a header's value).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -47,6 +48,7 @@ struct Limits {
 std::string error_body(const std::string& message, const std::string& type, const std::string& code = {});
 
 class Connection;
+struct RequestLog;
 
 // One request and its answer: respond() once, or start_stream(), send() pieces, end_stream().
 // Any thread. An Exchange dropped without an answer answers 500 (a stream left open is ended),
@@ -75,6 +77,7 @@ class Exchange {
   std::shared_ptr<Connection> conn_;
   Request req_;
   std::atomic<int> state_{0};  // 0 nothing sent, 1 streaming, 2 done
+  std::shared_ptr<RequestLog> log_;
 };
 
 using Handler = std::function<void(std::shared_ptr<Exchange>)>;
@@ -112,6 +115,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   bool keep_alive_ = true;
   std::atomic<bool> gone_{false};
+  std::string peer_;  // "address:port" of the client, for the request log
 };
 
 }  // namespace gateway::http

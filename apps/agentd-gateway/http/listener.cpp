@@ -11,6 +11,7 @@ Listener::Listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& at, Lim
                    std::size_t max_connections, Handler handler)
     : ioc_(ioc),
       acceptor_(asio::make_strand(ioc)),
+      retry_(acceptor_.get_executor()),
       limits_(limits),
       max_connections_(max_connections),
       handler_(std::move(handler)) {
@@ -28,6 +29,7 @@ void Listener::stop() {
   asio::dispatch(acceptor_.get_executor(), [self = shared_from_this()] {
     beast::error_code ignored;
     self->acceptor_.close(ignored);
+    self->retry_.cancel();
   });
 }
 
@@ -37,9 +39,17 @@ void Listener::accept() {
                                                                               asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
     if (ec) {
-      // Out of descriptors and the like: keep serving the connections there are; try again.
-      std::cerr << "agentd-gateway: accept failed: " << ec.message() << "\n";
-    } else if (self->open_.load() >= self->max_connections_) {
+      // Out of descriptors and the like: keep serving the connections there are and try again
+      // in a moment (logged once per series of failures).
+      if (!self->accept_failing_)
+        std::cerr << "agentd-gateway: accept failed: " << ec.message() << "; retrying every 100 ms\n";
+      self->accept_failing_ = true;
+      self->retry_.expires_after(std::chrono::milliseconds(100));
+      self->retry_.async_wait([self](beast::error_code) { self->accept(); });
+      return;
+    }
+    self->accept_failing_ = false;
+    if (self->open_.load() >= self->max_connections_) {
       beast::error_code ignored;
       socket.close(ignored);  // over --max-connections
     } else {

@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -27,6 +28,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   asio::io_context& ioc_;
   asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer retry_;     // after a failed accept (out of descriptors)
+  bool accept_failing_ = false;  // on the acceptor's strand
   Limits limits_;
   std::size_t max_connections_;
   Handler handler_;
