@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   for (unsigned i = 1; i < opts.threads; ++i) threads.emplace_back([&ioc] { ioc.run(); });
   ioc.run();
   for (auto& t : threads) t.join();
+  gateway::http::set_shutting_down();
   // The client first: its loop thread posts to the connections' strands, which live in ioc.
   upstream.reset();
   return 0;

@@ -97,6 +97,18 @@ class Gateway(Process):
                          + list(extra), "agentd-gateway ready: listening on ")
         self.base = f"http://{self.host}:{self.port}"
 
+    def close(self):
+        """Stops the gateway (SIGTERM); it must exit 0 with no sanitizer report."""
+        running = self.proc.poll() is None
+        if running:
+            self.proc.terminate()
+            code = self.proc.wait(timeout=20)
+        err = self.stderr()
+        super().close()
+        if running:
+            assert code == 0, f"agentd-gateway exited {code} on SIGTERM: {err[-3000:]}"
+        assert "Sanitizer" not in err, err[-3000:]
+
 
 @pytest.fixture(scope="session")
 def token():

@@ -260,7 +260,7 @@ def test_a_client_gone_mid_stream_harms_nothing_and_sigterm_exits_0(server):
         status, _, out = request(g, "POST", "/v1/chat/completions", chat("echo", "after"))
         assert status == 200 and json.loads(out)["choices"][0]["message"]["content"] == "after"
         g.proc.terminate()
-        assert g.proc.wait(timeout=20) == 0
+        assert g.proc.wait(timeout=20) == 0, g.stderr()[-3000:]
         assert "Sanitizer" not in g.stderr()
     finally:
         g.close()
@@ -329,3 +329,50 @@ def test_each_request_is_one_json_log_line_without_the_token(gateway, token):
     assert streams and all(l["path"] == "/v1/chat/completions" for l in streams)
     text = gateway.stderr()
     assert token not in text and "wrong" not in text and "secret" not in text
+
+
+def test_many_concurrent_requests_each_get_their_own_answer(gateway, token):
+    """Plain and streamed completions at once from many threads: no answer crosses over."""
+    import concurrent.futures
+
+    def one(i):
+        if i % 2:
+            status, _, body = request(gateway, "POST", "/v1/chat/completions", chat("echo", f"plain {i}"),
+                                      token=token)
+            assert status == 200
+            return json.loads(body)["choices"][0]["message"]["content"] == f"plain {i}"
+        status, _, body = request(gateway, "POST", "/v1/chat/completions",
+                                  chat("stream", f"streamed {i} a b c", stream=True), token=token)
+        events = sse_events(body)
+        text = "".join(json.loads(e)["choices"][0]["delta"].get("content", "") for e in events[:-1])
+        return status == 200 and events[-1] == "[DONE]" and text == f"streamed {i} a b c"
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        assert all(pool.map(one, range(200)))
+
+
+def test_connections_over_max_connections_are_closed(server):
+    from conftest import Gateway
+    g = Gateway(server, ["--max-connections", "2"])
+    try:
+        held = [socket.create_connection((g.host, g.port), timeout=10) for _ in range(2)]
+        time.sleep(0.2)  # both accepted
+        with socket.create_connection((g.host, g.port), timeout=10) as s:
+            try:
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(100) == b""  # closed at once, unanswered
+            except ConnectionResetError:
+                pass  # closed at once, before our request arrived
+        for s in held:
+            s.close()
+        deadline = time.monotonic() + 10
+        while True:  # served again once the gateway has seen them go
+            try:
+                if request(g, "GET", "/v1/models")[0] == 200:
+                    break
+            except (ConnectionError, urllib.error.URLError, http.client.HTTPException):
+                pass  # still closed at once: the two have not been noticed as gone yet
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        g.close()

@@ -64,7 +64,14 @@ Exchange::Exchange(std::shared_ptr<Connection> conn, Request req)
   log_->bytes_in = req_.body().size();
 }
 
+namespace {
+std::atomic<bool> shutting_down{false};
+}  // namespace
+
+void set_shutting_down() { shutting_down.store(true); }
+
 Exchange::~Exchange() {
+  if (shutting_down.load()) return;
   const int s = state_.load();
   if (s == 0) {
     respond(Status::internal_server_error, "application/json",
@@ -137,15 +144,19 @@ void Exchange::end_stream() {
 
 // ---- Connection ----
 
-Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
-                       std::atomic<std::size_t>& open_count)
-    : stream_(std::move(socket)), limits_(limits), handler_(handler), open_count_(open_count) {
+Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits,
+                       std::shared_ptr<const Handler> handler,
+                       std::shared_ptr<std::atomic<std::size_t>> open_count)
+    : stream_(std::move(socket)),
+      limits_(limits),
+      handler_(std::move(handler)),
+      open_count_(std::move(open_count)) {
   beast::error_code ec;
   const auto remote = stream_.socket().remote_endpoint(ec);
   if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
 }
 
-Connection::~Connection() { open_count_.fetch_sub(1); }
+Connection::~Connection() { open_count_->fetch_sub(1); }
 
 void Connection::start() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
@@ -191,7 +202,7 @@ void Connection::on_read(beast::error_code ec) {
   keep_alive_ = req.keep_alive();
   auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(req));
   try {
-    handler_(std::move(exchange));
+    (*handler_)(std::move(exchange));
   } catch (...) {
     // The exchange answers 500 when its last reference goes; nothing else to do here.
   }

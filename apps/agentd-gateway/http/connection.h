@@ -82,10 +82,16 @@ class Exchange {
 
 using Handler = std::function<void(std::shared_ptr<Exchange>)>;
 
+// Set once the io_context has stopped for good (main, before it tears down): exchanges dropped
+// from then on (with the handlers the io_context destroys) no longer try to answer.
+void set_shutting_down();
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
-             std::atomic<std::size_t>& open_count);
+  // open_count: the listener's count of open connections (this one included), decremented when
+  // this connection goes, which may be after the listener has gone (at exit).
+  Connection(asio::ip::tcp::socket socket, const Limits& limits, std::shared_ptr<const Handler> handler,
+             std::shared_ptr<std::atomic<std::size_t>> open_count);
   ~Connection();
   void start();
 
@@ -108,9 +114,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  const Limits& limits_;
-  const Handler& handler_;
-  std::atomic<std::size_t>& open_count_;
+  const Limits limits_;
+  std::shared_ptr<const Handler> handler_;
+  std::shared_ptr<std::atomic<std::size_t>> open_count_;
   std::deque<Item> queue_;
   bool writing_ = false;
   bool keep_alive_ = true;

@@ -14,7 +14,7 @@ Listener::Listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& at, Lim
       retry_(acceptor_.get_executor()),
       limits_(limits),
       max_connections_(max_connections),
-      handler_(std::move(handler)) {
+      handler_(std::make_shared<const Handler>(std::move(handler))) {
   acceptor_.open(at.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(at);
@@ -49,11 +49,11 @@ void Listener::accept() {
       return;
     }
     self->accept_failing_ = false;
-    if (self->open_.load() >= self->max_connections_) {
+    if (self->open_->load() >= self->max_connections_) {
       beast::error_code ignored;
       socket.close(ignored);  // over --max-connections
     } else {
-      self->open_.fetch_add(1);
+      self->open_->fetch_add(1);
       std::make_shared<Connection>(std::move(socket), self->limits_, self->handler_, self->open_)->start();
     }
     self->accept();

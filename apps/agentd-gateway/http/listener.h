@@ -32,8 +32,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   bool accept_failing_ = false;  // on the acceptor's strand
   Limits limits_;
   std::size_t max_connections_;
-  Handler handler_;
-  std::atomic<std::size_t> open_{0};
+  std::shared_ptr<const Handler> handler_;  // shared with the connections, which may outlive this
+  std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 }  // namespace gateway::http
