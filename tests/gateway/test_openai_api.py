@@ -162,6 +162,7 @@ def test_unknown_model_is_404(gateway, token):
 @pytest.mark.parametrize("raw, says", [
     (b"{not json", "not valid JSON"),
     (b"[1, 2]", "JSON object"),
+    (b'{"model": 49E494444444444444444444}', "number overflow"),  # found by gateway_request_fuzz
     (b'{"messages": [{"role": "user", "content": "x"}]}', "'model' is required"),
     (b'{"model": "echo"}', "'messages' is required"),
     (b'{"model": "echo", "messages": [{"role": "system", "content": "x"}]}', 'no message with role "user"'),

@@ -46,7 +46,7 @@ std::variant<ChatRequest, ErrorReply> parse_chat_request(const std::string& body
   json req;
   try {
     req = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too big
     return bad(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!req.is_object()) return bad("the request body must be a JSON object");
