@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The body as the OpenAI routes see it: the parsed body when the request is whole, otherwise
   // the raw bytes (the mapping must hold on anything).
-  const std::string body = parser.is_done() ? parser.get().body()
-                                            : std::string(reinterpret_cast<const char*>(data), size);
+  const std::string body =
+      parser.is_done() ? parser.get().body() : std::string(reinterpret_cast<const char*>(data), size);
   auto parsed = parse_chat_request(body);
   if (auto* e = std::get_if<ErrorReply>(&parsed)) {
     if (e->status != Status::bad_request) std::abort();  // a bad body is always a 400
