@@ -377,3 +377,15 @@ def test_connections_over_max_connections_are_closed(server):
             time.sleep(0.05)
     finally:
         g.close()
+
+
+def test_a_connection_goes_on_after_a_stream_ended_by_the_reply_timeout(open_gateway):
+    conn = http.client.HTTPConnection(open_gateway.host, open_gateway.port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", "/v1/chat/completions", json.dumps(chat("slow", "late", stream=True)), headers)
+    events = sse_events(conn.getresponse().read())
+    assert json.loads(events[-2])["error"]["code"] == "timeout" and events[-1] == "[DONE]"
+    conn.request("POST", "/v1/chat/completions", json.dumps(chat("echo", "next")), headers)
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["choices"][0]["message"]["content"] == "next"
+    conn.close()

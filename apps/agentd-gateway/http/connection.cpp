@@ -28,6 +28,7 @@ struct Connection::Item {
   std::shared_ptr<std::string> data;
   bool close_after = false;         // the exchange ends the connection (Connection: close)
   std::shared_ptr<RequestLog> log;  // on the item that ends an exchange: logged once written
+  std::uint64_t exchange = 0;       // which exchange of the connection it belongs to
 };
 
 // One JSON line per request on stderr, once its answer is written (never a header's value, nor
@@ -56,8 +57,8 @@ struct RequestLog {
 
 // ---- Exchange ----
 
-Exchange::Exchange(std::shared_ptr<Connection> conn, Request req)
-    : conn_(std::move(conn)), req_(std::move(req)), log_(std::make_shared<RequestLog>()) {
+Exchange::Exchange(std::shared_ptr<Connection> conn, Request req, std::uint64_t seq)
+    : conn_(std::move(conn)), req_(std::move(req)), seq_(seq), log_(std::make_shared<RequestLog>()) {
   log_->method = std::string(req_.method_string());
   const std::string_view target = req_.target();
   log_->path = std::string(target.substr(0, target.find('?')));
@@ -95,6 +96,7 @@ void Exchange::respond(Status status, std::string content_type, std::string body
   res->keep_alive(req_.keep_alive());
   res->prepare_payload();
   Connection::Item item;
+  item.exchange = seq_;
   item.kind = Connection::Item::full;
   log_->status = static_cast<unsigned>(status);
   item.log = log_;
@@ -116,6 +118,7 @@ void Exchange::start_stream(Status status, std::string content_type) {
   log_->status = static_cast<unsigned>(status);
   log_->stream = true;
   Connection::Item item;
+  item.exchange = seq_;
   item.kind = Connection::Item::header;
   item.head = std::move(head);
   asio::dispatch(conn_->stream_.get_executor(),
@@ -125,6 +128,7 @@ void Exchange::start_stream(Status status, std::string content_type) {
 void Exchange::send(std::string piece) {
   if (state_.load() != 1 || piece.empty()) return;
   Connection::Item item;
+  item.exchange = seq_;
   item.kind = Connection::Item::chunk;
   item.data = std::make_shared<std::string>(std::move(piece));
   asio::dispatch(conn_->stream_.get_executor(),
@@ -135,6 +139,7 @@ void Exchange::end_stream() {
   int expected = 1;
   if (!state_.compare_exchange_strong(expected, 2)) return;
   Connection::Item item;
+  item.exchange = seq_;
   item.kind = Connection::Item::last;
   item.log = log_;
   item.close_after = !req_.keep_alive();
@@ -200,7 +205,7 @@ void Connection::on_read(beast::error_code ec) {
   Request req = parser_->release();
   parser_.reset();
   keep_alive_ = req.keep_alive();
-  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(req));
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(req), ++exchanges_);
   try {
     (*handler_)(std::move(exchange));
   } catch (...) {
@@ -243,6 +248,14 @@ void Connection::fail_request(beast::error_code ec) {
 
 void Connection::enqueue(Item item) {
   if (gone_.load()) return;
+  // A piece of a stream that has ended (sent from another thread while the stream was ended,
+  // e.g. at --reply-timeout) must not reach the wire after its last chunk, nor inside the next
+  // exchange's answer.
+  if (item.kind == Item::header) streaming_ = item.exchange;
+  if (item.kind == Item::chunk || item.kind == Item::last) {
+    if (item.exchange != streaming_) return;
+    if (item.kind == Item::last) streaming_ = 0;
+  }
   queue_.push_back(std::move(item));
   if (!writing_) write_next();
 }

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -55,7 +56,8 @@ struct RequestLog;
 // so a connection never hangs on a forgotten request.
 class Exchange {
  public:
-  Exchange(std::shared_ptr<Connection> conn, Request req);
+  // seq: the exchange's number on its connection (1, 2, ...).
+  Exchange(std::shared_ptr<Connection> conn, Request req, std::uint64_t seq);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -76,6 +78,7 @@ class Exchange {
  private:
   std::shared_ptr<Connection> conn_;
   Request req_;
+  std::uint64_t seq_;
   std::atomic<int> state_{0};  // 0 nothing sent, 1 streaming, 2 done
   std::shared_ptr<RequestLog> log_;
 };
@@ -120,6 +123,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Item> queue_;
   bool writing_ = false;
   bool keep_alive_ = true;
+  std::uint64_t exchanges_ = 0;  // exchanges started on this connection
+  std::uint64_t streaming_ = 0;  // the exchange whose stream is open (0: none)
   std::atomic<bool> gone_{false};
   std::string peer_;  // "address:port" of the client, for the request log
 };
