@@ -4,6 +4,7 @@
 #include "http/listener.h"
 #include "openai/chat_mapping.h"
 #include "openai/openai_api.h"
+#include "notify.h"
 #include "options.h"
 #include "tokens.h"
 #include "upstream.h"
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) {
+    gateway::sd_notify("STOPPING=1\n");
     listener->stop();
     ioc.stop();
   });
@@ -94,6 +96,9 @@ int main(int argc, char** argv) {
               bound.address().to_string().c_str(), static_cast<unsigned>(bound.port()),
               upstream->address().c_str(), static_cast<int>(::getpid()));
   std::fflush(stdout);
+  gateway::sd_notify("READY=1\nSTATUS=serving HTTP on " + bound.address().to_string() + ":" +
+                     std::to_string(bound.port()) + " for " + upstream->address() +
+                     "\nMAINPID=" + std::to_string(::getpid()) + "\n");
 
   std::vector<std::thread> threads;
   for (unsigned i = 1; i < opts.threads; ++i) threads.emplace_back([&ioc] { ioc.run(); });

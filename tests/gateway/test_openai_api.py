@@ -389,3 +389,24 @@ def test_a_connection_goes_on_after_a_stream_ended_by_the_reply_timeout(open_gat
     r = conn.getresponse()
     assert r.status == 200 and json.loads(r.read())["choices"][0]["message"]["content"] == "next"
     conn.close()
+
+
+def test_readiness_is_notified_to_systemd(server, tmp_path):
+    from conftest import Gateway
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        sock.settimeout(20)
+        import os
+        os.environ["NOTIFY_SOCKET"] = path
+        try:
+            g = Gateway(server)
+        finally:
+            del os.environ["NOTIFY_SOCKET"]
+        try:
+            ready = sock.recv(4096).decode()
+            assert "READY=1" in ready and f"MAINPID={g.proc.pid}" in ready
+            assert f"serving HTTP on 127.0.0.1:{g.port}" in ready
+        finally:
+            g.close()
+        assert "STOPPING=1" in sock.recv(4096).decode()
