@@ -20,9 +20,10 @@ trap 'rm -rf "$WORK"' EXIT
 cp "$UNIT_DIR/as_server.service" "$WORK/"
 # A template is verified through an instance of it.
 cp "$UNIT_DIR/as_server@.service" "$WORK/as_server@example.service"
+cp "$UNIT_DIR/agentd-gateway.service" "$WORK/"
 
 status=0
-for unit in as_server.service as_server@example.service; do
+for unit in as_server.service as_server@example.service agentd-gateway.service; do
   if ! out=$(systemd-analyze verify --man=no "$WORK/$unit" 2>&1); then
     echo "FAIL: systemd-analyze verify $unit:"; echo "$out"; status=1; continue
   fi
