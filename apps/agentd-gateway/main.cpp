@@ -45,15 +45,12 @@ int main(int argc, char** argv) {
   }
 
   asio::io_context ioc(static_cast<int>(opts.threads));
-  std::unique_ptr<gateway::Upstream> upstream;
-  try {
-    upstream = std::make_unique<gateway::Upstream>(
-        agentd::Client::connect(opts.server.host, opts.server.port, client_opts), 2);
-  } catch (const std::exception& e) {
+  // A server that cannot be reached yet is tried again in the background (requests get 503
+  // meanwhile), so the gateway may start before its server.
+  auto upstream = std::make_unique<gateway::Upstream>(opts.server.host, opts.server.port, client_opts, 2);
+  if (!upstream->first_error().empty())
     std::cerr << "agentd-gateway: cannot reach the server at " << opts.server.host << ":" << opts.server.port
-              << ": " << e.what() << "\n";
-    return 4;
-  }
+              << " yet (" << upstream->first_error() << "); trying again in the background\n";
   gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {

@@ -51,8 +51,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       "\n"
       "It is a client of as_server (as agentctl is). When it listens it prints\n"
       "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID\n"
-      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, 3 cannot listen, 4 cannot reach\n"
-      "the server.\n"
+      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, 3 cannot listen. A server that\n"
+      "cannot be reached (yet, or after a restart) is tried again in the background; requests wait\n"
+      "for it up to --reply-timeout, or get 503 before the first connection.\n"
       "\n"
       "Options");
   // clang-format off

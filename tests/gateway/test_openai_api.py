@@ -410,3 +410,32 @@ def test_readiness_is_notified_to_systemd(server, tmp_path):
         finally:
             g.close()
         assert "STOPPING=1" in sock.recv(4096).decode()
+
+
+def test_the_gateway_may_start_before_its_server():
+    from conftest import Gateway, start_server
+
+    class NotYet:
+        host = "127.0.0.1"
+        port = free_port()
+
+    g = Gateway(NotYet)
+    server = None
+    try:
+        assert "trying again in the background" in g.stderr()
+        status, _, body = request(g, "POST", "/v1/chat/completions", chat("echo", "early"))
+        assert status == 503 and error_of(body)["code"] == "disconnected"
+        server = start_server(NotYet.port)
+        deadline = time.monotonic() + 20
+        while True:
+            status, _, body = request(g, "POST", "/v1/chat/completions", chat("echo", "later"))
+            if status == 200:
+                break
+            # 503 until connected; 404 for a moment between the server's start and its agents'.
+            assert status in (503, 404) and time.monotonic() < deadline, body
+            time.sleep(0.1)
+        assert json.loads(body)["choices"][0]["message"]["content"] == "later"
+    finally:
+        g.close()
+        if server:
+            server.close()
