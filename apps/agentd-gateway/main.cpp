@@ -47,10 +47,23 @@ int main(int argc, char** argv) {
   asio::io_context ioc(static_cast<int>(opts.threads));
   // A server that cannot be reached yet is tried again in the background (requests get 503
   // meanwhile), so the gateway may start before its server.
-  auto upstream = std::make_unique<gateway::Upstream>(opts.server.host, opts.server.port, client_opts, 2);
+  std::unique_ptr<gateway::Upstream> upstream;
+  const std::string upstream_name =
+      opts.cluster.empty() ? opts.server.host + ":" + std::to_string(opts.server.port) : opts.cluster;
+  try {
+    auto connect = [&opts, client_opts]() {
+      return opts.cluster.empty() ? gateway::Upstream::server(opts.server.host, opts.server.port, client_opts)
+                                  : gateway::Upstream::cluster(opts.cluster, client_opts);
+    };
+    upstream = std::make_unique<gateway::Upstream>(connect, upstream_name, 2);
+  } catch (const std::exception& e) {
+    std::cerr << "agentd-gateway: " << (opts.cluster.empty() ? "--server " : "--cluster ") << upstream_name
+              << ": " << e.what() << "\n";
+    return 2;
+  }
   if (!upstream->first_error().empty())
-    std::cerr << "agentd-gateway: cannot reach the server at " << opts.server.host << ":" << opts.server.port
-              << " yet (" << upstream->first_error() << "); trying again in the background\n";
+    std::cerr << "agentd-gateway: cannot reach " << upstream_name << " yet (" << upstream->first_error()
+              << "); trying again in the background\n";
   gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {

@@ -42,7 +42,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   long write_timeout = out.write_timeout.count();
   long reply_timeout = out.reply_timeout.count();
   po::options_description desc(
-      "agentd-gateway: the agents on an as_server, reachable over HTTP with an OpenAI-compatible API.\n"
+      "agentd-gateway: the agents on an as_server (or a cluster of them), reachable over HTTP with an\n"
+      "OpenAI-compatible API.\n"
       "\n"
       "  GET  /v1/models             every agent on the server, under its id\n"
       "  POST /v1/chat/completions   model = an agent id; the last user message is the agent's\n"
@@ -62,7 +63,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     ("listen", po::value(&listen)->default_value(listen),
      "HOST:PORT to serve HTTP on (port 0: a free port, named in the ready line); an address beyond "
      "loopback needs --token-file or --allow-unauthenticated")
-    ("server", po::value(&server), "HOST:PORT of the as_server whose agents are served (required)")
+    ("server", po::value(&server), "HOST:PORT of the as_server whose agents are served")
+    ("cluster", po::value(&out.cluster),
+     "instead of --server, the agents of every server of a cluster: a cluster file (YAML, see the "
+     "README), dns:NAME:PORT (every address NAME resolves to), or HOST:PORT,HOST:PORT,...")
     ("token-file", po::value(&out.token_file),
      "bearer tokens clients must send (Authorization: Bearer TOKEN), one per line, '#' comments; "
      "the file must not be readable by group or others (chmod 600)")
@@ -95,9 +99,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       std::cout << desc << "\n";
       return 0;
     }
-    if (server.empty()) throw std::invalid_argument("--server HOST:PORT is required");
+    if (server.empty() == out.cluster.empty())
+      throw std::invalid_argument("give one of --server HOST:PORT and --cluster SPEC");
     out.listen = parse_host_port(listen, "--listen");
-    out.server = parse_host_port(server, "--server");
+    if (!server.empty()) out.server = parse_host_port(server, "--server");
     if (out.threads == 0) throw std::invalid_argument("--threads must be at least 1");
     if (request_timeout <= 0 || write_timeout <= 0 || reply_timeout <= 0)
       throw std::invalid_argument("--request-timeout, --write-timeout and --reply-timeout must be positive");

@@ -16,7 +16,8 @@ struct HostPort {
 
 struct Options {
   HostPort listen{"127.0.0.1", 8080};
-  HostPort server;                  // the upstream as_server
+  HostPort server;                  // the upstream as_server, or:
+  std::string cluster;              // a cluster spec (agentd::Cluster::open: file, dns:NAME:PORT, A:P,B:P)
   std::string token_file;           // bearer tokens clients must present (empty: none)
   std::string upstream_token_file;  // the token to log in to the server with
   bool allow_unauthenticated = false;

@@ -17,12 +17,84 @@ agentd::Error as_error(const std::exception& e) {
 
 }  // namespace
 
-Upstream::Upstream(std::string host, std::uint16_t port, agentd::ClientOptions options,
+namespace {
+
+class ServerBackend final : public Backend {
+ public:
+  explicit ServerBackend(agentd::Client c) : client_(std::move(c)) {}
+  agentd::AgentRef agent(const std::string& id) override { return client_.agent(id); }
+  std::vector<agentd::AgentInfo> list_agents() override { return client_.list_agents(); }
+  std::string address() override { return client_.address(); }
+  void close() override { client_.close(); }
+
+ private:
+  agentd::Client client_;
+};
+
+class ClusterBackend final : public Backend {
+ public:
+  explicit ClusterBackend(agentd::Cluster c) : cluster_(std::move(c)) {}
+  agentd::AgentRef agent(const std::string& id) override { return cluster_.agent(id); }
+  // Every member's agents; members down are skipped (all down: their error).
+  std::vector<agentd::AgentInfo> list_agents() override {
+    std::vector<agentd::AgentInfo> all;
+    std::optional<agentd::Error> failed;
+    std::size_t up = 0;
+    for (std::size_t i = 0; i < cluster_.size(); ++i) {
+      try {
+        auto some = cluster_.server(i).list_agents();
+        all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+        ++up;
+      } catch (const agentd::Error& e) {
+        if (!failed) failed = e;
+      }
+    }
+    if (up == 0 && failed) throw *failed;
+    return all;
+  }
+  std::string address() override {
+    std::string out;
+    for (const auto& m : cluster_.members()) out += (out.empty() ? "" : ",") + m.address;
+    return out;
+  }
+  void refresh() override { cluster_.refresh(); }
+  void close() override {
+    for (std::size_t i = 0; i < cluster_.size(); ++i) {
+      try {
+        cluster_.server(i).close();
+      } catch (const agentd::Error&) {  // down already
+      }
+    }
+  }
+
+ private:
+  agentd::Cluster cluster_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> Upstream::server(const std::string& host, std::uint16_t port,
+                                          const agentd::ClientOptions& options) {
+  return std::make_unique<ServerBackend>(agentd::Client::connect(host, port, options));
+}
+
+std::unique_ptr<Backend> Upstream::cluster(const std::string& spec, const agentd::ClientOptions& options) {
+  agentd::ClusterOptions o;
+  o.client = options;
+  return std::make_unique<ClusterBackend>(agentd::Cluster::open(spec, o));
+}
+
+Upstream::Upstream(std::function<std::unique_ptr<Backend>()> connect, std::string address,
                    unsigned blocking_threads)
-    : host_(std::move(host)), port_(port), options_(std::move(options)), blocking_(blocking_threads) {
+    : connect_(std::move(connect)), configured_address_(std::move(address)), blocking_(blocking_threads) {
   try {
-    client_.emplace(agentd::Client::connect(host_, port_, options_));
-    return;
+    backend_ = connect_();
+  } catch (const agentd::Error& e) {
+    // A spec that cannot work (an address that does not parse, a cluster file with errors) is
+    // not tried again: it is the caller's to report.
+    if (e.code() == agentd::ErrorCode::bad_args || e.code() == agentd::ErrorCode::config_error) throw;
+    first_error_ = e.what();
+    last_error_ = e.what();
   } catch (const std::exception& e) {
     first_error_ = e.what();
     last_error_ = e.what();
@@ -38,22 +110,34 @@ Upstream::~Upstream() {
   stop_cv_.notify_all();
   if (connector_.joinable()) connector_.join();
   blocking_.join();
-  if (client_) client_->close();
+  if (backend_) backend_->close();
 }
 
+// Connects (backing off from 200 ms to 5 s) until connected, then refreshes every 5 s (a cluster
+// connects its members that went down again) until the gateway stops.
 void Upstream::keep_connecting() {
   auto wait = std::chrono::milliseconds(200);
   while (true) {
+    Backend* connected = nullptr;
     {
       std::unique_lock lock(mu_);
+      connected = backend_.get();
+      if (connected) wait = std::chrono::seconds(5);
       if (stop_cv_.wait_for(lock, wait, [this] { return stopping_; })) return;
     }
+    if (connected) {
+      try {
+        connected->refresh();
+      } catch (const std::exception& e) {
+        std::cerr << "agentd-gateway: refreshing the cluster failed: " << e.what() << "\n";
+      }
+      continue;
+    }
     try {
-      agentd::Client c = agentd::Client::connect(host_, port_, options_);
+      auto b = connect_();
       std::lock_guard lock(mu_);
-      client_.emplace(std::move(c));
-      std::cerr << "agentd-gateway: connected to the server at " << host_ << ":" << port_ << "\n";
-      return;
+      backend_ = std::move(b);
+      std::cerr << "agentd-gateway: connected to " << configured_address_ << "\n";
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
       last_error_ = e.what();
@@ -62,18 +146,18 @@ void Upstream::keep_connecting() {
   }
 }
 
-std::variant<agentd::Client*, agentd::Error> Upstream::client() {
+std::variant<Backend*, agentd::Error> Upstream::backend() {
   std::lock_guard lock(mu_);
-  if (client_) return &*client_;
-  return agentd::Error(agentd::ErrorCode::disconnected,
-                       "not connected to the server at " + host_ + ":" + std::to_string(port_) +
-                           " yet (trying again in the background): " + last_error_,
-                       "", "", true);
+  if (backend_) return backend_.get();
+  return agentd::Error(
+      agentd::ErrorCode::disconnected,
+      "not connected to " + configured_address_ + " yet (trying again in the background): " + last_error_, "",
+      "", true);
 }
 
 std::string Upstream::address() const {
   std::lock_guard lock(mu_);
-  return client_ ? client_->address() : host_ + ":" + std::to_string(port_);
+  return backend_ ? backend_->address() : configured_address_;
 }
 
 void Upstream::with_agent(const std::string& id, std::function<void(AgentOrError)> done) {
@@ -86,12 +170,12 @@ void Upstream::with_agent(const std::string& id, std::function<void(AgentOrError
   if (known) return done(std::move(*known));
   boost::asio::post(blocking_, [this, id, done = std::move(done)] {
     std::optional<AgentOrError> result;
-    auto c = client();
+    auto c = backend();
     if (auto* e = std::get_if<agentd::Error>(&c)) {
       result.emplace(std::move(*e));
     } else {
       try {
-        agentd::AgentRef ref = std::get<agentd::Client*>(c)->agent(id);
+        agentd::AgentRef ref = std::get<Backend*>(c)->agent(id);
         std::lock_guard lock(mu_);
         agents_.insert_or_assign(id, ref);
         result.emplace(std::move(ref));
@@ -111,12 +195,12 @@ void Upstream::forget(const std::string& id) {
 void Upstream::list_agents(std::function<void(AgentsOrError)> done) {
   boost::asio::post(blocking_, [this, done = std::move(done)] {
     std::optional<AgentsOrError> result;
-    auto c = client();
+    auto c = backend();
     if (auto* e = std::get_if<agentd::Error>(&c)) {
       result.emplace(std::move(*e));
     } else {
       try {
-        result.emplace(std::get<agentd::Client*>(c)->list_agents());
+        result.emplace(std::get<Backend*>(c)->list_agents());
       } catch (const std::exception& e) {
         result.emplace(as_error(e));
       }

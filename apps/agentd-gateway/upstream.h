@@ -7,18 +7,24 @@
 // threads), never on the threads serving HTTP; agents looked up once are kept, so a
 // completion's lookup is a map read after the first.
 //
+// Upstream is one server (agentd::Client) or a cluster (agentd::Cluster: agents are looked up on
+// whichever member holds them, the listing is every member's agents).
+//
 // The server need not be up when the gateway starts: until a first connection is made (tried
 // again in the background with backoff), requests fail with a retryable `disconnected` (503).
-// Once connected, the client reconnects by itself after losing the server.
+// Once connected, a Client reconnects by itself after losing the server; a Cluster's members
+// that go down are connected again by refresh(), called every few seconds.
 #pragma once
 
 #include <agentd/client.h>
+#include <agentd/cluster.h>
 
 #include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,11 +38,28 @@ namespace gateway {
 using AgentOrError = std::variant<agentd::AgentRef, agentd::Error>;
 using AgentsOrError = std::variant<std::vector<agentd::AgentInfo>, agentd::Error>;
 
+// What Upstream reaches agents through: one server or a cluster. Blocking calls, made on
+// Upstream's blocking threads.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual agentd::AgentRef agent(const std::string& id) = 0;
+  virtual std::vector<agentd::AgentInfo> list_agents() = 0;
+  virtual std::string address() = 0;
+  virtual void refresh() {}  // every few seconds, from the connecting thread
+  virtual void close() = 0;
+};
+
 class Upstream {
  public:
-  // Connects at once; when that fails, keeps trying in the background (first_error says why the
-  // first try failed; empty when connected).
-  Upstream(std::string host, std::uint16_t port, agentd::ClientOptions options, unsigned blocking_threads);
+  // connect: makes the backend (throws agentd::Error when it cannot, now). Connects at once;
+  // when that fails, keeps trying in the background (first_error says why the first try
+  // failed; empty when connected). address: what to call the upstream until connected. Throws
+  // the agentd::Error of a first try that cannot succeed later (bad_args, config_error).
+  Upstream(std::function<std::unique_ptr<Backend>()> connect, std::string address, unsigned blocking_threads);
+  static std::unique_ptr<Backend> server(const std::string& host, std::uint16_t port,
+                                         const agentd::ClientOptions& options);
+  static std::unique_ptr<Backend> cluster(const std::string& spec, const agentd::ClientOptions& options);
   ~Upstream();
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
@@ -54,22 +77,21 @@ class Upstream {
   const std::string& first_error() const { return first_error_; }
 
  private:
-  // The client once connected; otherwise the error requests get.
-  std::variant<agentd::Client*, agentd::Error> client();
+  // The backend once connected; otherwise the error requests get.
+  std::variant<Backend*, agentd::Error> backend();
   void keep_connecting();
 
-  const std::string host_;
-  const std::uint16_t port_;
-  const agentd::ClientOptions options_;
+  const std::function<std::unique_ptr<Backend>()> connect_;
+  const std::string configured_address_;
   std::string first_error_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;                                     // guarded by mu_
-  std::optional<agentd::Client> client_;                      // guarded by mu_ until set, then never changed
+  std::unique_ptr<Backend> backend_;                          // guarded by mu_ until set, then never changed
   std::string last_error_;                                    // guarded by mu_
   std::unordered_map<std::string, agentd::AgentRef> agents_;  // guarded by mu_
-  std::thread connector_;                                     // while not connected
-  boost::asio::thread_pool blocking_;  // declared after client_: joined before it closes
+  std::thread connector_;                                     // connecting, then refreshing (a cluster)
+  boost::asio::thread_pool blocking_;  // declared after backend_: joined before it closes
 };
 
 }  // namespace gateway

@@ -92,9 +92,13 @@ def server():
 
 
 class Gateway(Process):
-    def __init__(self, server, extra=()):
-        super().__init__([GATEWAY, "--listen", "127.0.0.1:0", "--server", f"{server.host}:{server.port}"]
-                         + list(extra), "agentd-gateway ready: listening on ")
+    """agentd-gateway on a free port in front of server (anything with host and port), or of a
+    cluster when cluster (a --cluster SPEC) is given."""
+
+    def __init__(self, server=None, extra=(), cluster=None):
+        upstream = ["--cluster", cluster] if cluster else ["--server", f"{server.host}:{server.port}"]
+        super().__init__([GATEWAY, "--listen", "127.0.0.1:0"] + upstream + list(extra),
+                         "agentd-gateway ready: listening on ")
         self.base = f"http://{self.host}:{self.port}"
 
     def close(self):

@@ -439,3 +439,28 @@ def test_the_gateway_may_start_before_its_server():
         g.close()
         if server:
             server.close()
+
+
+def test_a_cluster_serves_the_agents_of_every_member(server):
+    from conftest import AGENTCTL, Gateway, start_server
+    second = start_server()
+    subprocess.run([AGENTCTL, "--host", second.host, "--port", str(second.port), "create", "EchoAgent", "two",
+                    "--id", "only-on-second", "--args", '{"prefix": "second: "}'],
+                   check=True, capture_output=True, timeout=60)
+    g = Gateway(cluster=f"{server.host}:{server.port},{second.host}:{second.port}")
+    try:
+        status, _, body = request(g, "GET", "/v1/models")
+        assert status == 200
+        ids = [m["id"] for m in json.loads(body)["data"]]
+        assert "only-on-second" in ids and "echo" in ids
+        status, _, body = request(g, "POST", "/v1/chat/completions", chat("only-on-second", "hi"))
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "second: hi"
+        status, _, body = request(g, "POST", "/v1/chat/completions", chat("stream", "x y", stream=True))
+        assert status == 200 and sse_events(body)[-1] == "[DONE]"
+        second.close()  # a member down: the others' agents are still served
+        status, _, body = request(g, "GET", "/v1/models")
+        assert status == 200 and "echo" in [m["id"] for m in json.loads(body)["data"]]
+        assert request(g, "POST", "/v1/chat/completions", chat("echo", "still"))[0] == 200
+    finally:
+        g.close()
+        second.close()
