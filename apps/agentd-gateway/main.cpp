@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   // requests made meanwhile wait, each for at most --reply-timeout (lookups and listings too).
   client_opts.reconnect_deadline = std::chrono::hours(24 * 365);
   client_opts.timeout = opts.reply_timeout;
+  client_opts.tls_ca = opts.upstream_tls_ca;
+  client_opts.tls_cert = opts.upstream_tls_cert;
+  client_opts.tls_key = opts.upstream_tls_key;
   try {
     if (!opts.token_file.empty()) tokens = gateway::TokenCheck(gateway::read_token_file(opts.token_file));
     if (!opts.upstream_token_file.empty())

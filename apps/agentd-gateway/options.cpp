@@ -72,6 +72,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
      "the file must not be readable by group or others (chmod 600)")
     ("upstream-token-file", po::value(&out.upstream_token_file),
      "the token to log in to the server with (its first token; same format; default $AGENTD_TOKEN)")
+    ("upstream-tls-ca", po::value(&out.upstream_tls_ca),
+     "TLS to the server (as_server --tls-cert): the CA bundle (PEM) that signed its certificate, "
+     "which must name the host given in --server")
+    ("upstream-tls-cert", po::value(&out.upstream_tls_cert),
+     "with --upstream-tls-key: a client certificate (PEM), for servers started with --tls-client-ca")
+    ("upstream-tls-key", po::value(&out.upstream_tls_key), "the key of --upstream-tls-cert (PEM)")
     ("allow-unauthenticated", po::bool_switch(&out.allow_unauthenticated),
      "allow listening beyond loopback without --token-file")
     ("threads", po::value(&out.threads)->default_value(out.threads), "threads serving HTTP")
@@ -101,6 +107,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     }
     if (server.empty() == out.cluster.empty())
       throw std::invalid_argument("give one of --server HOST:PORT and --cluster SPEC");
+    if (out.upstream_tls_cert.empty() != out.upstream_tls_key.empty())
+      throw std::invalid_argument("--upstream-tls-cert and --upstream-tls-key go together");
+    if (!out.upstream_tls_cert.empty() && out.upstream_tls_ca.empty())
+      throw std::invalid_argument("--upstream-tls-cert needs --upstream-tls-ca (TLS to the server)");
     out.listen = parse_host_port(listen, "--listen");
     if (!server.empty()) out.server = parse_host_port(server, "--server");
     if (out.threads == 0) throw std::invalid_argument("--threads must be at least 1");

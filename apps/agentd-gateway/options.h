@@ -20,6 +20,9 @@ struct Options {
   std::string cluster;              // a cluster spec (agentd::Cluster::open: file, dns:NAME:PORT, A:P,B:P)
   std::string token_file;           // bearer tokens clients must present (empty: none)
   std::string upstream_token_file;  // the token to log in to the server with
+  std::string upstream_tls_ca;      // TLS to the server: the CA bundle that signed its certificate
+  std::string upstream_tls_cert;    // and a client certificate with its key (--tls-client-ca)
+  std::string upstream_tls_key;
   bool allow_unauthenticated = false;
   unsigned threads = 2;  // threads running the io_context
   std::size_t max_header_bytes = 16 * 1024;

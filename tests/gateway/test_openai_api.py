@@ -464,3 +464,34 @@ def test_a_cluster_serves_the_agents_of_every_member(server):
     finally:
         g.close()
         second.close()
+
+
+def make_pki(directory):
+    """A CA and a server certificate for 127.0.0.1 (openssl CLI), as tests/support/test_pki.h."""
+    key = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    cmd = (f"cd {directory} && openssl req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj /CN=ca && "
+           "printf 'subjectAltName=DNS:127.0.0.1,IP:127.0.0.1,DNS:localhost\\n' > server.ext && "
+           f"openssl req {key} -keyout server.key -out server.csr -subj /CN=127.0.0.1 && "
+           "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+           "-days 2 -extfile server.ext")
+    subprocess.run(cmd, shell=True, check=True, capture_output=True, timeout=60)
+    return {n: f"{directory}/{n}" for n in ("ca.pem", "server.pem", "server.key")}
+
+
+def test_tls_to_the_server(tmp_path):
+    from conftest import AGENTCTL, AS_SERVER, ECHO_PLUGIN, Gateway, Process
+    pki = make_pki(tmp_path)
+    server = Process([AS_SERVER, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
+                      "--plugin", ECHO_PLUGIN, "--tls-cert", pki["server.pem"], "--tls-key", pki["server.key"]],
+                     "as_server ready: listening on ")
+    g = None
+    try:
+        subprocess.run([AGENTCTL, "--host", server.host, "--port", str(server.port), "--tls-ca", pki["ca.pem"],
+                        "create", "EchoAgent", "tls", "--id", "tls"], check=True, capture_output=True, timeout=60)
+        g = Gateway(server, ["--upstream-tls-ca", pki["ca.pem"]])
+        status, _, body = request(g, "POST", "/v1/chat/completions", chat("tls", "over tls"))
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "over tls"
+    finally:
+        if g:
+            g.close()
+        server.close()
