@@ -2,6 +2,7 @@
 // the upstream client (agentd::Client, the client library only), the routes, the listener, and
 // the threads that run the io_context.
 #include "http/listener.h"
+#include "http/metrics.h"
 #include "openai/chat_mapping.h"
 #include "openai/openai_api.h"
 #include "notify.h"
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
                                                 "invalid_api_key");
       return ex->respond_json(e.status, e.body);
     }
+    if (req.target() == "/metrics" && req.method() == gateway::http::bhttp::verb::get)
+      return ex->respond(Status::ok, "text/plain; version=0.0.4", gateway::http::metrics().text());
     if (req.target().starts_with("/v1/")) return openai.handle(ex);
     auto e = gateway::openai::invalid_request(Status::not_found,
                                               "no such endpoint: " + std::string(req.target()), "not_found");

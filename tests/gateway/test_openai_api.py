@@ -495,3 +495,23 @@ def test_tls_to_the_server(tmp_path):
         if g:
             g.close()
         server.close()
+
+
+def test_metrics(open_gateway):
+    request(open_gateway, "POST", "/v1/chat/completions", chat("echo", "m"))
+    request(open_gateway, "POST", "/v1/chat/completions", chat("stream", "m n", stream=True))
+    request(open_gateway, "GET", "/v1/nothing")
+    deadline = time.monotonic() + 10
+    while True:
+        status, headers, body = request(open_gateway, "GET", "/metrics")
+        text = body.decode()
+        if 'route="other",status="404"' in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert 'agentd_gateway_requests_total{route="/v1/chat/completions",status="200"} 2' in text
+    assert 'agentd_gateway_requests_total{route="other",status="404"} 1' in text
+    assert 'agentd_gateway_request_duration_seconds_count{route="/v1/chat/completions"} 2' in text
+    import re
+    assert int(re.search(r"^agentd_gateway_connections (\d+)$", text, re.M).group(1)) >= 1  # this one
+    assert "agentd_gateway_streams 0" in text

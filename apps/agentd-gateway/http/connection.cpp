@@ -1,5 +1,7 @@
 #include "http/connection.h"
 
+#include "http/metrics.h"
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -50,6 +52,7 @@ struct RequestLog {
     nlohmann::json line{{"ts_ms", ts},          {"peer", peer},     {"method", method},
                         {"path", path},         {"status", status}, {"ms", std::round(ms * 1000) / 1000},
                         {"bytes_in", bytes_in}, {"stream", stream}, {"written", ok}};
+    metrics().request(path, status, ms / 1000);
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);
   }
@@ -159,9 +162,13 @@ Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits,
   beast::error_code ec;
   const auto remote = stream_.socket().remote_endpoint(ec);
   if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+  metrics().connection_opened();
 }
 
-Connection::~Connection() { open_count_->fetch_sub(1); }
+Connection::~Connection() {
+  open_count_->fetch_sub(1);
+  metrics().connection_closed();
+}
 
 void Connection::start() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
@@ -251,10 +258,16 @@ void Connection::enqueue(Item item) {
   // A piece of a stream that has ended (sent from another thread while the stream was ended,
   // e.g. at --reply-timeout) must not reach the wire after its last chunk, nor inside the next
   // exchange's answer.
-  if (item.kind == Item::header) streaming_ = item.exchange;
+  if (item.kind == Item::header) {
+    streaming_ = item.exchange;
+    metrics().stream_opened();
+  }
   if (item.kind == Item::chunk || item.kind == Item::last) {
     if (item.exchange != streaming_) return;
-    if (item.kind == Item::last) streaming_ = 0;
+    if (item.kind == Item::last) {
+      streaming_ = 0;
+      metrics().stream_closed();
+    }
   }
   queue_.push_back(std::move(item));
   if (!writing_) write_next();
@@ -304,6 +317,8 @@ void Connection::on_written(beast::error_code ec, bool ends_exchange, bool close
 
 void Connection::close() {
   if (gone_.exchange(true)) return;
+  if (streaming_ != 0) metrics().stream_closed();  // the client went mid-stream
+  streaming_ = 0;
   queue_.clear();
   writing_ = false;
   beast::error_code ignored;
