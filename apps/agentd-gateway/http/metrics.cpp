@@ -36,8 +36,8 @@ std::string Metrics::text() const {
          "# TYPE agentd_gateway_requests_total counter\n";
   std::lock_guard lock(mu_);
   for (const auto& [key, n] : requests_)
-    out << "agentd_gateway_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} " << n
-        << "\n";
+    out << "agentd_gateway_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} "
+        << n << "\n";
   out << "# HELP agentd_gateway_request_duration_seconds Time from a request read to its answer written.\n"
          "# TYPE agentd_gateway_request_duration_seconds histogram\n";
   for (const auto& [route, l] : latency_) {

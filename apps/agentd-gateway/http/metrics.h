@@ -34,7 +34,7 @@ class Metrics {
   };
   mutable std::mutex mu_;
   std::map<std::pair<std::string, unsigned>, std::uint64_t> requests_;  // (route, status)
-  std::map<std::string, Latency> latency_;                               // by route
+  std::map<std::string, Latency> latency_;                              // by route
   std::atomic<std::int64_t> connections_{0};
   std::atomic<std::int64_t> streams_{0};
 };
