@@ -104,8 +104,9 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
   state->ex = ex;
   state->model = req.model;
   state->created = unix_now();
-  // The header and the first chunk are queued before any chunk can arrive (posts to a strand
-  // keep their order).
+  // The header and the first chunk are queued before on_chunk is set below, so before any of the
+  // agent's chunks (those that come earlier wait in the placeholder; posts to a strand keep
+  // their order).
   agentd::Placeholder p = agent.reply_stream(req.input);
   state->id = "chatcmpl-" + p.call_id();
   ex->start_stream(http::Status::ok, "text/event-stream");
