@@ -2,12 +2,8 @@
 // through agent calls on the upstream server (chat_mapping.h says how a request maps onto a
 // call).
 //
-// No thread waits for an agent: a completion sends the call (AgentRef::reply / reply_stream,
-// which return at once) and returns; Placeholder::on_ready and on_chunk run on the client
-// library's loop thread, and only post what they are given to the connection's strand, where
-// the answer is written. A callback never holds the placeholder after it has run (it moves its
-// work, placeholder included, into the post), so the placeholder is dropped on the strand, never
-// on the client's loop thread.
+// No thread waits for an agent: a completion sends the call and returns; agent_call.h delivers
+// the answer (and a stream's chunks) on the connection's strand, where it is written.
 #pragma once
 
 #include "http/connection.h"
