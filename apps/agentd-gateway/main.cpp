@@ -1,6 +1,8 @@
-// agentd-gateway: the agents on an as_server, reachable over HTTP. The wiring diagram: options,
-// the upstream client (agentd::Client, the client library only), the routes, the listener, and
-// the threads that run the io_context.
+// agentd-gateway: the agents on an as_server, reachable over HTTP (OpenAI-compatible and A2A). The wiring
+// diagram: options, the upstream client (agentd::Client, the client library only), the routes, the listener,
+// and the threads that run the io_context.
+#include "a2a/a2a_api.h"
+#include "a2a/task_store.h"
 #include "http/listener.h"
 #include "http/metrics.h"
 #include "openai/chat_mapping.h"
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
     std::cerr << "agentd-gateway: cannot reach " << upstream_name << " yet (" << upstream->first_error()
               << "); trying again in the background\n";
   gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
+  gateway::a2a::TaskStore tasks(opts.a2a_max_tasks, opts.a2a_task_ttl);
+  gateway::a2a::A2aApi a2a(*upstream, opts.reply_timeout, tokens.enabled(), tasks);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
     const auto& req = ex->request();
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
     if (req.target() == "/metrics" && req.method() == gateway::http::bhttp::verb::get)
       return ex->respond(Status::ok, "text/plain; version=0.0.4", gateway::http::metrics().text());
     if (req.target().starts_with("/v1/")) return openai.handle(ex);
+    if (a2a.handle(ex)) return;
     auto e = gateway::openai::invalid_request(Status::not_found,
                                               "no such endpoint: " + std::string(req.target()), "not_found");
     ex->respond_json(e.status, e.body);

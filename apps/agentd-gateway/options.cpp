@@ -41,6 +41,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   long request_timeout = out.request_timeout.count();
   long write_timeout = out.write_timeout.count();
   long reply_timeout = out.reply_timeout.count();
+  long a2a_task_ttl = out.a2a_task_ttl.count();
   po::options_description desc(
       "agentd-gateway: the agents on an as_server (or a cluster of them), reachable over HTTP with an\n"
       "OpenAI-compatible API.\n"
@@ -95,7 +96,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     ("reply-timeout", po::value(&reply_timeout)->default_value(reply_timeout),
      "seconds a completion waits for the agent's answer (then 504, or a timeout error event ending "
      "the stream); also the longest the server may stay unreachable for a request (the gateway "
-     "reconnects to it meanwhile)");
+     "reconnects to it meanwhile)")
+    ("a2a-max-tasks", po::value(&out.a2a_max_tasks)->default_value(out.a2a_max_tasks),
+     "A2A tasks held in memory; a new one evicts the finished task updated longest ago, and is "
+     "refused when all are still working")
+    ("a2a-task-ttl", po::value(&a2a_task_ttl)->default_value(a2a_task_ttl),
+     "seconds a finished A2A task is kept for GetTask and ListTasks");
   // clang-format on
   try {
     po::variables_map vm;
@@ -117,6 +123,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     if (request_timeout <= 0 || write_timeout <= 0 || reply_timeout <= 0)
       throw std::invalid_argument("--request-timeout, --write-timeout and --reply-timeout must be positive");
     out.reply_timeout = std::chrono::seconds(reply_timeout);
+    if (a2a_task_ttl <= 0 || out.a2a_max_tasks == 0)
+      throw std::invalid_argument("--a2a-task-ttl and --a2a-max-tasks must be positive");
+    out.a2a_task_ttl = std::chrono::seconds(a2a_task_ttl);
     out.request_timeout = std::chrono::seconds(request_timeout);
     out.write_timeout = std::chrono::seconds(write_timeout);
     if (!is_loopback(out.listen.host) && out.token_file.empty() && !out.allow_unauthenticated)

@@ -31,6 +31,8 @@ struct Options {
   std::chrono::seconds request_timeout{30};  // a whole request (or a keep-alive idle wait)
   std::chrono::seconds write_timeout{30};    // one write to a client that does not read
   std::chrono::seconds reply_timeout{600};   // an agent's answer to one request
+  std::size_t a2a_max_tasks = 10000;         // A2A tasks held in memory
+  std::chrono::seconds a2a_task_ttl{3600};   // how long a finished A2A task is kept
 };
 
 // Parses argv. Prints --help (exit code 0) or an error naming the option (exit code 2) and

@@ -95,6 +95,7 @@ void Exchange::respond(Status status, std::string content_type, std::string body
   auto res = std::make_shared<bhttp::response<bhttp::string_body>>(status, req_.version());
   res->set(bhttp::field::server, "agentd-gateway");
   res->set(bhttp::field::content_type, content_type);
+  for (const auto& [name, value] : extra_headers_) res->set(name, value);
   res->body() = std::move(body);
   res->keep_alive(req_.keep_alive());
   res->prepare_payload();
@@ -116,6 +117,7 @@ void Exchange::start_stream(Status status, std::string content_type) {
   head->set(bhttp::field::server, "agentd-gateway");
   head->set(bhttp::field::content_type, content_type);
   head->set(bhttp::field::cache_control, "no-cache");
+  for (const auto& [name, value] : extra_headers_) head->set(name, value);
   head->keep_alive(req_.keep_alive());
   head->chunked(true);
   log_->status = static_cast<unsigned>(status);

@@ -29,6 +29,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gateway::http {
 
@@ -66,6 +68,11 @@ class Exchange {
   // The connection's strand: continuations that touch this exchange's state run here.
   asio::any_io_executor executor() const;
 
+  // A header every answer to this request carries (A2A-Version, ...): set before answering.
+  void add_header(std::string name, std::string value) {
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   void respond(Status status, std::string content_type, std::string body);
   void respond_json(Status status, std::string body) { respond(status, "application/json", std::move(body)); }
   // A chunked response whose body follows in pieces (server-sent events: text/event-stream).
@@ -81,6 +88,7 @@ class Exchange {
   std::uint64_t seq_;
   std::atomic<int> state_{0};  // 0 nothing sent, 1 streaming, 2 done
   std::shared_ptr<RequestLog> log_;
+  std::vector<std::pair<std::string, std::string>> extra_headers_;
 };
 
 using Handler = std::function<void(std::shared_ptr<Exchange>)>;

@@ -1,0 +1,341 @@
+#include "a2a/a2a_api.h"
+
+#include "a2a/a2a_json.h"
+#include "agent_call.h"
+
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace gateway::a2a {
+
+namespace {
+
+using ExchangePtr = std::shared_ptr<http::Exchange>;
+constexpr std::string_view kCardPath = ".well-known/agent-card.json";
+
+// "http://HOST" as the client reached the gateway (TLS towards clients is not there yet).
+std::string base_url(const http::Request& req) {
+  const std::string_view host = req[http::bhttp::field::host];
+  return "http://" + std::string(host.empty() ? "localhost" : host);
+}
+
+// The A2A-Version the request asks for: the header, else the query parameter; empty if neither.
+std::string requested_version(const http::Request& req) {
+  std::string_view v = req["A2A-Version"];
+  if (v.empty()) {
+    const std::string_view target = req.target();
+    const auto q = target.find('?');
+    if (q != std::string_view::npos) {
+      std::string_view query = target.substr(q + 1);
+      while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string_view pair = query.substr(0, amp);
+        if (pair.starts_with("A2A-Version=")) v = pair.substr(12);
+        if (amp == std::string_view::npos) break;
+        query.remove_prefix(amp + 1);
+      }
+    }
+  }
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return std::string(v);
+}
+
+void respond_json(const ExchangePtr& ex, const json& body) {
+  ex->respond_json(http::Status::ok, body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::vector<CardAgent> card_agents(const std::vector<agentd::AgentInfo>& infos) {
+  std::vector<CardAgent> out;
+  for (const auto& a : infos) out.push_back(CardAgent{a.id, a.class_name, a.name});
+  return out;
+}
+
+}  // namespace
+
+// One JSON-RPC request in flight.
+struct A2aApi::Call {
+  ExchangePtr ex;
+  std::string agent;
+  RpcRequest req;
+
+  void result(json r) const { ex->respond_json(http::Status::ok, rpc_result(req.id, std::move(r))); }
+  void error(const RpcError& e, http::Status status = http::Status::ok) const {
+    ex->respond_json(status, rpc_error(req.id, e));
+  }
+};
+
+bool A2aApi::handle(const ExchangePtr& ex) {
+  const auto& req = ex->request();
+  const std::string_view target = req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool get = req.method() == http::bhttp::verb::get;
+  if (path == "/.well-known/agent-card.json") {
+    if (!get)
+      return ex->respond_json(http::Status::method_not_allowed,
+                              rpc_error(nullptr, {kInvalidRequest, "use GET"})),
+             true;
+    return gateway_card(ex), true;
+  }
+  if (!path.starts_with("/a2a/")) return false;
+  std::string_view rest = path.substr(5);
+  const auto slash = rest.find('/');
+  const std::string agent(rest.substr(0, slash));
+  const std::string_view tail = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  if (agent.empty() || (!tail.empty() && tail != kCardPath)) {
+    ex->respond_json(http::Status::not_found,
+                     rpc_error(nullptr, {kMethodNotFound, "no such A2A endpoint: " + std::string(path) +
+                                                              " (an agent is at /a2a/ID/, its card at "
+                                                              "/a2a/ID/.well-known/agent-card.json)"}));
+    return true;
+  }
+  ex->add_header("A2A-Version", "1.0");
+  if (tail == kCardPath) {
+    if (!get)
+      ex->respond_json(http::Status::method_not_allowed, rpc_error(nullptr, {kInvalidRequest, "use GET"}));
+    else
+      agent_card(ex, agent);
+    return true;
+  }
+  if (req.method() != http::bhttp::verb::post) {
+    ex->respond_json(
+        http::Status::method_not_allowed,
+        rpc_error(nullptr, {kInvalidRequest, "POST JSON-RPC 2.0 requests to /a2a/" + agent + "/"}));
+    return true;
+  }
+  rpc(ex, agent);
+  return true;
+}
+
+void A2aApi::gateway_card(const ExchangePtr& ex) {
+  upstream_.list_agents([ex, bearer = bearer_auth_](AgentsOrError result) {
+    if (auto* e = std::get_if<agentd::Error>(&result))
+      return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
+    const auto& infos = std::get<std::vector<agentd::AgentInfo>>(result);
+    respond_json(ex, a2a::gateway_card(card_agents(infos), base_url(ex->request()), bearer));
+  });
+}
+
+void A2aApi::agent_card(const ExchangePtr& ex, const std::string& agent) {
+  // The listing says the agent's class and name (a lookup by id does not).
+  upstream_.list_agents([ex, agent, bearer = bearer_auth_](AgentsOrError result) {
+    if (auto* e = std::get_if<agentd::Error>(&result))
+      return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
+    for (const auto& a : card_agents(std::get<std::vector<agentd::AgentInfo>>(result)))
+      if (a.id == agent) return respond_json(ex, a2a::agent_card(a, base_url(ex->request()), bearer));
+    ex->respond_json(http::Status::not_found,
+                     rpc_error(nullptr, {kAgentNotFound, "no agent '" + agent + "' on the server"}));
+  });
+}
+
+void A2aApi::rpc(const ExchangePtr& ex, const std::string& agent) {
+  auto parsed = parse_rpc(ex->request().body());
+  if (auto* e = std::get_if<std::pair<json, RpcError>>(&parsed)) {
+    ex->respond_json(http::Status::ok, rpc_error(e->first, e->second));
+    return;
+  }
+  auto call = std::make_shared<Call>(Call{ex, agent, std::move(std::get<RpcRequest>(parsed))});
+  if (const std::string v = requested_version(ex->request()); v != "1.0" && !v.starts_with("1.0.")) {
+    json data = json::array({json{{"@type", "type.googleapis.com/google.rpc.ErrorInfo"},
+                                  {"reason", "VERSION_NOT_SUPPORTED"},
+                                  {"domain", "a2a-protocol.org"},
+                                  {"metadata", {{"supportedVersions", "1.0"}}}}});
+    return call->error(RpcError{kVersionNotSupported,
+                                "A2A version " +
+                                    (v.empty() ? std::string("0.3 (no A2A-Version header)") : v) +
+                                    " is not supported; this gateway serves A2A-Version: 1.0",
+                                data});
+  }
+  upstream_.with_agent(agent, [this, call](AgentOrError found) {
+    if (auto* e = std::get_if<agentd::Error>(&found)) {
+      const bool missing = e->code() == agentd::ErrorCode::unknown_agent;
+      return call->error(rpc_error_of(*e), missing ? http::Status::not_found : http::Status::ok);
+    }
+    dispatch(call, std::get<agentd::AgentRef>(found));
+  });
+}
+
+void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent) {
+  const std::string& m = call->req.method;
+  if (m == "SendMessage") return send_message(call, agent, false);
+  if (m == "SendStreamingMessage") return send_message(call, agent, true);
+  if (m == "GetTask") return get_task(call);
+  if (m == "ListTasks") return list_tasks(call);
+  if (m == "CancelTask") return cancel_task(call);
+  if (m == "SubscribeToTask") {
+    auto id = required_string(call->req.params, "id");
+    if (auto* e = std::get_if<RpcError>(&id)) return call->error(*e);
+    auto t = store_.get(call->agent, std::get<std::string>(id));
+    if (!t) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
+    return call->error({kUnsupportedOperation, is_terminal(t->state)
+                                                   ? "the task has finished: use GetTask"
+                                                   : "SubscribeToTask is not served yet: poll with GetTask"});
+  }
+  if (m == "GetExtendedAgentCard")
+    return call->error(
+        {kUnsupportedOperation, "no extended agent card (capabilities.extendedAgentCard is false)"});
+  if (m == "CreateTaskPushNotificationConfig" || m == "GetTaskPushNotificationConfig" ||
+      m == "ListTaskPushNotificationConfigs" || m == "DeleteTaskPushNotificationConfig")
+    return call->error({kPushNotificationNotSupported, "push notifications are not supported"});
+  call->error({kMethodNotFound, "Method not found: " + m});
+}
+
+void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming) {
+  auto parsed = parse_send_request(call->req.params);
+  if (auto* e = std::get_if<RpcError>(&parsed)) return call->error(*e);
+  auto send = std::make_shared<SendRequest>(std::move(std::get<SendRequest>(parsed)));
+  if (!send->task_id.empty()) {
+    // Every task here is one call: none waits for more input.
+    if (!store_.get(call->agent, send->task_id))
+      return call->error({kTaskNotFound, "Task not found: " + send->task_id});
+    return call->error(
+        {kUnsupportedOperation, "task " + send->task_id +
+                                    " has ended or takes no more messages: send without taskId "
+                                    "(the same contextId keeps the conversation)"});
+  }
+  auto task = store_.create(call->agent, send->context_id, send->message);
+  if (!task)
+    return call->error({kInternalError, "the gateway holds as many tasks as it may, all still working"});
+  const std::string id = task->id;
+  const agentd::Msg input("user", send->text, "user");
+  TaskStore& store = store_;
+  try {
+    if (!streaming) {
+      agentd::Placeholder p = agent.reply(input);
+      // returnImmediately: the working task now, the outcome only in the store (the exchange is
+      // not held meanwhile).
+      std::shared_ptr<Call> waiting = call;
+      if (send->return_immediately) {
+        call->result(json{{"task", task_json(*task, send->history_length)}});
+        waiting = nullptr;
+      }
+      await_reply(upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
+                  [call = waiting, send, id, context = task->context_id, &store](Outcome outcome) {
+                    std::optional<Task> t;
+                    if (auto* e = std::get_if<agentd::Error>(&outcome))
+                      t = store.finish(id, TaskState::failed, std::nullopt, failure_message(*e, id, context));
+                    else
+                      t = store.finish(id, TaskState::completed, std::get<agentd::Msg>(outcome).text(),
+                                       nullptr);
+                    if (!call) return;
+                    if (!t) return call->error({kTaskNotFound, "Task not found: " + id});
+                    call->result(json{{"task", task_json(*t, send->history_length)}});
+                  });
+      return;
+    }
+    agentd::Placeholder p = agent.reply_stream(input);
+    auto ex = call->ex;
+    ex->start_stream(http::Status::ok, "text/event-stream");
+    ex->send(sse_event(call->req.id, json{{"task", task_json(*task, send->history_length)}}));
+    ex->send(sse_event(call->req.id, status_update(*task)));
+    auto chunks = std::make_shared<std::size_t>(0);
+    await_stream(
+        upstream_, ex->executor(), call->agent, p, reply_timeout_,
+        [call, task = *task, chunks, &store](std::string text) {
+          if (!store.append(task.id, text)) return;  // canceled
+          call->ex->send(sse_event(call->req.id, artifact_update(task, text, *chunks > 0, false)));
+          ++*chunks;
+        },
+        [call, task = *task, chunks, &store](Outcome outcome) {
+          std::optional<Task> t;
+          if (auto* e = std::get_if<agentd::Error>(&outcome)) {
+            t = store.finish(task.id, TaskState::failed, std::nullopt,
+                             failure_message(*e, task.id, task.context_id));
+          } else {
+            const std::string reply = std::get<agentd::Msg>(outcome).text();
+            t = store.finish(task.id, TaskState::completed, reply, nullptr);
+            // The whole reply when nothing was streamed, else the artifact's end.
+            if (t && t->state == TaskState::completed)
+              call->ex->send(
+                  sse_event(call->req.id, artifact_update(*t, *chunks ? "" : reply, *chunks > 0, true)));
+          }
+          Task last = t ? *t : task;
+          if (!t) last.state = TaskState::failed;
+          call->ex->send(sse_event(call->req.id, status_update(last)));
+          call->ex->end_stream();
+        });
+  } catch (const agentd::Error& e) {  // the client is closed: the call could not be sent
+    store_.finish(id, TaskState::failed, std::nullopt, failure_message(e, id, task->context_id));
+    call->error(rpc_error_of(e));
+  }
+}
+
+void A2aApi::get_task(const std::shared_ptr<Call>& call) {
+  auto id = required_string(call->req.params, "id");
+  if (auto* e = std::get_if<RpcError>(&id)) return call->error(*e);
+  auto history = optional_count(call->req.params, "historyLength");
+  if (auto* e = std::get_if<RpcError>(&history)) return call->error(*e);
+  auto t = store_.get(call->agent, std::get<std::string>(id));
+  if (!t) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
+  call->result(task_json(*t, std::get<std::optional<int>>(history)));
+}
+
+void A2aApi::cancel_task(const std::shared_ptr<Call>& call) {
+  auto id = required_string(call->req.params, "id");
+  if (auto* e = std::get_if<RpcError>(&id)) return call->error(*e);
+  auto r = store_.cancel(call->agent, std::get<std::string>(id));
+  if (!r) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
+  if (!r->second)
+    return call->error(
+        {kTaskNotCancelable, std::string("Task cannot be canceled: it is ") + state_name(r->first.state)});
+  call->result(task_json(r->first));
+}
+
+void A2aApi::list_tasks(const std::shared_ptr<Call>& call) {
+  const json& p = call->req.params;
+  ListQuery q;
+  q.agent = call->agent;
+  auto bad = [&](const std::string& field, const std::string& what) {
+    call->error({kInvalidParams, "Invalid parameters: " + field + ": " + what});
+  };
+  if (p.contains("contextId") && !p["contextId"].is_null()) {
+    if (!p["contextId"].is_string()) return bad("contextId", "must be a string");
+    q.context_id = p["contextId"].get<std::string>();
+  }
+  if (p.contains("status") && !p["status"].is_null() && p["status"] != "TASK_STATE_UNSPECIFIED") {
+    if (!p["status"].is_string()) return bad("status", "must be a TaskState name");
+    q.state = state_from_name(p["status"].get<std::string>());
+    if (!q.state) {
+      if (p["status"] == "TASK_STATE_SUBMITTED" || p["status"] == "TASK_STATE_INPUT_REQUIRED" ||
+          p["status"] == "TASK_STATE_REJECTED" || p["status"] == "TASK_STATE_AUTH_REQUIRED")
+        return call->result(
+            json{{"tasks", json::array()}, {"nextPageToken", ""}, {"pageSize", 0}, {"totalSize", 0}});
+      return bad("status", "is not a TaskState name");
+    }
+  }
+  auto size = optional_count(p, "pageSize");
+  if (auto* e = std::get_if<RpcError>(&size)) return call->error(*e);
+  if (auto s = std::get<std::optional<int>>(size)) {
+    if (*s < 1 || *s > 100) return bad("pageSize", "must be from 1 to 100");
+    q.page_size = static_cast<std::size_t>(*s);
+  }
+  if (p.contains("pageToken") && !p["pageToken"].is_null()) {
+    if (!p["pageToken"].is_string()) return bad("pageToken", "must be a string");
+    q.page_token = p["pageToken"].get<std::string>();
+  }
+  if (p.contains("statusTimestampAfter") && !p["statusTimestampAfter"].is_null()) {
+    auto t = p["statusTimestampAfter"].is_string()
+                 ? parse_iso_time(p["statusTimestampAfter"].get<std::string>())
+                 : std::nullopt;
+    if (!t) return bad("statusTimestampAfter", "must be an ISO 8601 UTC time (2025-10-28T10:30:00.000Z)");
+    q.updated_after = t;
+  }
+  auto history = optional_count(p, "historyLength");
+  if (auto* e = std::get_if<RpcError>(&history)) return call->error(*e);
+  bool artifacts = false;
+  if (p.contains("includeArtifacts") && !p["includeArtifacts"].is_null()) {
+    if (!p["includeArtifacts"].is_boolean()) return bad("includeArtifacts", "must be true or false");
+    artifacts = p["includeArtifacts"].get<bool>();
+  }
+  auto page = store_.list(q);
+  json tasks = json::array();
+  for (const auto& t : page.tasks)
+    tasks.push_back(task_json(t, std::get<std::optional<int>>(history), artifacts));
+  call->result(json{{"tasks", tasks},
+                    {"nextPageToken", page.next_page_token},
+                    {"pageSize", q.page_size},
+                    {"totalSize", page.total}});
+}
+
+}  // namespace gateway::a2a

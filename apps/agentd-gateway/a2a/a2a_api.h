@@ -1,0 +1,53 @@
+// A2A 1.0, the JSON-RPC binding: every agent on the upstream server (under its id, as the
+// OpenAI API exposes them) at /a2a/ID/ (JSON-RPC 2.0 POSTed there), its agent card at
+// /a2a/ID/.well-known/agent-card.json, and the gateway's card listing them at
+// /.well-known/agent-card.json. a2a_json.h says how messages map onto agent calls.
+//
+// Methods: SendMessage (blocking by default: the answer is the finished task;
+// configuration.returnImmediately answers the working task at once), SendStreamingMessage (SSE:
+// the task, a working status update, one artifact update per chunk the agent streams, the final
+// status update), GetTask, ListTasks, CancelTask. SubscribeToTask, GetExtendedAgentCard and the
+// push notification methods answer the spec's "not supported" errors.
+//
+// Version: requests carry `A2A-Version: 1.0` (header, or the A2A-Version query parameter);
+// answers carry `A2A-Version: 1.0`. Absent means 0.3, which is not served yet
+// (VersionNotSupportedError, -32009).
+//
+// No thread waits for an agent: agent_call.h delivers the answer on the connection's strand.
+#pragma once
+
+#include "a2a/task_store.h"
+#include "http/connection.h"
+#include "upstream.h"
+
+#include <chrono>
+#include <memory>
+
+namespace gateway::a2a {
+
+class A2aApi {
+ public:
+  // bearer_auth: the gateway wants a bearer token (the cards say so).
+  A2aApi(Upstream& upstream, std::chrono::seconds reply_timeout, bool bearer_auth, TaskStore& store)
+      : upstream_(upstream), reply_timeout_(reply_timeout), bearer_auth_(bearer_auth), store_(store) {}
+  // True when the path is A2A's (/a2a/..., /.well-known/agent-card.json): then answered.
+  bool handle(const std::shared_ptr<http::Exchange>& ex);
+
+ private:
+  struct Call;
+  void gateway_card(const std::shared_ptr<http::Exchange>& ex);
+  void agent_card(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
+  void rpc(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
+  void dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
+  void send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming);
+  void get_task(const std::shared_ptr<Call>& call);
+  void list_tasks(const std::shared_ptr<Call>& call);
+  void cancel_task(const std::shared_ptr<Call>& call);
+
+  Upstream& upstream_;
+  std::chrono::seconds reply_timeout_;
+  bool bearer_auth_;
+  TaskStore& store_;
+};
+
+}  // namespace gateway::a2a
