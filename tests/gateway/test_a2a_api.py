@@ -268,3 +268,26 @@ def test_concurrent_sends_each_get_their_own_task(gateway, token):
         t.join()
     assert all(out[i]["artifacts"][0]["parts"] == [{"text": f"n{i}"}] for i in range(16))
     assert len({t["id"] for t in out.values()}) == 16
+
+
+def test_the_task_store_is_bounded_and_forgets_finished_tasks(server):
+    from conftest import Gateway
+    g = Gateway(server, ["--a2a-max-tasks", "2", "--a2a-task-ttl", "1"])
+    try:
+        ids = [result_of(*rpc(g, None, "echo", "SendMessage", message(f"t{i}"))[::2])["task"]["id"]
+               for i in range(3)]
+        # The third evicted the first (the finished task updated longest ago).
+        error_of(*rpc(g, None, "echo", "GetTask", {"id": ids[0]})[::2], -32001)
+        assert result_of(*rpc(g, None, "echo", "GetTask", {"id": ids[2]})[::2])["id"] == ids[2]
+        time.sleep(1.5)
+        error_of(*rpc(g, None, "echo", "GetTask", {"id": ids[2]})[::2], -32001)
+        # All working: a new task is refused, not evicting one.
+        params = message("slowly")
+        params["configuration"] = {"returnImmediately": True}
+        for _ in range(2):
+            assert result_of(*rpc(g, None, "slow", "SendMessage", params)[::2])["task"]["status"]["state"] == \
+                "TASK_STATE_WORKING"
+        e = error_of(*rpc(g, None, "slow", "SendMessage", params)[::2], -32603)
+        assert "working" in e["message"]
+    finally:
+        g.close()

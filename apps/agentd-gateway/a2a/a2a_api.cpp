@@ -72,11 +72,11 @@ bool A2aApi::handle(const ExchangePtr& ex) {
   const std::string_view path = target.substr(0, target.find('?'));
   const bool get = req.method() == http::bhttp::verb::get;
   if (path == "/.well-known/agent-card.json") {
-    if (!get)
-      return ex->respond_json(http::Status::method_not_allowed,
-                              rpc_error(nullptr, {kInvalidRequest, "use GET"})),
-             true;
-    return gateway_card(ex), true;
+    if (get)
+      gateway_card(ex);
+    else
+      ex->respond_json(http::Status::method_not_allowed, rpc_error(nullptr, {kInvalidRequest, "use GET"}));
+    return true;
   }
   if (!path.starts_with("/a2a/")) return false;
   std::string_view rest = path.substr(5);
