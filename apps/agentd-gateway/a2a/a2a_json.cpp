@@ -178,7 +178,9 @@ std::optional<std::chrono::system_clock::time_point> parse_iso_time(const std::s
     if (i == 1) return std::nullopt;
     rest = rest.substr(i);
   }
-  if (rest != "Z" || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31)
+  // Years a system_clock time point holds (nanoseconds from 1970 in 64 bits: up to 2262).
+  if (rest != "Z" || tm.tm_year < 1900 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 ||
+      tm.tm_mday < 1 || tm.tm_mday > 31)
     return std::nullopt;
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
