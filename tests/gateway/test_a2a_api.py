@@ -291,3 +291,47 @@ def test_the_task_store_is_bounded_and_forgets_finished_tasks(server):
         assert "working" in e["message"]
     finally:
         g.close()
+
+
+def test_subscribe_to_a_running_task(gateway, token):
+    params = message("watch me")
+    params["configuration"] = {"returnImmediately": True}
+    task = result_of(*rpc(gateway, token, "slow", "SendMessage", params)[::2])["task"]
+    status, headers, out = rpc(gateway, token, "slow", "SubscribeToTask", {"id": task["id"]}, rid="sub")
+    assert status == 200 and headers["Content-Type"] == "text/event-stream"
+    results = [json.loads(e)["result"] for e in sse_events(out)]
+    assert results[0]["task"]["id"] == task["id"]
+    assert results[0]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    updates = [r["artifactUpdate"] for r in results if "artifactUpdate" in r]
+    assert len(updates) == 1 and updates[0]["artifact"]["parts"] == [{"text": "watch me"}]
+    assert updates[0]["lastChunk"] is True and updates[0]["append"] is False
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    # Once finished, there is nothing to subscribe to.
+    error_of(*rpc(gateway, token, "slow", "SubscribeToTask", {"id": task["id"]})[::2], -32004)
+
+
+def test_cancel_ends_a_live_stream_at_once(gateway, token):
+    ctx = str(uuid.uuid4())
+    got = {}
+
+    def stream():
+        got["out"] = rpc(gateway, token, "slow", "SendStreamingMessage", message("cancel me", contextId=ctx))
+        got["at"] = time.monotonic()
+
+    t = threading.Thread(target=stream)
+    t.start()
+    for _ in range(200):
+        tasks = result_of(*rpc(gateway, token, "slow", "ListTasks", {"contextId": ctx})[::2])["tasks"]
+        if tasks:
+            break
+        time.sleep(0.01)
+    canceled_at = time.monotonic()
+    canceled = result_of(*rpc(gateway, token, "slow", "CancelTask", {"id": tasks[0]["id"]})[::2])
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    t.join(timeout=30)
+    assert got["at"] - canceled_at < 1.5  # not when the agent's call returns (2.5 s)
+    status, _, out = got["out"]
+    results = [json.loads(e)["result"] for e in sse_events(out)]
+    assert results[0]["task"]["id"] == tasks[0]["id"]
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert not any("artifactUpdate" in r for r in results)

@@ -46,6 +46,35 @@ void respond_json(const ExchangePtr& ex, const json& body) {
   ex->respond_json(http::Status::ok, body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// A stream's beginning, when it starts listening to a working task: the task, then a working
+// status update.
+std::function<void(const Task&)> stream_start(const ExchangePtr& ex, const json& rid,
+                                              std::optional<int> history_length) {
+  return [ex, rid, history_length](const Task& t) {
+    ex->start_stream(http::Status::ok, "text/event-stream");
+    ex->send(sse_event(rid, json{{"task", task_json(t, history_length)}}));
+    ex->send(sse_event(rid, status_update(t)));
+  };
+}
+
+// The rest of the stream: an artifact update per piece of the reply (appending once the client
+// has some of the artifact), then at the end the artifact's last chunk (the whole reply when the
+// client has none of it) for a completed task, the final status, and the stream's end.
+// seen: the client has part of the artifact already (the task it was sent had some reply).
+Listener stream_listener(const ExchangePtr& ex, const json& rid, std::shared_ptr<bool> seen) {
+  return [ex, rid, seen](const Task& t, const std::string* chunk) {
+    if (chunk) {
+      ex->send(sse_event(rid, artifact_update(t, *chunk, *seen, false)));
+      *seen = true;
+      return;
+    }
+    if (t.state == TaskState::completed)
+      ex->send(sse_event(rid, artifact_update(t, *seen ? std::string() : t.reply, *seen, true)));
+    ex->send(sse_event(rid, status_update(t)));
+    ex->end_stream();
+  };
+}
+
 std::vector<CardAgent> card_agents(const std::vector<agentd::AgentInfo>& infos) {
   std::vector<CardAgent> out;
   for (const auto& a : infos) out.push_back(CardAgent{a.id, a.class_name, a.name});
@@ -163,15 +192,7 @@ void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef&
   if (m == "GetTask") return get_task(call);
   if (m == "ListTasks") return list_tasks(call);
   if (m == "CancelTask") return cancel_task(call);
-  if (m == "SubscribeToTask") {
-    auto id = required_string(call->req.params, "id");
-    if (auto* e = std::get_if<RpcError>(&id)) return call->error(*e);
-    auto t = store_.get(call->agent, std::get<std::string>(id));
-    if (!t) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
-    return call->error({kUnsupportedOperation, is_terminal(t->state)
-                                                   ? "the task has finished: use GetTask"
-                                                   : "SubscribeToTask is not served yet: poll with GetTask"});
-  }
+  if (m == "SubscribeToTask") return subscribe(call);
   if (m == "GetExtendedAgentCard")
     return call->error(
         {kUnsupportedOperation, "no extended agent card (capabilities.extendedAgentCard is false)"});
@@ -225,40 +246,43 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
       return;
     }
     agentd::Placeholder p = agent.reply_stream(input);
-    auto ex = call->ex;
-    ex->start_stream(http::Status::ok, "text/event-stream");
-    ex->send(sse_event(call->req.id, json{{"task", task_json(*task, send->history_length)}}));
-    ex->send(sse_event(call->req.id, status_update(*task)));
-    auto chunks = std::make_shared<std::size_t>(0);
+    // The stream listens to the task like a SubscribeToTask stream: the chunks go through the
+    // store (so a subscriber sees them too) and a cancel ends it at once.
+    store_.subscribe(call->agent, id, stream_start(call->ex, call->req.id, send->history_length),
+                     stream_listener(call->ex, call->req.id, std::make_shared<bool>(false)));
     await_stream(
-        upstream_, ex->executor(), call->agent, p, reply_timeout_,
-        [call, task = *task, chunks, &store](std::string text) {
-          if (!store.append(task.id, text)) return;  // canceled
-          call->ex->send(sse_event(call->req.id, artifact_update(task, text, *chunks > 0, false)));
-          ++*chunks;
-        },
-        [call, task = *task, chunks, &store](Outcome outcome) {
-          std::optional<Task> t;
-          if (auto* e = std::get_if<agentd::Error>(&outcome)) {
-            t = store.finish(task.id, TaskState::failed, std::nullopt,
-                             failure_message(*e, task.id, task.context_id));
-          } else {
-            const std::string reply = std::get<agentd::Msg>(outcome).text();
-            t = store.finish(task.id, TaskState::completed, reply, nullptr);
-            // The whole reply when nothing was streamed, else the artifact's end.
-            if (t && t->state == TaskState::completed)
-              call->ex->send(
-                  sse_event(call->req.id, artifact_update(*t, *chunks ? "" : reply, *chunks > 0, true)));
-          }
-          Task last = t ? *t : task;
-          if (!t) last.state = TaskState::failed;
-          call->ex->send(sse_event(call->req.id, status_update(last)));
-          call->ex->end_stream();
+        upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
+        [id, &store](std::string text) { store.append(id, text); },
+        [id, context = task->context_id, &store](Outcome outcome) {
+          if (auto* e = std::get_if<agentd::Error>(&outcome))
+            store.finish(id, TaskState::failed, std::nullopt, failure_message(*e, id, context));
+          else
+            store.finish(id, TaskState::completed, std::get<agentd::Msg>(outcome).text(), nullptr);
         });
   } catch (const agentd::Error& e) {  // the client is closed: the call could not be sent
     store_.finish(id, TaskState::failed, std::nullopt, failure_message(e, id, task->context_id));
     call->error(rpc_error_of(e));
   }
+}
+
+void A2aApi::subscribe(const std::shared_ptr<Call>& call) {
+  auto id = required_string(call->req.params, "id");
+  if (auto* e = std::get_if<RpcError>(&id)) return call->error(*e);
+  const std::string& task_id = std::get<std::string>(id);
+  // Whether the client has part of the artifact is known once the snapshot is taken.
+  auto seen = std::make_shared<bool>(false);
+  auto start = stream_start(call->ex, call->req.id, std::nullopt);
+  auto t = store_.subscribe(
+      call->agent, task_id,
+      [&](const Task& now) {
+        *seen = !now.reply.empty();
+        start(now);
+      },
+      stream_listener(call->ex, call->req.id, seen));
+  if (!t) return call->error({kTaskNotFound, "Task not found: " + task_id});
+  if (is_terminal(t->state))
+    call->error({kUnsupportedOperation,
+                 std::string("the task has ended (") + state_name(t->state) + "): GetTask has its result"});
 }
 
 void A2aApi::get_task(const std::shared_ptr<Call>& call) {

@@ -6,8 +6,10 @@
 // Methods: SendMessage (blocking by default: the answer is the finished task;
 // configuration.returnImmediately answers the working task at once), SendStreamingMessage (SSE:
 // the task, a working status update, one artifact update per chunk the agent streams, the final
-// status update), GetTask, ListTasks, CancelTask. SubscribeToTask, GetExtendedAgentCard and the
-// push notification methods answer the spec's "not supported" errors.
+// status update), GetTask, ListTasks, CancelTask (a stream of the task ends at once with the
+// canceled status; the agent call itself cannot be stopped), SubscribeToTask (the same stream,
+// from the task as it is now). GetExtendedAgentCard and the push notification methods answer the
+// spec's "not supported" errors.
 //
 // Version: requests carry `A2A-Version: 1.0` (header, or the A2A-Version query parameter);
 // answers carry `A2A-Version: 1.0`. Absent means 0.3, which is not served yet
@@ -40,6 +42,7 @@ class A2aApi {
   void rpc(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
   void dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
   void send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming);
+  void subscribe(const std::shared_ptr<Call>& call);
   void get_task(const std::shared_ptr<Call>& call);
   void list_tasks(const std::shared_ptr<Call>& call);
   void cancel_task(const std::shared_ptr<Call>& call);

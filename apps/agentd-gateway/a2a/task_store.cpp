@@ -118,7 +118,30 @@ bool TaskStore::append(const std::string& id, const std::string& text) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || is_terminal(it->second.state)) return false;
   it->second.reply += text;
+  if (auto l = listeners_.find(id); l != listeners_.end())
+    for (auto& listener : l->second) listener(it->second, &text);
   return true;
+}
+
+void TaskStore::tell_end(const Task& t) {
+  auto l = listeners_.find(t.id);
+  if (l == listeners_.end()) return;
+  auto listeners = std::move(l->second);
+  listeners_.erase(l);
+  for (auto& listener : listeners) listener(t, nullptr);
+}
+
+std::optional<Task> TaskStore::subscribe(const std::string& agent, const std::string& id,
+                                         const std::function<void(const Task&)>& snapshot,
+                                         Listener listener) {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second.agent != agent) return std::nullopt;
+  if (!is_terminal(it->second.state)) {
+    snapshot(it->second);
+    listeners_[id].push_back(std::move(listener));
+  }
+  return it->second;
 }
 
 std::optional<Task> TaskStore::finish(const std::string& id, TaskState state,
@@ -132,6 +155,7 @@ std::optional<Task> TaskStore::finish(const std::string& id, TaskState state,
   if (reply) t.reply = std::move(*reply);
   t.status_message = std::move(status_message);
   touch(t);
+  tell_end(t);
   return t;
 }
 
@@ -144,6 +168,7 @@ std::optional<std::pair<Task, bool>> TaskStore::cancel(const std::string& agent,
   if (is_terminal(t.state)) return std::pair{t, false};
   t.state = TaskState::canceled;
   touch(t);
+  tell_end(t);
   return std::pair{t, true};
 }
 

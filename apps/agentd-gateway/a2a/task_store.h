@@ -7,7 +7,10 @@
 // stopped (agentd has no way to), and its answer, when it comes, is dropped.
 //
 // Bounds: at most `capacity` tasks; a new one evicts the finished task updated longest ago, and
-// is refused when every task held is still working. A finished task is forgotten `ttl` after it
+// is refused when every task held is still working.
+//
+// Streams listen to a working task (subscribe): they are told each piece of the reply and the
+// end, including a cancel, which ends them at once. A finished task is forgotten `ttl` after it
 // finished (GetTask then says TaskNotFound, as the spec allows for purged tasks).
 #pragma once
 
@@ -15,6 +18,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -43,6 +47,12 @@ struct Task {
   std::chrono::system_clock::time_point updated;  // the status timestamp
   std::uint64_t seq = 0;                          // order of the last update (ties of `updated` broken by it)
 };
+
+// Told of a working task's progress (streams: SendStreamingMessage's and SubscribeToTask's):
+// chunk is a piece of the reply, or null when the task has just ended (t is then final, and the
+// listener is dropped). Called with the store's lock held, in the order of the updates: it must
+// be quick and must not call the store (queuing an SSE event is what it is for).
+using Listener = std::function<void(const Task& t, const std::string* chunk)>;
 
 struct ListQuery {
   std::string agent;
@@ -77,6 +87,11 @@ class TaskStore {
   // Cancels a working task of agent. The task as it now is, with true when it was canceled now
   // (false: it had finished already); nullopt when there is none.
   std::optional<std::pair<Task, bool>> cancel(const std::string& agent, const std::string& id);
+  // Listens to a task of agent: when it is working, snapshot(task) runs first and listener is
+  // kept until the task ends (both under the lock, so nothing is missed or told twice). Returns
+  // the task as it is (nullopt: none); a finished task takes no listener.
+  std::optional<Task> subscribe(const std::string& agent, const std::string& id,
+                                const std::function<void(const Task&)>& snapshot, Listener listener);
   // Tasks of query.agent, the most recently updated first, one page.
   ListPage list(const ListQuery& query);
 
@@ -87,6 +102,7 @@ class TaskStore {
   void touch(Task& t);                                                          // mu_ held
   void expire();                                                                // mu_ held
   std::string new_id();
+  void tell_end(const Task& t);  // mu_ held: the listeners of a task that has just ended
 
   const std::size_t capacity_;
   const std::chrono::seconds ttl_;
@@ -94,6 +110,7 @@ class TaskStore {
   std::unordered_map<std::string, Task> tasks_;  // guarded by mu_
   std::map<Key, std::string> by_update_;         // guarded by mu_: every task by its last update
   std::uint64_t seq_ = 0;                        // guarded by mu_
+  std::unordered_map<std::string, std::vector<Listener>> listeners_;  // guarded by mu_: of working tasks
 };
 
 }  // namespace gateway::a2a
