@@ -142,6 +142,8 @@ def test_connections_over_max_connections_are_closed(server):
 def test_metrics(open_gateway):
     request(open_gateway, "POST", "/v1/chat/completions", chat("echo", "m"))
     request(open_gateway, "POST", "/v1/chat/completions", chat("stream", "m n", stream=True))
+    request(open_gateway, "POST", "/a2a/echo/", {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "m"}]}}}, headers={"A2A-Version": "1.0"})
     request(open_gateway, "GET", "/v1/nothing")
     deadline = time.monotonic() + 10
     while True:
@@ -153,6 +155,7 @@ def test_metrics(open_gateway):
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     assert 'agentd_gateway_requests_total{route="/v1/chat/completions",status="200"} 2' in text
     assert 'agentd_gateway_requests_total{route="other",status="404"} 1' in text
+    assert 'agentd_gateway_requests_total{route="/a2a/{agent}/",status="200"} 1' in text
     assert 'agentd_gateway_request_duration_seconds_count{route="/v1/chat/completions"} 2' in text
     import re
     assert int(re.search(r"^agentd_gateway_connections (\d+)$", text, re.M).group(1)) >= 1  # this one

@@ -7,8 +7,18 @@ namespace gateway::http {
 namespace {
 
 std::string route_of(std::string_view path) {
-  for (std::string_view r : {"/v1/models", "/v1/chat/completions", "/metrics"})
+  for (std::string_view r :
+       {"/v1/models", "/v1/chat/completions", "/metrics", "/.well-known/agent-card.json"})
     if (path == r) return std::string(r);
+  // A2A: one route for every agent (the agent's id is not a label: ids are unbounded).
+  if (path.starts_with("/a2a/")) {
+    const auto slash = path.find('/', 5);
+    if (slash != std::string_view::npos && slash > 5) {
+      const std::string_view tail = path.substr(slash);
+      if (tail == "/") return "/a2a/{agent}/";
+      if (tail == "/.well-known/agent-card.json") return "/a2a/{agent}/.well-known/agent-card.json";
+    }
+  }
   return "other";
 }
 
