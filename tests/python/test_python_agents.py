@@ -212,10 +212,10 @@ def test_observe_grows_memory(py_client):
     assert all(isinstance(m, Msg) for m in a.memory())
     assert a.call("count_replies") == 1  # observe is not a reply
     # observe takes a C++ agent's placeholder without waiting for it
-    w = py_client.create_agent("WebAgent", "W", {"sleep_ms": 400})
+    w = py_client.create_agent("WebAgent", "W", {"sleep_ms": 2000})
     t0 = time.monotonic()
     a.observe(w(Msg("user", "q")))
-    assert time.monotonic() - t0 < 0.3
+    assert time.monotonic() - t0 < 1.5  # well before the 2 s answer (margin for loaded machines)
     assert a.memory()[-1].content == "Answer from W"
     assert a.call("forget") == 0
     assert a.memory() == []
@@ -298,13 +298,13 @@ def test_placeholders_between_cpp_and_python_agents(py_client):
     assert e(q(e(Msg("user", "x")))).content == "c:py:c:x"
     assert q(e(q(Msg("user", "x")))).content == "py:c:py:x"
     # handing a slow C++ placeholder to a Python agent does not wait
-    w = py_client.create_agent("WebAgent", "W", {"sleep_ms": 400})
+    w = py_client.create_agent("WebAgent", "W", {"sleep_ms": 2000})
     t0 = time.monotonic()
     r = p(w(Msg("user", "q")))
     s = t(r)
-    assert time.monotonic() - t0 < 0.3
+    assert time.monotonic() - t0 < 1.5  # well before the 2 s answer (margin for loaded machines)
     assert s.content == "Answer from W>P>T"
-    assert time.monotonic() - t0 >= 0.35
+    assert time.monotonic() - t0 >= 1.9
 
 
 def test_placeholders_across_two_servers(py_server, shared_server):
