@@ -3,6 +3,8 @@
 #include "agent_ref.h"
 #include "errors.h"
 
+#include <agentd/error.h>
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -137,6 +139,8 @@ void Completions::when_ready(py::object placeholder, py::object fut) {
     try {
       const Msg& m = holder.cast<PyPlaceholder&>().get(0.0);
       set_future_result(f, py::cast(m));
+    } catch (const Error& e) {  // the call failed: its error, as agentd.Error
+      set_future_exception(f, to_python(e));
     } catch (py::error_already_set& e) {
       set_future_exception(f, e.value());
     }

@@ -76,6 +76,28 @@ with agentd.Client.spawn_child(plugins=[sys.argv[1]]) as c:
 " "$ECHO_PLUGIN") || { echo "FAIL: the installed Python package did not work"; exit 1; }
   [ "$out" = $'py ok\nchild ok' ] || { echo "FAIL: the installed Python package printed '$out'"; exit 1; }
   echo "ok: installed Python package, local and child mode: $PYPKG"
+  # Agents written in Python: the installed as_server loads the installed Python host
+  # (<libdir>/agentd/libagentd_python.so), which finds the installed package relative to itself
+  # (no PYTHONPATH: the prefix is not on Python's path).
+  mkdir "$WORK/py_agents"
+  printf 'import agentd\n\nclass Hello(agentd.Agent):\n    def reply(self, x):\n        return agentd.Msg(self.name, "py agent ok")\n' \
+    >"$WORK/py_agents/hello.py"
+  (cd "$WORK" && exec env -u PYTHONPATH "$ROOT/bin/as_server" --port 0 --agent-dir "$WORK/py_agents" \
+     --log-level warn >"$WORK/py_server.out" 2>"$WORK/py_server.err") &
+  py_server=$!
+  for _ in $(seq 300); do grep -q 'as_server ready' "$WORK/py_server.out" && break; sleep 0.1; done
+  port=$(sed -n 's/^as_server ready: listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$WORK/py_server.out")
+  [ -n "$port" ] || { cat "$WORK/py_server.err"; echo "FAIL: the installed as_server --agent-dir did not start"; exit 1; }
+  out=$(cd "$WORK" && PYTHONPATH=$(dirname "$(dirname "$PYPKG")") \
+        LD_PRELOAD="${AGENTD_PYTHON_PRELOAD:-}" ASAN_OPTIONS=detect_leaks=0 python3 -c "
+import agentd, sys
+c = agentd.Client.connect('127.0.0.1', int(sys.argv[1]))
+print(c.create_agent('Hello', 'H')(agentd.Msg('user', 'hi')).content)
+" "$port") || { kill "$py_server"; echo "FAIL: the installed as_server did not host a Python agent"; exit 1; }
+  kill "$py_server"
+  wait "$py_server" || true
+  [ "$out" = "py agent ok" ] || { echo "FAIL: the installed Python agent answered '$out'"; exit 1; }
+  echo "ok: the installed as_server hosts agents written in Python (--agent-dir)"
 fi
 
 GEN=()

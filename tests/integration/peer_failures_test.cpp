@@ -144,7 +144,10 @@ TEST_CASE(
   auto consumer = cb.create_agent("EchoAgent", "consumer");
   Placeholder q = consumer.reply(slow.reply(Msg("user", "x")));
   const std::string origin = "127.0.0.1:" + std::to_string(a->port());
-  REQUIRE(wait_until([&] { return cb.info().bytes_peer_out > 0; }, 20s));
+  // A result fetched from a through b proves b's connection to a is up (login and info
+  // answered), so the freeze below hits an established connection, not a dial in progress.
+  auto warm = cb.create_agent("EchoAgent", "warm");
+  REQUIRE(warm.reply(fast.reply(Msg("user", "w"))).get(20s).text() == "a:w");
   {
     Frozen frozen(a->pid());
     const auto t0 = Clock::now();

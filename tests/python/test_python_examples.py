@@ -90,18 +90,19 @@ def test_web_agent_child_and_local_speed_up():
     out = run("main.py", "--agents", str(AGENTS), "--timeout", str(TIMEOUT))
     check_answers(out)
     local, child = run_time(out, "local"), run_time(out, "child")
-    # Distributed, the sleeps overlap: about one page's time for all of them.
-    assert child < AGENTS * TIMEOUT / 2.5, out
-    assert local / child > 2.5, out
+    # Distributed, the sleeps overlap: about one page's time for all of them (one after another
+    # would be AGENTS times that; the bounds leave room for a loaded, sanitized machine).
+    assert child < AGENTS * TIMEOUT / 2, out
+    assert local / child > 2, out
     speedup = float(re.search(r"speed-up of distributed over local: ([\d.]+)x", out).group(1))
-    assert speedup > 2.5, out
+    assert speedup > 2, out
 
 
 def test_web_agent_independent(agent_dir_server):
     out = run("main.py", "--mode", "independent", "--agents", str(AGENTS), "--timeout", str(TIMEOUT),
               "--connect", f"{agent_dir_server.host}:{agent_dir_server.port}")
     check_answers(out)
-    assert run_time(out, "independent") < AGENTS * TIMEOUT / 2.5, out
+    assert run_time(out, "independent") < AGENTS * TIMEOUT / 2, out
 
 
 def agentctl(server, *args):

@@ -16,7 +16,7 @@ from agentd import Msg
 from conftest import CHILD_TOKEN, CHILD_TOKEN_FILE, GOOD_AGENTS, Server, drain_stderr
 
 sys.path.insert(0, GOOD_AGENTS)
-from pyecho import PyEcho, PySleeper, PyStream, PyTrail  # noqa: E402
+from pyecho import PyChatty, PyEcho, PySleeper, PyStream, PyTrail  # noqa: E402
 from pyrelay import PyRelay  # noqa: E402
 
 
@@ -81,6 +81,14 @@ def test_to_dist_child_mode():
     assert list(q.chunks()) == ["a ", "b ", "c"] and q.content == "a b c"
     again = PyEcho("W1").to_dist()
     assert again.call("whoami")["pid"] == child_pid
+
+
+def test_a_child_servers_agents_may_print_freely():
+    # What a child's agents print reaches this program's stdout; before that was copied, 64 KiB
+    # of prints filled the pipe and blocked the agent (and every Python agent behind its GIL).
+    a = PyChatty("talker").to_dist()
+    assert a(Msg("user", 500)).get(timeout=60).content == "printed"  # about 500 KB printed
+    assert a(Msg("user", 1)).get(timeout=60).content == "printed"
 
 
 def test_the_same_program_runs_local_and_distributed():

@@ -5,6 +5,7 @@
 
 #include <agentd/error.h>
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,10 +96,13 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
   // Read stdout until the ready line, the child's exit, or the deadline.
   auto w = net::wait_ready_line(process, timeout);
   switch (w.outcome) {
-    case net::ReadyWait::Outcome::ready:
+    case net::ReadyWait::Outcome::ready: {
       child->endpoint_ = w.ready->endpoint;
       child->server_id_ = w.ready->server_id;
+      ChildProcess* c = child.get();
+      child->stdout_copier_ = std::thread([c] { c->copy_stdout(); });
       return child;
+    }
     case net::ReadyWait::Outcome::timed_out:
       child->stop(std::chrono::seconds(2));
       throw Error(ErrorCode::timeout,
@@ -114,7 +118,31 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::string& binary,
 void ChildProcess::stop(std::chrono::milliseconds grace) {
   process_.stdin_pipe() = nullptr;  // EOF first: as_server --stop-on-stdin-eof starts stopping
   process_.terminate(grace);        // a no-op once reaped
+  // The copier ends at the pipe's end, or within one poll of being told to (a grandchild the
+  // agents started may still hold the pipe open).
+  stdout_stop_.store(true);
+  if (stdout_copier_.joinable() && stdout_copier_.get_id() != std::this_thread::get_id())
+    stdout_copier_.join();
   process_.stdout_pipe() = nullptr;
+}
+
+void ChildProcess::copy_stdout() {
+  const int fd = process_.stdout_pipe().get();
+  char buf[4096];
+  while (!stdout_stop_.load()) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready <= 0) continue;  // a timeout, or EINTR: look at the stop flag again
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    for (ssize_t done = 0; done < got;) {
+      const ssize_t w = ::write(STDOUT_FILENO, buf + done, static_cast<std::size_t>(got - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // our stdout is gone: the copy is lost, the pipe still drained
+      done += w;
+    }
+  }
 }
 
 ChildProcess::~ChildProcess() {

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -65,6 +66,11 @@ class ChildProcess {
   Subprocess process_;
   net::Endpoint endpoint_;
   std::string server_id_;
+  // After the ready line: the thread copying what the child prints on stdout (its agents' print
+  // calls) to this process's stdout, so that a chatty agent never fills the pipe and blocks.
+  void copy_stdout();
+  std::thread stdout_copier_;
+  std::atomic<bool> stdout_stop_{false};
   // keep_stderr: the thread copying the child's stderr, and the tail it keeps.
   void copy_stderr();
   std::thread stderr_copier_;

@@ -188,3 +188,12 @@ class PyModelStream(agentd.Agent):
     def reply(self, x):
         r = self.model("echo").stream([x])
         return agentd.Msg(self.name, r.text, "assistant")
+
+
+class PyChatty(agentd.Agent):
+    """Prints as much as it is asked to on its server's stdout (what debugging agents do)."""
+
+    def reply(self, x):
+        for i in range(int(x.content)):
+            print(f"{self.name} line {i} " + "x" * 1000, flush=True)
+        return agentd.Msg(self.name, "printed", "assistant")
