@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package agentd needs to build, test and run. Idempotent: packages
-# already installed are skipped. Uses sudo when not run as root.
+# Installs every Debian 12 package agentd needs to build, test and run, then the npm packages the
+# gateway's client tests use (tests/gateway/node: the official A2A and OpenAI clients, pinned by its
+# package-lock.json, installed into tests/gateway/node/node_modules, never globally). Idempotent:
+# what is installed already is skipped. Uses sudo when not run as root.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -20,13 +23,24 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
+# Node.js and npm for the client tests: the machine's own when it has them (Node 20 or newer),
+# else Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm ci again only when the lock file changed since the last install.
+node_dir=tests/gateway/node
+if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
+  echo "setup: npm ci in $node_dir"
+  npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
+  cp "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed"
+fi
