@@ -3,9 +3,11 @@
 // the body of what parses is mapped onto an agent call (openai/chat_mapping: the OpenAI request
 // checks), then its answers are built (the completion, chunk events, the error shapes). The same
 // body goes through the A2A mapping (a2a/a2a_json: JSON-RPC, SendMessageRequest, the task and
-// event objects, a task store's listing). Nothing may crash, leak or trip a sanitizer; bad input
-// must end as a parse error, a 400, or a JSON-RPC error with one of the spec's codes.
+// event objects, a task store's listing), and through A2A 0.3's (a2a/a2a_v03_json: MessageSendParams,
+// its objects made from the stored 1.0 ones, the card's 0.3 fields). Nothing may crash, leak or trip a
+// sanitizer; bad input must end as a parse error, a 400, or a JSON-RPC error with one of the spec's codes.
 #include "a2a/a2a_json.h"
+#include "a2a/a2a_v03_json.h"
 #include "a2a/task_store.h"
 #include "openai/chat_mapping.h"
 
@@ -24,6 +26,38 @@ namespace {
 
 namespace a2a = gateway::a2a;
 
+// A2A 0.3's params: a message/send converted to the stored (1.0) form, then answered as 0.3's
+// objects (and as 1.0's: a task made over 0.3 is readable over 1.0).
+void fuzz_a2a_v03(const a2a::RpcRequest& req) {
+  auto send = a2a::v03::parse_send_params(req.params);
+  if (auto* e = std::get_if<a2a::RpcError>(&send)) {
+    if (e->code != a2a::kInvalidParams && e->code != a2a::kContentTypeNotSupported) std::abort();
+    (void)a2a::rpc_error(req.id, *e);
+    return;
+  }
+  const auto& s = std::get<a2a::SendRequest>(send);
+  if (!s.message.is_object() || s.message.contains("kind") || !s.message["parts"].is_array()) std::abort();
+  a2a::TaskStore store(2, std::chrono::seconds(60));
+  auto task = store.create("agent", s.context_id, s.message);
+  if (!task) std::abort();
+  (void)a2a::sse_event(req.id, a2a::v03::task_json(*task, s.history_length));
+  (void)a2a::sse_event(req.id, a2a::v03::status_update(*task));
+  store.append(task->id, s.text);
+  const agentd::Error failed(agentd::ErrorCode::agent_failed, s.text, "agent");
+  auto done = store.finish(task->id, a2a::TaskState::failed, std::nullopt,
+                           a2a::failure_message(failed, task->id, task->context_id));
+  const a2a::json t = a2a::v03::task_json(*done, s.history_length);
+  if (t["kind"] != "task" || t["status"]["state"] != "failed") std::abort();
+  (void)a2a::rpc_result(req.id, t);
+  (void)a2a::rpc_result(req.id, a2a::task_json(*done, s.history_length));
+  (void)a2a::sse_event(req.id, a2a::v03::artifact_update(*done, s.text, true, true));
+  if (a2a::v03::status_update(*done)["final"] != true) std::abort();
+  (void)a2a::v03::message(req.params.contains("message") ? req.params["message"] : req.params);
+  a2a::json card = a2a::agent_card(a2a::CardAgent{s.context_id, s.text, s.task_id}, "http://h", true);
+  a2a::v03::add_card_fields(card, true);
+  if (card["protocolVersion"] != "0.3.0" || card["security"].empty()) std::abort();
+}
+
 // A body as /a2a/ID/ sees it: the JSON-RPC envelope, the method's params, the objects answered.
 void fuzz_a2a(const std::string& body) {
   auto rpc = a2a::parse_rpc(body);
@@ -38,6 +72,7 @@ void fuzz_a2a(const std::string& body) {
   (void)a2a::required_string(req.params, "id");
   if (req.params.contains("statusTimestampAfter") && req.params["statusTimestampAfter"].is_string())
     (void)a2a::parse_iso_time(req.params["statusTimestampAfter"].get<std::string>());
+  fuzz_a2a_v03(req);
   auto send = a2a::parse_send_request(req.params);
   if (auto* e = std::get_if<a2a::RpcError>(&send)) {
     if (e->code != a2a::kInvalidParams && e->code != a2a::kContentTypeNotSupported) std::abort();

@@ -1,8 +1,10 @@
 #include "a2a/a2a_api.h"
 
 #include "a2a/a2a_json.h"
+#include "a2a/a2a_v03_json.h"
 #include "agent_call.h"
 
+#include <cctype>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -42,18 +44,40 @@ std::string requested_version(const http::Request& req) {
   return std::string(v);
 }
 
+// The wire a request speaks, from its A2A-Version: none or 0.3 is A2A 0.3 (as the spec says of an
+// empty version), 1.0 is A2A 1.0 (a patch number is ignored); nullopt for any other.
+std::optional<Wire> wire_of(const std::string& version) {
+  if (version.empty() || version == "0.3" || version.starts_with("0.3.")) return Wire::v0_3;
+  if (version == "1.0" || version.starts_with("1.0.")) return Wire::v1_0;
+  return std::nullopt;
+}
+
+// The objects answered, in the request's wire.
+json task_out(Wire w, const Task& t, std::optional<int> history_length = std::nullopt) {
+  return w == Wire::v0_3 ? v03::task_json(t, history_length) : task_json(t, history_length);
+}
+// SendMessage's result and a stream's first event: 1.0 wraps the task ({"task": ...}), 0.3 does not.
+json task_result(Wire w, const Task& t, std::optional<int> history_length) {
+  return w == Wire::v0_3 ? v03::task_json(t, history_length) : json{{"task", task_json(t, history_length)}};
+}
+json status_out(Wire w, const Task& t) { return w == Wire::v0_3 ? v03::status_update(t) : status_update(t); }
+json artifact_out(Wire w, const Task& t, const std::string& text, bool append, bool last_chunk) {
+  return w == Wire::v0_3 ? v03::artifact_update(t, text, append, last_chunk)
+                         : artifact_update(t, text, append, last_chunk);
+}
+
 void respond_json(const ExchangePtr& ex, const json& body) {
   ex->respond_json(http::Status::ok, body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 // A stream's beginning, when it starts listening to a working task: the task, then a working
 // status update.
-std::function<void(const Task&)> stream_start(const ExchangePtr& ex, const json& rid,
+std::function<void(const Task&)> stream_start(const ExchangePtr& ex, const json& rid, Wire w,
                                               std::optional<int> history_length) {
-  return [ex, rid, history_length](const Task& t) {
+  return [ex, rid, w, history_length](const Task& t) {
     ex->start_stream(http::Status::ok, "text/event-stream");
-    ex->send(sse_event(rid, json{{"task", task_json(t, history_length)}}));
-    ex->send(sse_event(rid, status_update(t)));
+    ex->send(sse_event(rid, task_result(w, t, history_length)));
+    ex->send(sse_event(rid, status_out(w, t)));
   };
 }
 
@@ -61,16 +85,16 @@ std::function<void(const Task&)> stream_start(const ExchangePtr& ex, const json&
 // has some of the artifact), then at the end the artifact's last chunk (the whole reply when the
 // client has none of it) for a completed task, the final status, and the stream's end.
 // seen: the client has part of the artifact already (the task it was sent had some reply).
-Listener stream_listener(const ExchangePtr& ex, const json& rid, std::shared_ptr<bool> seen) {
-  return [ex, rid, seen](const Task& t, const std::string* chunk) {
+Listener stream_listener(const ExchangePtr& ex, const json& rid, Wire w, std::shared_ptr<bool> seen) {
+  return [ex, rid, w, seen](const Task& t, const std::string* chunk) {
     if (chunk) {
-      ex->send(sse_event(rid, artifact_update(t, *chunk, *seen, false)));
+      ex->send(sse_event(rid, artifact_out(w, t, *chunk, *seen, false)));
       *seen = true;
       return;
     }
     if (t.state == TaskState::completed)
-      ex->send(sse_event(rid, artifact_update(t, *seen ? std::string() : t.reply, *seen, true)));
-    ex->send(sse_event(rid, status_update(t)));
+      ex->send(sse_event(rid, artifact_out(w, t, *seen ? std::string() : t.reply, *seen, true)));
+    ex->send(sse_event(rid, status_out(w, t)));
     ex->end_stream();
   };
 }
@@ -88,6 +112,7 @@ struct A2aApi::Call {
   ExchangePtr ex;
   std::string agent;
   RpcRequest req;
+  Wire wire;
 
   void result(json r) const { ex->respond_json(http::Status::ok, rpc_result(req.id, std::move(r))); }
   void error(const RpcError& e, http::Status status = http::Status::ok) const {
@@ -119,7 +144,8 @@ bool A2aApi::handle(const ExchangePtr& ex) {
                                                               "/a2a/ID/.well-known/agent-card.json)"}));
     return true;
   }
-  ex->add_header("A2A-Version", "1.0");
+  // The answer says the version it speaks: the request's, or 1.0 when that one is not served.
+  ex->add_header("A2A-Version", wire_of(requested_version(req)) == Wire::v0_3 ? "0.3" : "1.0");
   if (tail == kCardPath) {
     if (!get)
       ex->respond_json(http::Status::method_not_allowed, rpc_error(nullptr, {kInvalidRequest, "use GET"}));
@@ -152,7 +178,11 @@ void A2aApi::agent_card(const ExchangePtr& ex, const std::string& agent) {
     if (auto* e = std::get_if<agentd::Error>(&result))
       return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
     for (const auto& a : card_agents(std::get<std::vector<agentd::AgentInfo>>(result)))
-      if (a.id == agent) return respond_json(ex, a2a::agent_card(a, base_url(ex->request()), bearer));
+      if (a.id == agent) {
+        json card = a2a::agent_card(a, base_url(ex->request()), bearer);
+        v03::add_card_fields(card, bearer);  // the same card serves A2A 0.3 clients
+        return respond_json(ex, card);
+      }
     ex->respond_json(http::Status::not_found,
                      rpc_error(nullptr, {kAgentNotFound, "no agent '" + agent + "' on the server"}));
   });
@@ -164,16 +194,19 @@ void A2aApi::rpc(const ExchangePtr& ex, const std::string& agent) {
     ex->respond_json(http::Status::ok, rpc_error(e->first, e->second));
     return;
   }
-  auto call = std::make_shared<Call>(Call{ex, agent, std::move(std::get<RpcRequest>(parsed))});
-  if (const std::string v = requested_version(ex->request()); v != "1.0" && !v.starts_with("1.0.")) {
+  const std::string version = requested_version(ex->request());
+  const auto wire = wire_of(version);
+  auto call = std::make_shared<Call>(
+      Call{ex, agent, std::move(std::get<RpcRequest>(parsed)), wire.value_or(Wire::v1_0)});
+  if (!wire) {
     json data = json::array({json{{"@type", "type.googleapis.com/google.rpc.ErrorInfo"},
                                   {"reason", "VERSION_NOT_SUPPORTED"},
                                   {"domain", "a2a-protocol.org"},
-                                  {"metadata", {{"supportedVersions", "1.0"}}}}});
+                                  {"metadata", {{"supportedVersions", "0.3, 1.0"}}}}});
     return call->error(RpcError{kVersionNotSupported,
-                                "A2A version " +
-                                    (v.empty() ? std::string("0.3 (no A2A-Version header)") : v) +
-                                    " is not supported; this gateway serves A2A-Version: 1.0",
+                                "A2A version " + version +
+                                    " is not supported; this gateway serves A2A-Version: 1.0, and 0.3 "
+                                    "(also when the header is absent)",
                                 data});
   }
   upstream_.with_agent(agent, [this, call](AgentOrError found) {
@@ -186,7 +219,12 @@ void A2aApi::rpc(const ExchangePtr& ex, const std::string& agent) {
 }
 
 void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent) {
+  if (call->wire == Wire::v0_3) return dispatch_v03(call, agent);
   const std::string& m = call->req.method;
+  if (m.find('/') != std::string::npos)
+    return call->error({kMethodNotFound, "Method not found: " + m +
+                                             " is an A2A 0.3 method, and this request says A2A-Version: "
+                                             "1.0 (its methods are SendMessage, GetTask, ...)"});
   if (m == "SendMessage") return send_message(call, agent, false);
   if (m == "SendStreamingMessage") return send_message(call, agent, true);
   if (m == "GetTask") return get_task(call);
@@ -202,8 +240,30 @@ void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef&
   call->error({kMethodNotFound, "Method not found: " + m});
 }
 
+void A2aApi::dispatch_v03(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent) {
+  const std::string& m = call->req.method;
+  if (m == "message/send") return send_message(call, agent, false);
+  if (m == "message/stream") return send_message(call, agent, true);
+  if (m == "tasks/get") return get_task(call);
+  if (m == "tasks/cancel") return cancel_task(call);
+  if (m == "tasks/resubscribe") return subscribe(call);
+  if (m == "agent/getAuthenticatedExtendedCard")
+    return call->error({v03::kAuthenticatedExtendedCardNotConfigured,
+                        "no authenticated extended agent card (supportsAuthenticatedExtendedCard is false)"});
+  if (m.starts_with("tasks/pushNotificationConfig/"))
+    return call->error({kPushNotificationNotSupported, "push notifications are not supported"});
+  if (m.find('/') == std::string::npos && !m.empty() && std::isupper(static_cast<unsigned char>(m[0])))
+    return call->error(
+        {kMethodNotFound, "Method not found: " + m +
+                              " is an A2A 1.0 method: send the header A2A-Version: 1.0 (a request without "
+                              "it is A2A 0.3, whose methods are message/send, message/stream, tasks/get, "
+                              "tasks/cancel and tasks/resubscribe)"});
+  call->error({kMethodNotFound, "Method not found: " + m});
+}
+
 void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming) {
-  auto parsed = parse_send_request(call->req.params);
+  auto parsed = call->wire == Wire::v0_3 ? v03::parse_send_params(call->req.params)
+                                         : parse_send_request(call->req.params);
   if (auto* e = std::get_if<RpcError>(&parsed)) return call->error(*e);
   auto send = std::make_shared<SendRequest>(std::move(std::get<SendRequest>(parsed)));
   if (!send->task_id.empty()) {
@@ -228,7 +288,7 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
       // not held meanwhile).
       std::shared_ptr<Call> waiting = call;
       if (send->return_immediately) {
-        call->result(json{{"task", task_json(*task, send->history_length)}});
+        call->result(task_result(call->wire, *task, send->history_length));
         waiting = nullptr;
       }
       await_reply(upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
@@ -241,15 +301,15 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
                                        nullptr);
                     if (!call) return;
                     if (!t) return call->error({kTaskNotFound, "Task not found: " + id});
-                    call->result(json{{"task", task_json(*t, send->history_length)}});
+                    call->result(task_result(call->wire, *t, send->history_length));
                   });
       return;
     }
     agentd::Placeholder p = agent.reply_stream(input);
     // The stream listens to the task like a SubscribeToTask stream: the chunks go through the
     // store (so a subscriber sees them too) and a cancel ends it at once.
-    store_.subscribe(call->agent, id, stream_start(call->ex, call->req.id, send->history_length),
-                     stream_listener(call->ex, call->req.id, std::make_shared<bool>(false)));
+    store_.subscribe(call->agent, id, stream_start(call->ex, call->req.id, call->wire, send->history_length),
+                     stream_listener(call->ex, call->req.id, call->wire, std::make_shared<bool>(false)));
     await_stream(
         upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
         [id, &store](std::string text) { store.append(id, text); },
@@ -271,18 +331,20 @@ void A2aApi::subscribe(const std::shared_ptr<Call>& call) {
   const std::string& task_id = std::get<std::string>(id);
   // Whether the client has part of the artifact is known once the snapshot is taken.
   auto seen = std::make_shared<bool>(false);
-  auto start = stream_start(call->ex, call->req.id, std::nullopt);
+  auto start = stream_start(call->ex, call->req.id, call->wire, std::nullopt);
   auto t = store_.subscribe(
       call->agent, task_id,
       [&](const Task& now) {
         *seen = !now.reply.empty();
         start(now);
       },
-      stream_listener(call->ex, call->req.id, seen));
+      stream_listener(call->ex, call->req.id, call->wire, seen));
   if (!t) return call->error({kTaskNotFound, "Task not found: " + task_id});
   if (is_terminal(t->state))
     call->error({kUnsupportedOperation,
-                 std::string("the task has ended (") + state_name(t->state) + "): GetTask has its result"});
+                 std::string("the task has ended (") +
+                     (call->wire == Wire::v0_3 ? v03::state_name(t->state) : state_name(t->state)) +
+                     "): " + (call->wire == Wire::v0_3 ? "tasks/get" : "GetTask") + " has its result"});
 }
 
 void A2aApi::get_task(const std::shared_ptr<Call>& call) {
@@ -292,7 +354,7 @@ void A2aApi::get_task(const std::shared_ptr<Call>& call) {
   if (auto* e = std::get_if<RpcError>(&history)) return call->error(*e);
   auto t = store_.get(call->agent, std::get<std::string>(id));
   if (!t) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
-  call->result(task_json(*t, std::get<std::optional<int>>(history)));
+  call->result(task_out(call->wire, *t, std::get<std::optional<int>>(history)));
 }
 
 void A2aApi::cancel_task(const std::shared_ptr<Call>& call) {
@@ -301,9 +363,10 @@ void A2aApi::cancel_task(const std::shared_ptr<Call>& call) {
   auto r = store_.cancel(call->agent, std::get<std::string>(id));
   if (!r) return call->error({kTaskNotFound, "Task not found: " + std::get<std::string>(id)});
   if (!r->second)
-    return call->error(
-        {kTaskNotCancelable, std::string("Task cannot be canceled: it is ") + state_name(r->first.state)});
-  call->result(task_json(r->first));
+    return call->error({kTaskNotCancelable, std::string("Task cannot be canceled: it is ") +
+                                                (call->wire == Wire::v0_3 ? v03::state_name(r->first.state)
+                                                                          : state_name(r->first.state))});
+  call->result(task_out(call->wire, r->first));
 }
 
 void A2aApi::list_tasks(const std::shared_ptr<Call>& call) {

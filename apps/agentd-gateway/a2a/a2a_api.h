@@ -1,4 +1,4 @@
-// A2A 1.0, the JSON-RPC binding: every agent on the upstream server (under its id, as the
+// A2A 1.0 and 0.3, the JSON-RPC binding: every agent on the upstream server (under its id, as the
 // OpenAI API exposes them) at /a2a/ID/ (JSON-RPC 2.0 POSTed there), its agent card at
 // /a2a/ID/.well-known/agent-card.json, and the gateway's card listing them at
 // /.well-known/agent-card.json. a2a_json.h says how messages map onto agent calls.
@@ -11,9 +11,12 @@
 // from the task as it is now). GetExtendedAgentCard and the push notification methods answer the
 // spec's "not supported" errors.
 //
-// Version: requests carry `A2A-Version: 1.0` (header, or the A2A-Version query parameter);
-// answers carry `A2A-Version: 1.0`. Absent means 0.3, which is not served yet
-// (VersionNotSupportedError, -32009).
+// Version: a request's `A2A-Version` (the header, or the A2A-Version query parameter) chooses the
+// protocol: 1.0 the methods above, 0.3 or none (A2A 1.0 says an empty version means 0.3) A2A
+// 0.3's message/send, message/stream, tasks/get, tasks/cancel and tasks/resubscribe with 0.3's
+// objects (a2a_v03_json.h); any other version is VersionNotSupportedError (-32009). Answers
+// carry the version they speak. Both versions share the task store, and one agent card serves
+// both (its JSONRPC interfaces of versions 1.0 and 0.3 at the same URL, and 0.3's own fields).
 //
 // No thread waits for an agent: agent_call.h delivers the answer on the connection's strand.
 #pragma once
@@ -26,6 +29,9 @@
 #include <memory>
 
 namespace gateway::a2a {
+
+// The protocol version a request speaks (its A2A-Version).
+enum class Wire { v1_0, v0_3 };
 
 class A2aApi {
  public:
@@ -41,6 +47,7 @@ class A2aApi {
   void agent_card(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
   void rpc(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
   void dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
+  void dispatch_v03(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
   void send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming);
   void subscribe(const std::shared_ptr<Call>& call);
   void get_task(const std::shared_ptr<Call>& call);
