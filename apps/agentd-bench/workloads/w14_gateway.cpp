@@ -467,9 +467,9 @@ void run_streams(const Config& cfg, Deployment& dep, const Gateway& gw, Report& 
   }
   delivered.target = at_least(static_cast<double>(n), fmt::format("all {}", n));
   time.note = fmt::format(
-      "{} connections opened first, then every request sent at once; 16 words each "
+      "{} connections opened first, then every request sent at once; {} words each "
       "streamed word by word by {} agents; the clock stops when the last [DONE] is in",
-      n, agents.size());
+      n, kStreamWords, agents.size());
   peak.note = "VmHWM of a fresh gateway per repeat (/proc/PID/status)";
   for (Row* row : {&time, &delivered, &open, &peak, &per}) report.rows.push_back(std::move(*row));
   cleanup(dep, 0, agents, 1);
