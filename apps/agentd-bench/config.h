@@ -49,6 +49,11 @@ struct Config {
   std::string py_agent_dir;               // W13: the bench's Python agent classes (--agent-dir)
   std::size_t py_sleepers = 100;          // W13 blocking Python agents (time.sleep block_ms)
   std::size_t py_create_n = 100000;       // W13 Python agents created (create_agents)
+  std::string gateway;           // W14: agentd-gateway (empty: $AGENTD_GATEWAY, beside this program, $PATH)
+  unsigned gateway_threads = 2;  // W14 the gateway's --threads
+  std::size_t gateway_connections = 64;  // W14 keep-alive connections of the load part
+  std::size_t gateway_requests = 60000;  // W14 completions of the load part per repeat
+  std::size_t gateway_streams = 1000;    // W14 streamed completions at once
 };
 
 }  // namespace agentd::bench

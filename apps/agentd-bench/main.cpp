@@ -92,6 +92,17 @@ Workloads (all by default; choose with --workloads W1,W5):
       the server's RSS per idle one, beside as many C++ EchoAgents, each on a fresh child.
       Skipped (not failed) when the servers cannot host Python agents (no Python host
       plugin); with --server, server 1 must have been started with that --agent-dir
+  W14 agentd-gateway (the HTTP gateway, OpenAI-compatible API) in front of server 1, a child of
+      the bench (--gateway, else $AGENTD_GATEWAY, beside agentd-bench, $PATH), its --threads
+      --gateway-threads: sequential non-streamed chat completions over one keep-alive connection
+      (p50/p99, and the p50 overhead over the same reply through the C++ client, same EchoAgent,
+      alternating blocks); --gateway-requests completions over --gateway-connections keep-alive
+      connections to 10 EchoAgents (completions/s beside a W2 burst through the C++ client; the
+      gateway's CPU per completion, threads and RSS); --gateway-streams streamed completions
+      (StreamEchoAgent, "stream": true) all at once, one connection each, on a fresh gateway per
+      repeat: the time until every [DONE] is in, every text checked, the gateway's peak RSS. The
+      HTTP clients are the bench's own (Boost.Beast, asynchronous, one thread). Skipped (not
+      failed) when there is no agentd-gateway
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -112,9 +123,9 @@ std::set<std::string> parse_workloads(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const bool known = item == "W10" || item == "W11" || item == "W12" || item == "W13" ||
+    const bool known = item == "W10" || item == "W11" || item == "W12" || item == "W13" || item == "W14" ||
                        (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
-    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W13)", item));
+    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W14)", item));
     out.insert(item);
   }
   return out;
@@ -139,7 +150,7 @@ int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
@@ -198,6 +209,16 @@ int main(int argc, char** argv) {
       "W13 blocking Python agents each time.sleep(--block-ms), all at once (default 100; quick 20; 0: skip)")(
       "py-create-n", po::value<std::size_t>()->value_name("N"),
       "W13 Python agents to create (default 100000; quick 1000; 0: skip)")(
+      "gateway", po::value<std::string>(&cfg.gateway)->value_name("PATH"),
+      "W14's agentd-gateway binary (default: $AGENTD_GATEWAY, then next to agentd-bench, then $PATH)")(
+      "gateway-threads",
+      po::value<unsigned>(&cfg.gateway_threads)->default_value(cfg.gateway_threads)->value_name("N"),
+      "W14 the gateway's --threads")("gateway-connections", po::value<std::size_t>()->value_name("N"),
+                                     "W14 keep-alive connections of the load part (default 64; quick 8)")(
+      "gateway-requests", po::value<std::size_t>()->value_name("N"),
+      "W14 completions of the load part per repeat (default 60000; quick 2000; 0: skip)")(
+      "gateway-streams", po::value<std::size_t>()->value_name("N"),
+      "W14 streamed completions at once (default 1000; quick 50; 0: skip)")(
       "bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")(
       "sim-participants", po::value<std::size_t>()->value_name("N"),
       "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")(
@@ -310,6 +331,10 @@ int main(int argc, char** argv) {
   cfg.soak_agents = std::max<std::size_t>(1, size("soak-agents", 4, 4));
   cfg.py_sleepers = size("py-sleepers", 100, 20);
   cfg.py_create_n = size("py-create-n", 100000, 1000);
+  cfg.gateway_connections = std::max<std::size_t>(1, size("gateway-connections", 64, 8));
+  cfg.gateway_requests = size("gateway-requests", 60000, 2000);
+  cfg.gateway_streams = size("gateway-streams", 1000, 50);
+  cfg.gateway_threads = std::max(1u, cfg.gateway_threads);
 
   Report report;
   report.judged = !cfg.quick;
@@ -323,9 +348,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
-        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},  {"W4", run_w4}, {"W5", run_w5},
-        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},  {"W9", run_w9}, {"W10", run_w10},
-        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}};
+        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},   {"W4", run_w4},  {"W5", run_w5},
+        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},   {"W9", run_w9},  {"W10", run_w10},
+        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}, {"W14", run_w14}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

@@ -1,8 +1,16 @@
 # Runs agentd-bench with tiny sizes; fails unless it exits 0 and prints the result table.
-# cmake -DBENCH=<agentd-bench> -DAS_SERVER=<as_server> -P smoke_test.cmake
+# cmake -DBENCH=<agentd-bench> -DAS_SERVER=<as_server> [-DGATEWAY=<agentd-gateway>] -P smoke_test.cmake
+# With GATEWAY, W14 (the HTTP gateway) runs too, and its rows must be there.
 set(ENV{AGENTD_AS_SERVER} "${AS_SERVER}")
+set(workloads W1,W2,W5,W6,W8,W9,W10,W11,W12)
+set(needles "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "ratio" "target")
+if(GATEWAY)
+  set(ENV{AGENTD_GATEWAY} "${GATEWAY}")
+  string(APPEND workloads ",W14")
+  list(APPEND needles "gateway chat completion p50" "gateway completions/s" "streams delivered whole")
+endif()
 execute_process(
-  COMMAND ${BENCH} --workloads W1,W2,W5,W6,W8,W9,W10,W11,W12 --repeat 1 --quick
+  COMMAND ${BENCH} --workloads ${workloads} --repeat 1 --quick
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE err)
@@ -21,7 +29,7 @@ string(FIND "${out}" "too small to judge" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "agentd-bench --quick does not say that its rows are not judged")
 endif()
-foreach(needle "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "ratio" "target")
+foreach(needle IN LISTS needles)
   string(FIND "${out}" "${needle}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "agentd-bench output has no '${needle}' (no table?):\n${err}")
