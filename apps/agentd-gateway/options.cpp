@@ -58,9 +58,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       "It is a client of as_server (as agentctl is). When it listens it prints\n"
       "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID url=URL\n"
       "(URL: http://HOST:PORT, or https:// with --tls-cert).\n"
-      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, 3 cannot listen. A server that\n"
-      "cannot be reached (yet, or after a restart) is tried again in the background; requests wait\n"
-      "for it up to --reply-timeout, or get 503 before the first connection.\n"
+      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option or file (tokens, certificate, key),\n"
+      "3 cannot listen. A server that cannot be reached (yet, or after a restart) is tried again in\n"
+      "the background; requests wait for it up to --reply-timeout, or get 503 before the first\n"
+      "connection.\n"
       "\n"
       "Options");
   // clang-format off

@@ -172,6 +172,44 @@ def test_a_client_that_never_handshakes_is_closed_at_the_request_timeout(tls_gat
     assert https(tls_gateway, pki, "GET", "/v1/models")[0] == 200
 
 
+def test_many_tls_clients_at_once_and_clients_gone_mid_stream(tls_gateway, pki):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i):
+        conn = http.client.HTTPSConnection(tls_gateway.host, tls_gateway.port, timeout=60,
+                                           context=client_context(pki))
+        try:
+            for j in range(3):
+                conn.request("POST", "/v1/chat/completions", json.dumps(chat("stream", f"x {i} {j}", stream=True)),
+                             {"Content-Type": "application/json"})
+                events = sse_events(conn.getresponse().read())
+                assert events[-1] == "[DONE]"
+            return True
+        finally:
+            conn.close()
+
+    def gone(i):
+        # Hangs up (without TLS's close_notify) once the stream has started.
+        raw = socket.create_connection((tls_gateway.host, tls_gateway.port), timeout=30)
+        s = client_context(pki).wrap_socket(raw, server_hostname="127.0.0.1")
+        body = json.dumps(chat("stream", "a b c d e f g h", stream=True)).encode()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert s.recv(12).startswith(b"HTTP/1.1 200")
+        raw.close()
+        return True
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(lambda i: one(i) if i % 4 else gone(i), range(64)))
+    assert all(results)
+    assert https(tls_gateway, pki, "POST", "/v1/chat/completions", chat("echo", "after all"))[0] == 200
+    # The streams of the clients that went are closed.
+    deadline = time.monotonic() + 20
+    while metric(tls_gateway, pki, "agentd_gateway_streams") != 0:
+        assert time.monotonic() < deadline, "streams left open"
+        time.sleep(0.1)
+
+
 def test_sigterm_with_tls_connections_open_exits_0(server, pki):
     g = start_tls_gateway(server, pki)
     try:
