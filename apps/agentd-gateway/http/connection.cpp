@@ -20,7 +20,7 @@
 namespace gateway::http {
 
 std::string error_body(const std::string& message, const std::string& type, const std::string& code) {
-  nlohmann::json e{{"message", message}, {"type", type}, {"code", nullptr}};
+  nlohmann::json e{{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (!code.empty()) e["code"] = code;
   return nlohmann::json{{"error", e}}.dump();
 }

@@ -54,7 +54,8 @@ struct Limits {
   std::chrono::seconds write_timeout{30};
 };
 
-// An error body in OpenAI's shape: {"error": {"message", "type", "code"}} (code null when empty).
+// An error body in OpenAI's shape: {"error": {"message", "type", "param", "code"}} (param null; code null
+// when empty).
 std::string error_body(const std::string& message, const std::string& type, const std::string& code = {});
 
 class Connection;
