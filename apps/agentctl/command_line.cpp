@@ -199,14 +199,24 @@ std::vector<CommandSpec> command_table() {
        "They listen on --host and keep running after agentctl exits; their pids, ports and\n"
        "logs are recorded in $AGENTD_STATE_DIR, else $XDG_RUNTIME_DIR/agentd, else\n"
        "/tmp/agentd-$UID. Without --plugin/--plugin-dir/--agent-dir (here or after `--`) they load the\n"
-       "plugins built or installed beside agentctl. Options after `--` go to each as_server.",
+       "plugins built or installed beside agentctl. Options after `--` go to each as_server.\n"
+       "With --gateway HOST:PORT, an agentd-gateway also starts in front of them (--server for one,\n"
+       "--cluster for several; their --auth-token-file, if given after `--`, is its upstream token),\n"
+       "recorded with them and stopped by `agentctl down`; its URL is printed. It is the\n"
+       "agentd-gateway beside agentctl, else the first on $PATH (or --gateway-path).",
        {{"--plugin-dir", "DIR", "load every plugin in DIR (repeatable)", true},
         {"--plugin", "FILE", "load the plugin FILE (repeatable)", true},
         {"--agent-dir", "DIR", "host the agent classes written in Python in DIR/*.py (repeatable)", true},
         {"--model-config-path", "FILE", "model configs for the servers"},
         {"--server-path", "PATH",
          "the as_server binary (default: $AGENTD_AS_SERVER, beside libagentd, beside agentctl, "
-         "then $PATH)"}},
+         "then $PATH)"},
+        {"--gateway", "HOST:PORT",
+         "also start agentd-gateway listening there (port 0: a free port) in front of the servers"},
+        {"--gateway-arg", "ARG",
+         "an option for agentd-gateway, e.g. --gateway-arg=--tls-cert=cert.pem (repeatable)", true},
+        {"--gateway-path", "PATH",
+         "the agentd-gateway binary (default: $AGENTD_GATEWAY, beside agentctl, then $PATH)"}},
        1,
        1,
        cmd_up},

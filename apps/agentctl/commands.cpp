@@ -535,6 +535,18 @@ int cmd_trace(const Invocation& inv) {
 
 // ---- local development servers ----
 
+namespace {
+
+// The local processes of one kind (LocalServer::kServer or kGateway).
+std::vector<LocalServer> of_kind(const std::vector<LocalServer>& all, const std::string& kind) {
+  std::vector<LocalServer> out;
+  for (const auto& s : all)
+    if (s.kind == kind) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
 int cmd_up(const Invocation& inv) {
   auto count = parse_whole(inv.args[0], 1, 256);
   if (!count)
@@ -557,12 +569,28 @@ int cmd_up(const Invocation& inv) {
   o.model_config_path = inv.value("--model-config-path").value_or("");
   o.extra_args = inv.passthrough;
   o.timeout = inv.timeout();
+  if (auto g = inv.value("--gateway")) {
+    const auto colon = g->rfind(':');
+    if (colon == std::string::npos || colon == 0 || !parse_whole(g->substr(colon + 1), 0, 65535))
+      throw inv.usage(fmt::format("--gateway must be HOST:PORT (port 0: a free port), not '{}'", *g));
+    o.gateway_listen = *g;
+    o.gateway_path = inv.value("--gateway-path").value_or("");
+    o.gateway_extra_args = inv.values("--gateway-arg");
+  } else if (inv.value("--gateway-path") || !inv.values("--gateway-arg").empty()) {
+    throw inv.usage("--gateway-path and --gateway-arg go with --gateway HOST:PORT");
+  }
   auto started = up(o);
+  const auto servers = of_kind(started, LocalServer::kServer);
+  const auto gateways = of_kind(started, LocalServer::kGateway);
   if (inv.g.json) {
-    print_json({{"servers", servers_json(started)}, {"state_dir", state_dir()}});
+    Value out{{"servers", servers_json(servers)}, {"state_dir", state_dir()}};
+    if (!gateways.empty()) out["gateway"] = gateways.front().to_json();
+    print_json(out);
   } else {
     print_servers(started);
-    std::cerr << "started " << started.size() << " as_server(s); stop them with `agentctl down`\n";
+    std::cerr << "started " << servers.size() << " as_server(s)"
+              << (gateways.empty() ? "" : " and agentd-gateway at " + gateways.front().url)
+              << "; stop them with `agentctl down`\n";
   }
   return kExitOk;
 }
@@ -576,9 +604,12 @@ int cmd_down(const Invocation& inv) {
   } else if (stopped.empty() && known.empty()) {
     std::cout << kNoLocalServers;
   } else {
-    for (const auto& s : stopped) std::cout << "stopped " << s.address() << " (pid " << s.pid << ")\n";
+    auto name = [](const LocalServer& s) {
+      return s.kind == LocalServer::kGateway ? "agentd-gateway " + s.url : s.address();
+    };
+    for (const auto& s : stopped) std::cout << "stopped " << name(s) << " (pid " << s.pid << ")\n";
     for (const auto& s : known)
-      if (!s.alive) std::cout << "forgot " << s.address() << " (pid " << s.pid << "): it had died\n";
+      if (!s.alive) std::cout << "forgot " << name(s) << " (pid " << s.pid << "): it had died\n";
     if (!remove_logs)
       std::cerr << "their logs stay in " << state_dir() << " (`agentctl down --remove-logs` removes them)\n";
   }
@@ -589,9 +620,15 @@ int cmd_ps(const Invocation& inv) {
   if (!inv.g.cluster.empty()) return cluster_members(inv, true);
   auto servers = recorded();
   if (inv.g.json) {
-    auto list = servers_json(servers);
-    for (std::size_t i = 0; i < servers.size(); ++i) list[i]["state"] = servers[i].alive ? "running" : "dead";
-    print_json({{"servers", list}});
+    auto with_state = [](const std::vector<LocalServer>& some) {
+      auto list = servers_json(some);
+      for (std::size_t i = 0; i < some.size(); ++i) list[i]["state"] = some[i].alive ? "running" : "dead";
+      return list;
+    };
+    Value out{{"servers", with_state(of_kind(servers, LocalServer::kServer))}};
+    const auto gateways = of_kind(servers, LocalServer::kGateway);
+    if (!gateways.empty()) out["gateways"] = with_state(gateways);
+    print_json(out);
   } else if (servers.empty()) {
     std::cout << kNoLocalServers;
   } else {

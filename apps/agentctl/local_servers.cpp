@@ -146,8 +146,9 @@ struct Starting {
   bool ready = false;
 };
 
+// hint: how to name another binary, for the error.
 agentd::detail::Subprocess spawn_detached(const std::string& binary, const std::vector<std::string>& args,
-                                          const std::string& log_path) {
+                                          const std::string& log_path, const std::string& hint) {
   agentd::detail::SpawnOptions options;
   options.argv = {binary};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
@@ -161,10 +162,7 @@ agentd::detail::Subprocess spawn_detached(const std::string& binary, const std::
   try {
     return agentd::detail::Subprocess::spawn(options);
   } catch (const agentd::detail::SpawnError& e) {
-    throw LocalError(
-        fmt::format("cannot start as_server '{}': {} (pass --server-path or set "
-                    "$AGENTD_AS_SERVER)",
-                    binary, std::strerror(e.error())));
+    throw LocalError(fmt::format("cannot start '{}': {} ({})", binary, std::strerror(e.error()), hint));
   }
 }
 
@@ -173,11 +171,64 @@ void terminate_and_reap(agentd::detail::Subprocess& process) {
   process.wait();
 }
 
+// An address the gateway can reach a server listening on host at: a wildcard address is
+// reached over loopback.
+std::string reachable_address(const LocalServer& s) {
+  const std::string host = s.host == "0.0.0.0"                  ? "127.0.0.1"
+                           : s.host == "::" || s.host == "[::]" ? "::1"
+                                                                : s.host;
+  return fmt::format("{}:{}", host, s.port);
+}
+
+// The arguments of agentd-gateway in front of servers: what it listens on, its upstream, the
+// token the servers want (their --auth-token-file among extra_args), then the caller's own.
+std::vector<std::string> gateway_args(const UpOptions& opts, const std::vector<LocalServer>& servers) {
+  std::vector<std::string> args{"--listen", opts.gateway_listen};
+  std::string upstream;
+  for (const auto& s : servers) upstream += (upstream.empty() ? "" : ",") + reachable_address(s);
+  args.insert(args.end(), {servers.size() == 1 ? "--server" : "--cluster", upstream});
+  const auto& extra = opts.extra_args;
+  for (std::size_t i = 0; i < extra.size(); ++i) {
+    if (extra[i] == "--auth-token-file" && i + 1 < extra.size())
+      args.insert(args.end(), {"--upstream-token-file", extra[i + 1]});
+    else if (extra[i].rfind("--auth-token-file=", 0) == 0)
+      args.insert(args.end(), {"--upstream-token-file", extra[i].substr(std::strlen("--auth-token-file="))});
+  }
+  args.insert(args.end(), opts.gateway_extra_args.begin(), opts.gateway_extra_args.end());
+  return args;
+}
+
+// The gateway's ready line ("agentd-gateway ready: listening on HOST:PORT ... url=URL"): its
+// port and URL into s; false when line is not one.
+bool parse_gateway_ready_line(const std::string& line, LocalServer& s) {
+  static const std::string kMarker = "agentd-gateway ready: listening on ";
+  const auto at = line.find(kMarker);
+  if (at == std::string::npos) return false;
+  std::istringstream words(line.substr(at + kMarker.size()));
+  std::string address;
+  words >> address;
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  try {
+    s.port = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+  } catch (const std::exception&) {
+    return false;
+  }
+  for (std::string w; words >> w;)
+    if (w.rfind("url=", 0) == 0) s.url = w.substr(4);
+  if (s.url.empty()) s.url = "http://" + address;
+  return true;
+}
+
 }  // namespace
 
 std::string LocalServer::address() const { return fmt::format("{}:{}", host, port); }
 
 agentd::Value LocalServer::to_json() const {
+  if (kind == kGateway)
+    return {{"kind", kind},    {"pid", pid},           {"host", host},
+            {"port", port},    {"address", address()}, {"url", url},
+            {"log", log_path}, {"binary", binary},     {"started_at", started_at}};
   return {{"pid", pid},
           {"host", host},
           {"port", port},
@@ -190,6 +241,8 @@ agentd::Value LocalServer::to_json() const {
 
 LocalServer LocalServer::from_json(const agentd::Value& v) {
   LocalServer s;
+  s.kind = v.value("kind", std::string(kServer));
+  s.url = v.value("url", std::string{});
   s.pid = v.value("pid", 0);
   s.host = v.value("host", std::string{});
   s.port = v.value("port", std::uint16_t{0});
@@ -223,9 +276,43 @@ std::string state_dir() {
   return dir;
 }
 
+std::string find_gateway_binary(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("AGENTD_GATEWAY"); env && *env) return env;
+  std::vector<std::string> looked;
+  auto found = [&](const fs::path& candidate) {
+    std::error_code ec;
+    looked.push_back(candidate.lexically_normal().string());
+    return ::access(looked.back().c_str(), X_OK) == 0 && !fs::is_directory(looked.back(), ec);
+  };
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && found(self.parent_path() / "agentd-gateway")) return looked.back();
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    auto colon = dirs.find(':');
+    std::string d(dirs.substr(0, colon));
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    if (!d.empty() && found(fs::path(d) / "agentd-gateway")) return looked.back();
+  }
+  std::string places;
+  for (const auto& l : looked) places += (places.empty() ? "" : ", ") + l;
+  if (places.empty()) places = "no place";
+  throw LocalError(
+      fmt::format("cannot find agentd-gateway: $AGENTD_GATEWAY is not set and there is no "
+                  "executable agentd-gateway beside agentctl or on $PATH (looked at {}); "
+                  "install it, put it on $PATH, or name it with --gateway-path or "
+                  "$AGENTD_GATEWAY",
+                  places));
+}
+
 std::vector<LocalServer> up(const UpOptions& opts) {
   auto dir = state_dir();
   auto binary = agentd::detail::ChildProcess::find_server_binary(opts.server_path);
+  // Found before anything starts: a missing gateway leaves nothing behind.
+  const std::string gateway_binary =
+      opts.gateway_listen.empty() ? "" : find_gateway_binary(opts.gateway_path);
   std::vector<std::string> args{"--host", opts.host, "--port", "0"};
   for (const auto& p : opts.plugins) args.insert(args.end(), {"--plugin", p});
   for (const auto& d : opts.plugin_dirs) args.insert(args.end(), {"--plugin-dir", d});
@@ -240,56 +327,75 @@ std::vector<LocalServer> up(const UpOptions& opts) {
       if (!s.process.reaped()) terminate_and_reap(s.process);
     throw LocalError(why);
   };
-  // Start them all, then wait for all: they start in parallel.
-  for (int i = 0; i < opts.count; ++i) {
-    auto tmp_log = fmt::format("{}/as_server-starting-{}-{}.log", dir, ::getpid(), i);
+  // Starts binary with args, logging to NAME-PID.log in the state directory.
+  auto start = [&](const LocalServer& what, const std::vector<std::string>& argv, const std::string& hint) {
+    auto tmp_log = fmt::format("{}/{}-starting-{}-{}.log", dir, what.kind, ::getpid(), starting.size());
     Starting s;
-    s.server.binary = binary;
-    s.server.host = opts.host;
+    s.server = what;
     s.server.started_at = static_cast<std::int64_t>(std::time(nullptr));
     try {
-      s.process = spawn_detached(binary, args, tmp_log);
+      s.process = spawn_detached(what.binary, argv, tmp_log, hint);
     } catch (const LocalError& e) {
       fail(e.what());
     }
     s.server.pid = s.process.pid();
-    s.server.log_path = fmt::format("{}/as_server-{}.log", dir, s.server.pid);
+    s.server.log_path = fmt::format("{}/{}-{}.log", dir, what.kind, s.server.pid);
     std::error_code ec;
     fs::rename(tmp_log, s.server.log_path, ec);
     if (ec) s.server.log_path = tmp_log;
     starting.push_back(std::move(s));
-  }
-
+  };
+  // Waits until every process started has printed its ready line (or fails).
   auto deadline = Clock::now() + opts.timeout;
-  for (;;) {
-    bool all_ready = true;
-    for (auto& s : starting) {
-      if (s.ready) continue;
-      auto log = read_file(s.server.log_path);
-      std::istringstream lines(log);
-      std::string line;
-      while (std::getline(lines, line)) {
-        if (auto ready = agentd::net::parse_ready_line(line)) {
-          s.server.port = ready->endpoint.port;
-          s.server.server_id = ready->server_id;
-          s.ready = true;
-          break;
+  auto wait_all = [&] {
+    for (;;) {
+      bool all_ready = true;
+      for (auto& s : starting) {
+        if (s.ready) continue;
+        auto log = read_file(s.server.log_path);
+        std::istringstream lines(log);
+        std::string line;
+        while (!s.ready && std::getline(lines, line)) {
+          if (s.server.kind == LocalServer::kGateway) {
+            s.ready = parse_gateway_ready_line(line, s.server);
+          } else if (auto ready = agentd::net::parse_ready_line(line)) {
+            s.server.port = ready->endpoint.port;
+            s.server.server_id = ready->server_id;
+            s.ready = true;
+          }
         }
+        if (s.ready) continue;
+        if (auto status = s.process.try_wait()) {
+          fail(fmt::format("{} {} before it was ready; the end of its log ({}):\n{}", s.server.kind,
+                           describe_status(*status), s.server.log_path, tail_lines(log, 15)));
+        }
+        all_ready = false;
       }
-      if (s.ready) continue;
-      if (auto status = s.process.try_wait()) {
-        fail(fmt::format("as_server {} before it was ready; the end of its log ({}):\n{}",
-                         describe_status(*status), s.server.log_path, tail_lines(log, 15)));
-      }
-      all_ready = false;
+      if (all_ready) return;
+      if (Clock::now() >= deadline)
+        fail(
+            fmt::format("{} did not report ready within {} ms (raise --timeout; logs are "
+                        "in {})",
+                        starting.back().server.kind, opts.timeout.count(), dir));
+      std::this_thread::sleep_for(kPollInterval);
     }
-    if (all_ready) break;
-    if (Clock::now() >= deadline)
-      fail(
-          fmt::format("as_server did not report ready within {} ms (raise --timeout; logs are "
-                      "in {})",
-                      opts.timeout.count(), dir));
-    std::this_thread::sleep_for(kPollInterval);
+  };
+
+  // Start them all, then wait for all: they start in parallel.
+  LocalServer server;
+  server.binary = binary;
+  server.host = opts.host;
+  for (int i = 0; i < opts.count; ++i) start(server, args, "pass --server-path or set $AGENTD_AS_SERVER");
+  wait_all();
+  if (!gateway_binary.empty()) {
+    std::vector<LocalServer> servers;
+    for (const auto& s : starting) servers.push_back(s.server);
+    LocalServer gateway;
+    gateway.kind = LocalServer::kGateway;
+    gateway.binary = gateway_binary;
+    gateway.host = opts.gateway_listen.substr(0, opts.gateway_listen.rfind(':'));
+    start(gateway, gateway_args(opts, servers), "pass --gateway-path or set $AGENTD_GATEWAY");
+    wait_all();
   }
 
   // They run on after this agentctl: from here on nothing waits for or kills them but `down`.

@@ -239,13 +239,20 @@ void print_spans(const std::vector<agentd::TraceSpan>& spans) {
 void print_servers(const std::vector<LocalServer>& servers, bool show_state) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : servers) {
+    if (s.kind != LocalServer::kServer) continue;
     rows.push_back({s.address(), std::to_string(s.pid), s.server_id, s.log_path});
     if (show_state) rows.back().insert(rows.back().begin() + 2, s.alive ? "running" : "dead");
   }
-  if (show_state)
-    print_table({"ADDRESS", "PID", "STATE", "SERVER_ID", "LOG"}, rows);
-  else
-    print_table({"ADDRESS", "PID", "SERVER_ID", "LOG"}, rows);
+  if (!rows.empty() || servers.empty()) {
+    if (show_state)
+      print_table({"ADDRESS", "PID", "STATE", "SERVER_ID", "LOG"}, rows);
+    else
+      print_table({"ADDRESS", "PID", "SERVER_ID", "LOG"}, rows);
+  }
+  for (const auto& g : servers)
+    if (g.kind == LocalServer::kGateway)
+      std::cout << fmt::format("agentd-gateway {} (pid {}{}, log {})\n", g.url, g.pid,
+                               show_state ? (g.alive ? ", running" : ", dead") : "", g.log_path);
 }
 
 }  // namespace agentctl

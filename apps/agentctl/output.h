@@ -43,7 +43,8 @@ void print_server_info(const agentd::ServerInfo& i);              // `status`
 void print_agents(const std::vector<agentd::AgentInfo>& agents);  // `list`: one row each
 void print_memory(const std::vector<agentd::Msg>& memory);        // `memory`: one row each
 void print_spans(const std::vector<agentd::TraceSpan>& spans);    // `trace`: one row each
-// `up`, `ps`: one row each; show_state adds running/dead (`ps`).
+// `up`, `ps`: one row per server; show_state adds running/dead (`ps`); then a line per gateway
+// (its URL, pid, state and log).
 void print_servers(const std::vector<LocalServer>& servers, bool show_state = false);
 
 }  // namespace agentctl

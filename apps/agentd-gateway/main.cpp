@@ -5,6 +5,7 @@
 #include "a2a/task_store.h"
 #include "http/listener.h"
 #include "http/metrics.h"
+#include "http/tls.h"
 #include "openai/chat_mapping.h"
 #include "openai/openai_api.h"
 #include "notify.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   if (auto code = gateway::parse_options(argc, argv, opts)) return *code;
 
   gateway::TokenCheck tokens;
+  gateway::http::ServerTls tls;  // HTTPS towards clients (no context: plain HTTP)
   agentd::ClientOptions client_opts;
   // The gateway outlives restarts of its server: it keeps reconnecting (a year is "forever"), and
   // requests made meanwhile wait, each for at most --reply-timeout (lookups and listings too).
@@ -45,10 +47,12 @@ int main(int argc, char** argv) {
     if (!opts.token_file.empty()) tokens = gateway::TokenCheck(gateway::read_token_file(opts.token_file));
     if (!opts.upstream_token_file.empty())
       client_opts.token = gateway::read_token_file(opts.upstream_token_file).front();
+    if (!opts.tls_cert.empty()) tls = gateway::http::load_server_tls(opts.tls_cert, opts.tls_key);
   } catch (const std::exception& e) {
     std::cerr << "agentd-gateway: " << e.what() << "\n";
     return 2;
   }
+  if (!tls.warning.empty()) std::cerr << "agentd-gateway: warning: " << tls.warning << "\n";
 
   asio::io_context ioc(static_cast<int>(opts.threads));
   // A server that cannot be reached yet is tried again in the background (requests get 503
@@ -97,7 +101,8 @@ int main(int argc, char** argv) {
     auto at = resolver.resolve(opts.listen.host, std::to_string(opts.listen.port)).begin()->endpoint();
     gateway::http::Limits limits{opts.max_header_bytes, opts.max_body_bytes, opts.request_timeout,
                                  opts.write_timeout};
-    listener = std::make_shared<gateway::http::Listener>(ioc, at, limits, opts.max_connections, route);
+    listener =
+        std::make_shared<gateway::http::Listener>(ioc, at, limits, opts.max_connections, route, tls.context);
   } catch (const std::exception& e) {
     std::cerr << "agentd-gateway: cannot listen on " << opts.listen.host << ":" << opts.listen.port << ": "
               << e.what() << "\n";
@@ -113,9 +118,12 @@ int main(int argc, char** argv) {
   });
 
   const auto bound = listener->local_endpoint();
-  std::printf("agentd-gateway ready: listening on %s:%u server=%s pid=%d\n",
+  const std::string host =
+      bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
+  std::printf("agentd-gateway ready: listening on %s:%u server=%s pid=%d url=%s://%s:%u\n",
               bound.address().to_string().c_str(), static_cast<unsigned>(bound.port()),
-              upstream->address().c_str(), static_cast<int>(::getpid()));
+              upstream->address().c_str(), static_cast<int>(::getpid()), listener->tls() ? "https" : "http",
+              host.c_str(), static_cast<unsigned>(bound.port()));
   std::fflush(stdout);
   gateway::sd_notify("READY=1\nSTATUS=serving HTTP on " + bound.address().to_string() + ":" +
                      std::to_string(bound.port()) + " for " + upstream->address() +

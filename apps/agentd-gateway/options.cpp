@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 
 #include <iostream>
@@ -32,7 +33,10 @@ HostPort parse_host_port(const std::string& text, const std::string& what) {
 }
 
 bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(host, ec);
+  return !ec && address.is_loopback();
 }
 
 std::optional<int> parse_options(int argc, char** argv, Options& out) {
@@ -52,10 +56,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       "                              server-sent chat.completion.chunk events, then data: [DONE]\n"
       "\n"
       "It is a client of as_server (as agentctl is). When it listens it prints\n"
-      "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID\n"
-      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, 3 cannot listen. A server that\n"
-      "cannot be reached (yet, or after a restart) is tried again in the background; requests wait\n"
-      "for it up to --reply-timeout, or get 503 before the first connection.\n"
+      "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID url=URL\n"
+      "(URL: http://HOST:PORT, or https:// with --tls-cert).\n"
+      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option or file (tokens, certificate, key),\n"
+      "3 cannot listen. A server that cannot be reached (yet, or after a restart) is tried again in\n"
+      "the background; requests wait for it up to --reply-timeout, or get 503 before the first\n"
+      "connection.\n"
       "\n"
       "Options");
   // clang-format off
@@ -71,6 +77,13 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     ("token-file", po::value(&out.token_file),
      "bearer tokens clients must send (Authorization: Bearer TOKEN), one per line, '#' comments; "
      "the file must not be readable by group or others (chmod 600)")
+    ("tls-cert", po::value(&out.tls_cert),
+     "serve HTTPS only (TLS 1.2 and 1.3), with this PEM certificate, followed by its chain; needs "
+     "--tls-key. A plaintext request is answered 400 saying to use https. Read once at start: a "
+     "certificate renewed on disk needs a restart")
+    ("tls-key", po::value(&out.tls_key),
+     "the PEM private key of --tls-cert, unencrypted; other users must not be able to read it "
+     "(chmod 600, or 640 for a group such as ssl-cert)")
     ("upstream-token-file", po::value(&out.upstream_token_file),
      "the token to log in to the server with (its first token; same format; default $AGENTD_TOKEN)")
     ("upstream-tls-ca", po::value(&out.upstream_tls_ca),
@@ -113,6 +126,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     }
     if (server.empty() == out.cluster.empty())
       throw std::invalid_argument("give one of --server HOST:PORT and --cluster SPEC");
+    if (out.tls_cert.empty() != out.tls_key.empty())
+      throw std::invalid_argument(
+          "HTTPS needs both --tls-cert and --tls-key (PEM files); give both, or neither");
     if (out.upstream_tls_cert.empty() != out.upstream_tls_key.empty())
       throw std::invalid_argument("--upstream-tls-cert and --upstream-tls-key go together");
     if (!out.upstream_tls_cert.empty() && out.upstream_tls_ca.empty())
@@ -129,8 +145,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     out.request_timeout = std::chrono::seconds(request_timeout);
     out.write_timeout = std::chrono::seconds(write_timeout);
     if (!is_loopback(out.listen.host) && out.token_file.empty() && !out.allow_unauthenticated)
-      throw std::invalid_argument("--listen " + listen +
-                                  " is beyond loopback: give --token-file (or --allow-unauthenticated)");
+      throw std::invalid_argument(
+          "--listen " + listen +
+          " is beyond loopback: refusing to serve it without a token, since anyone who reaches the port "
+          "could call every agent. Require a token with --token-file FILE (make one with `openssl rand -hex "
+          "32 > FILE && chmod 600 FILE`), or, on a trusted network only, pass --allow-unauthenticated");
   } catch (const std::exception& e) {
     std::cerr << "agentd-gateway: " << e.what() << "\n(agentd-gateway --help lists the options)\n";
     return 2;

@@ -19,6 +19,8 @@ struct Options {
   HostPort server;                  // the upstream as_server, or:
   std::string cluster;              // a cluster spec (agentd::Cluster::open: file, dns:NAME:PORT, A:P,B:P)
   std::string token_file;           // bearer tokens clients must present (empty: none)
+  std::string tls_cert;             // HTTPS towards clients: the certificate (chain), PEM
+  std::string tls_key;              // and its private key (both or neither)
   std::string upstream_token_file;  // the token to log in to the server with
   std::string upstream_tls_ca;      // TLS to the server: the CA bundle that signed its certificate
   std::string upstream_tls_cert;    // and a client certificate with its key (--tls-client-ca)
@@ -42,6 +44,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& out);
 // "HOST:PORT" or "[V6]:PORT". Throws std::invalid_argument naming what is wrong.
 HostPort parse_host_port(const std::string& text, const std::string& what);
 
+// True only for an address no other machine can reach: "localhost", or an IP address literal in
+// 127.0.0.0/8 or ::1. Any other name is not (it may resolve to anything, "127.x.example" too).
 bool is_loopback(const std::string& host);
 
 }  // namespace gateway

@@ -146,3 +146,49 @@ def test_tls_to_the_server(tmp_path):
         if g:
             g.close()
         server.close()
+
+
+def test_listening_beyond_loopback_needs_a_token_file_or_allow_unauthenticated(server, tmp_path):
+    from conftest import GATEWAY, Process, write_secret
+    upstream = ["--server", f"{server.host}:{server.port}"]
+
+    def refused(listen):
+        out = subprocess.run([GATEWAY, "--listen", listen] + upstream, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2, (listen, out.stderr)
+        assert f"--listen {listen} is beyond loopback" in out.stderr
+        assert "--token-file" in out.stderr and "--allow-unauthenticated" in out.stderr
+        assert "ready" not in out.stdout
+
+    def started(listen, *extra):
+        g = Process([GATEWAY, "--listen", listen] + upstream + list(extra), "agentd-gateway ready: listening on ")
+        g.base = f"http://127.0.0.1:{g.port}"
+        return g
+
+    def stop(g):
+        g.proc.terminate()
+        assert g.proc.wait(timeout=20) == 0, g.stderr()[-3000:]
+        g.close()
+
+    refused("0.0.0.0:0")
+    refused("[::]:0")
+    # A name is not loopback because it looks like an address: it may resolve to anything.
+    refused("127.0.0.1.example.invalid:0")
+    # Loopback addresses need nothing.
+    g = started("127.0.0.2:0")
+    assert g.host == "127.0.0.2"
+    stop(g)
+    # Beyond loopback with a token file: tokens are required there.
+    token = "t" * 32
+    g = started("0.0.0.0:0", "--token-file", write_secret(str(tmp_path), "tokens", token))
+    try:
+        assert g.host == "0.0.0.0"
+        assert request(g, "GET", "/v1/models")[0] == 401
+        assert request(g, "GET", "/v1/models", token=token)[0] == 200
+    finally:
+        stop(g)
+    # Or explicitly without: served to anyone.
+    g = started("0.0.0.0:0", "--allow-unauthenticated")
+    try:
+        assert request(g, "GET", "/v1/models")[0] == 200
+    finally:
+        stop(g)

@@ -16,10 +16,10 @@ namespace {
 using ExchangePtr = std::shared_ptr<http::Exchange>;
 constexpr std::string_view kCardPath = ".well-known/agent-card.json";
 
-// "http://HOST" as the client reached the gateway (TLS towards clients is not there yet).
-std::string base_url(const http::Request& req) {
-  const std::string_view host = req[http::bhttp::field::host];
-  return "http://" + std::string(host.empty() ? "localhost" : host);
+// "http://HOST" or "https://HOST" as the client reached the gateway.
+std::string base_url(const http::Exchange& ex) {
+  const std::string_view host = ex.request()[http::bhttp::field::host];
+  return (ex.secure() ? "https://" : "http://") + std::string(host.empty() ? "localhost" : host);
 }
 
 // The A2A-Version the request asks for: the header, else the query parameter; empty if neither.
@@ -168,7 +168,7 @@ void A2aApi::gateway_card(const ExchangePtr& ex) {
     if (auto* e = std::get_if<agentd::Error>(&result))
       return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
     const auto& infos = std::get<std::vector<agentd::AgentInfo>>(result);
-    respond_json(ex, a2a::gateway_card(card_agents(infos), base_url(ex->request()), bearer));
+    respond_json(ex, a2a::gateway_card(card_agents(infos), base_url(*ex), bearer));
   });
 }
 
@@ -179,7 +179,7 @@ void A2aApi::agent_card(const ExchangePtr& ex, const std::string& agent) {
       return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
     for (const auto& a : card_agents(std::get<std::vector<agentd::AgentInfo>>(result)))
       if (a.id == agent) {
-        json card = a2a::agent_card(a, base_url(ex->request()), bearer);
+        json card = a2a::agent_card(a, base_url(*ex), bearer);
         v03::add_card_fields(card, bearer);  // the same card serves A2A 0.3 clients
         return respond_json(ex, card);
       }

@@ -4,18 +4,23 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <utility>
+#include <variant>
 
 namespace gateway::http {
 
 std::string error_body(const std::string& message, const std::string& type, const std::string& code) {
-  nlohmann::json e{{"message", message}, {"type", type}, {"code", nullptr}};
+  nlohmann::json e{{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (!code.empty()) e["code"] = code;
   return nlohmann::json{{"error", e}}.dump();
 }
@@ -85,9 +90,11 @@ Exchange::~Exchange() {
   }
 }
 
-asio::any_io_executor Exchange::executor() const { return conn_->stream_.get_executor(); }
+asio::any_io_executor Exchange::executor() const { return conn_->executor_; }
 
 bool Exchange::client_gone() const { return conn_->gone_.load(); }
+
+bool Exchange::secure() const { return conn_->tls_ != nullptr; }
 
 void Exchange::respond(Status status, std::string content_type, std::string body) {
   int expected = 0;
@@ -106,7 +113,7 @@ void Exchange::respond(Status status, std::string content_type, std::string body
   item.log = log_;
   item.response = std::move(res);
   item.close_after = !req_.keep_alive();
-  asio::dispatch(conn_->stream_.get_executor(),
+  asio::dispatch(conn_->executor_,
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
 }
 
@@ -126,7 +133,7 @@ void Exchange::start_stream(Status status, std::string content_type) {
   item.exchange = seq_;
   item.kind = Connection::Item::header;
   item.head = std::move(head);
-  asio::dispatch(conn_->stream_.get_executor(),
+  asio::dispatch(conn_->executor_,
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
 }
 
@@ -136,7 +143,7 @@ void Exchange::send(std::string piece) {
   item.exchange = seq_;
   item.kind = Connection::Item::chunk;
   item.data = std::make_shared<std::string>(std::move(piece));
-  asio::dispatch(conn_->stream_.get_executor(),
+  asio::dispatch(conn_->executor_,
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
 }
 
@@ -148,22 +155,43 @@ void Exchange::end_stream() {
   item.kind = Connection::Item::last;
   item.log = log_;
   item.close_after = !req_.keep_alive();
-  asio::dispatch(conn_->stream_.get_executor(),
+  asio::dispatch(conn_->executor_,
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
 }
 
 // ---- Connection ----
 
-Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits,
-                       std::shared_ptr<const Handler> handler,
+// The stream a connection reads and writes: TCP, or TLS over TCP once a TLS client has been told
+// from a plaintext one. Every operation goes through visit(), so plain and TLS connections run
+// the same code; deadlines are on the TCP stream under both (beast::tcp_stream's timeouts).
+struct Connection::Stream {
+  using Tls = beast::ssl_stream<beast::tcp_stream>;
+  std::variant<beast::tcp_stream, Tls> s;
+
+  explicit Stream(asio::ip::tcp::socket socket)
+      : s(std::in_place_type<beast::tcp_stream>, std::move(socket)) {}
+  beast::tcp_stream& tcp() {
+    return std::visit([](auto& st) -> beast::tcp_stream& { return beast::get_lowest_layer(st); }, s);
+  }
+  Tls* tls() { return std::get_if<Tls>(&s); }
+  template <class F>
+  void visit(F&& f) {
+    std::visit(std::forward<F>(f), s);
+  }
+};
+
+Connection::Connection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
+                       const Limits& limits, std::shared_ptr<const Handler> handler,
                        std::shared_ptr<std::atomic<std::size_t>> open_count)
-    : stream_(std::move(socket)),
+    : executor_(socket.get_executor()),
+      tls_(std::move(tls)),
       limits_(limits),
       handler_(std::move(handler)),
       open_count_(std::move(open_count)) {
   beast::error_code ec;
-  const auto remote = stream_.socket().remote_endpoint(ec);
+  const auto remote = socket.remote_endpoint(ec);
   if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+  stream_ = std::make_unique<Stream>(std::move(socket));
   metrics().connection_opened();
 }
 
@@ -173,7 +201,48 @@ Connection::~Connection() {
 }
 
 void Connection::start() {
-  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  asio::dispatch(executor_, [self = shared_from_this()] {
+    if (self->tls_)
+      self->detect_tls();
+    else
+      self->read_request();
+  });
+}
+
+void Connection::detect_tls() {
+  // The handshake counts as part of the first request: a client that connects and sends nothing,
+  // or stalls in the handshake, is closed at the request deadline.
+  stream_->tcp().expires_after(limits_.request_timeout);
+  beast::async_detect_ssl(
+      stream_->tcp(), buffer_,
+      [self = shared_from_this()](beast::error_code ec, bool tls) { self->on_detected(ec, tls); });
+}
+
+void Connection::on_detected(beast::error_code ec, bool tls) {
+  if (ec) return close();  // gone, or silent until the deadline
+  if (!tls) {
+    // Plaintext HTTP on a TLS listener: read the request as usual and answer it in plaintext.
+    plaintext_on_tls_ = true;
+    return read_request();
+  }
+  beast::tcp_stream tcp = std::move(std::get<beast::tcp_stream>(stream_->s));
+  stream_->s.emplace<Stream::Tls>(std::move(tcp), *tls_);
+  // The bytes read to tell TLS from plaintext are the start of the handshake.
+  stream_->tls()->async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                                  [self = shared_from_this()](beast::error_code hec, std::size_t used) {
+                                    self->on_handshake(hec, used);
+                                  });
+}
+
+void Connection::on_handshake(beast::error_code ec, std::size_t used) {
+  if (ec) {
+    // Not trusted by the client, no common protocol version or cipher, or too slow: the client
+    // has its own side of the story; nothing can be answered over a failed handshake.
+    metrics().tls_handshake_failed();
+    return close();
+  }
+  buffer_.consume(used);
+  read_request();
 }
 
 void Connection::read_request() {
@@ -182,37 +251,51 @@ void Connection::read_request() {
   parser_->body_limit(limits_.max_body_bytes);
   // One deadline for the whole request, set once: a client that trickles bytes (slowloris) or
   // idles on a keep-alive connection is closed when it passes.
-  stream_.expires_after(limits_.request_timeout);
-  bhttp::async_read_header(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  stream_->tcp().expires_after(limits_.request_timeout);
+  stream_->visit([this](auto& s) {
+    bhttp::async_read_header(
+        s, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  });
 }
 
 void Connection::on_header(beast::error_code ec) {
   if (ec) return fail_request(ec);
   const auto& req = parser_->get();
-  if (beast::iequals(req[bhttp::field::expect], "100-continue") && !parser_->is_done()) {
+  if (beast::iequals(req[bhttp::field::expect], "100-continue") && !parser_->is_done() &&
+      !plaintext_on_tls_) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    asio::async_write(stream_, asio::buffer(kContinue),
-                      [self = shared_from_this()](beast::error_code wec, std::size_t) {
-                        if (wec) return self->close();
-                        self->read_body();
-                      });
+    stream_->visit([this](auto& s) {
+      asio::async_write(s, asio::buffer(kContinue),
+                        [self = shared_from_this()](beast::error_code wec, std::size_t) {
+                          if (wec) return self->close();
+                          self->read_body();
+                        });
+    });
     return;
   }
   read_body();
 }
 
 void Connection::read_body() {
-  bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  stream_->visit([this](auto& s) {
+    bhttp::async_read(s, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  });
 }
 
 void Connection::on_read(beast::error_code ec) {
   if (ec) return fail_request(ec);
-  stream_.expires_never();  // the handler may take long (an agent's reply); writes set their own
+  stream_->tcp().expires_never();  // the handler may take long (an agent's reply); writes set their own
   Request req = parser_->release();
   parser_.reset();
+  if (plaintext_on_tls_) {
+    const std::string_view host = req[bhttp::field::host];
+    return refuse(Status::bad_request,
+                  "this port serves HTTPS only: send the request over TLS (https://" +
+                      std::string(host.empty() ? "HOST:PORT" : host) + "/)",
+                  "https_required", &req);
+  }
   keep_alive_ = req.keep_alive();
   auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(req), ++exchanges_);
   try {
@@ -222,37 +305,42 @@ void Connection::on_read(beast::error_code ec) {
   }
 }
 
+void Connection::refuse(Status status, const std::string& message, const std::string& code,
+                        const Request* req) {
+  Item item;
+  item.kind = Item::full;
+  item.response = std::make_shared<bhttp::response<bhttp::string_body>>(status, 11);
+  item.response->set(bhttp::field::server, "agentd-gateway");
+  item.response->set(bhttp::field::content_type, "application/json");
+  item.response->body() = error_body(message, "invalid_request_error", code);
+  item.response->keep_alive(false);
+  item.response->prepare_payload();
+  item.close_after = true;
+  item.log = std::make_shared<RequestLog>();
+  item.log->method = req ? std::string(req->method_string()) : "-";  // "-": the request could not be read
+  item.log->path = req ? std::string(req->target().substr(0, req->target().find('?'))) : "-";
+  item.log->bytes_in = req ? req->body().size() : 0;
+  item.log->status = static_cast<unsigned>(status);
+  enqueue(std::move(item));
+}
+
 void Connection::fail_request(beast::error_code ec) {
-  auto answer = [this](Status status, const std::string& message, const std::string& code) {
-    Item item;
-    item.kind = Item::full;
-    item.response = std::make_shared<bhttp::response<bhttp::string_body>>(status, 11);
-    item.response->set(bhttp::field::server, "agentd-gateway");
-    item.response->set(bhttp::field::content_type, "application/json");
-    item.response->body() = error_body(message, "invalid_request_error", code);
-    item.response->keep_alive(false);
-    item.response->prepare_payload();
-    item.close_after = true;
-    item.log = std::make_shared<RequestLog>();
-    item.log->method = "-";  // the request could not be read
-    item.log->path = "-";
-    item.log->status = static_cast<unsigned>(status);
-    enqueue(std::move(item));
-  };
-  if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
+  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof)
+    return close(true);  // the client closed its side between requests: say goodbye
+  if (ec == beast::error::timeout ||
       ec.category() != bhttp::make_error_code(bhttp::error::bad_method).category())
     return close();  // the client went, idled too long or sent too slowly: nothing to answer
   if (ec == bhttp::error::body_limit)
-    return answer(
+    return refuse(
         Status::payload_too_large,
         "the request body is larger than --max-body-bytes " + std::to_string(limits_.max_body_bytes),
-        "body_too_large");
+        "body_too_large", nullptr);
   if (ec == bhttp::error::header_limit)
-    return answer(
+    return refuse(
         Status::request_header_fields_too_large,
         "the request header is larger than --max-header-bytes " + std::to_string(limits_.max_header_bytes),
-        "header_too_large");
-  answer(Status::bad_request, "malformed HTTP request: " + ec.message(), "bad_http");
+        "header_too_large", nullptr);
+  refuse(Status::bad_request, "malformed HTTP request: " + ec.message(), "bad_http", nullptr);
 }
 
 void Connection::enqueue(Item item) {
@@ -288,44 +376,57 @@ void Connection::write_next() {
     if (item->log) item->log->write(self->peer_, !ec);
     self->on_written(ec, ends, item->close_after);
   };
-  stream_.expires_after(limits_.write_timeout);
-  switch (item->kind) {
-    case Item::full:
-      bhttp::async_write(stream_, *item->response, std::move(done));
-      break;
-    case Item::header:
-      item->serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*item->head);
-      bhttp::async_write_header(stream_, *item->serializer, std::move(done));
-      break;
-    case Item::chunk:
-      asio::async_write(stream_, bhttp::make_chunk(asio::buffer(*item->data)), std::move(done));
-      break;
-    case Item::last:
-      asio::async_write(stream_, bhttp::make_chunk_last(), std::move(done));
-      break;
-  }
+  stream_->tcp().expires_after(limits_.write_timeout);
+  stream_->visit([&item, &done](auto& s) {
+    switch (item->kind) {
+      case Item::full:
+        bhttp::async_write(s, *item->response, std::move(done));
+        break;
+      case Item::header:
+        item->serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*item->head);
+        bhttp::async_write_header(s, *item->serializer, std::move(done));
+        break;
+      case Item::chunk:
+        asio::async_write(s, bhttp::make_chunk(asio::buffer(*item->data)), std::move(done));
+        break;
+      case Item::last:
+        asio::async_write(s, bhttp::make_chunk_last(), std::move(done));
+        break;
+    }
+  });
 }
 
 void Connection::on_written(beast::error_code ec, bool ends_exchange, bool close_after) {
   if (ec) return close();
   if (ends_exchange) {
-    if (close_after || !keep_alive_) return close();
+    if (close_after || !keep_alive_) return close(true);
     read_request();
   } else {
-    stream_.expires_never();  // between the pieces of a stream the agent takes its time
+    stream_->tcp().expires_never();  // between the pieces of a stream the agent takes its time
   }
   write_next();
 }
 
-void Connection::close() {
+void Connection::close(bool graceful) {
   if (gone_.exchange(true)) return;
   if (streaming_ != 0) metrics().stream_closed();  // the client went mid-stream
   streaming_ = 0;
   queue_.clear();
   writing_ = false;
+  if (auto* tls = stream_->tls(); tls && graceful) {
+    // TLS's own end of the conversation (close_notify), so that a client reading to the end
+    // sees a clean end rather than a truncated stream; then the socket goes.
+    stream_->tcp().expires_after(limits_.write_timeout);
+    tls->async_shutdown([self = shared_from_this()](beast::error_code) { self->drop(); });
+    return;
+  }
+  drop();
+}
+
+void Connection::drop() {
   beast::error_code ignored;
-  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-  stream_.close();
+  stream_->tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_->tcp().close();
 }
 
 }  // namespace gateway::http

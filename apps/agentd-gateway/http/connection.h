@@ -6,18 +6,21 @@
 // handler may answer from any thread (the client library's loop thread included): Exchange's
 // methods post to the connection's strand.
 //
-// Per connection: read a request (header, then body; `Expect: 100-continue` answered), hand it to
-// the handler, write what the handler answers (one response, or a chunked stream of pieces),
-// then read the next request on the same connection (keep-alive) or close it. Limits: header
-// and body size (431 / 413), a deadline for receiving a whole request (slow clients are closed)
-// and one for each write (a client that stops reading is closed). Each request answered is
-// logged as one JSON line on stderr (method, path, status, time, peer; never a header's value).
+// Per connection: on a TLS listener first the TLS handshake (within the request deadline; a
+// client that sends plaintext HTTP there is answered 400 in plaintext, saying to use https),
+// then read a request (header, then body; `Expect: 100-continue` answered), hand it to the
+// handler, write what the handler answers (one response, or a chunked stream of pieces), then
+// read the next request on the same connection (keep-alive) or close it. Plain and TLS
+// connections run the same code: only the stream under it differs. Limits: header and body size
+// (431 / 413), a deadline for receiving a whole request (slow clients are closed) and one for
+// each write (a client that stops reading is closed). Each request answered is logged as one
+// JSON line on stderr (method, path, status, time, peer; never a header's value).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
 #include <atomic>
@@ -31,6 +34,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace gateway::http {
 
@@ -47,7 +54,8 @@ struct Limits {
   std::chrono::seconds write_timeout{30};
 };
 
-// An error body in OpenAI's shape: {"error": {"message", "type", "code"}} (code null when empty).
+// An error body in OpenAI's shape: {"error": {"message", "type", "param", "code"}} (param null; code null
+// when empty).
 std::string error_body(const std::string& message, const std::string& type, const std::string& code = {});
 
 class Connection;
@@ -81,6 +89,8 @@ class Exchange {
   void end_stream();
   // True once the client has gone (a write failed or the connection closed).
   bool client_gone() const;
+  // True when the request came over TLS (the client reached the gateway with https://).
+  bool secure() const;
 
  private:
   std::shared_ptr<Connection> conn_;
@@ -100,29 +110,43 @@ void set_shutting_down();
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // open_count: the listener's count of open connections (this one included), decremented when
-  // this connection goes, which may be after the listener has gone (at exit).
-  Connection(asio::ip::tcp::socket socket, const Limits& limits, std::shared_ptr<const Handler> handler,
-             std::shared_ptr<std::atomic<std::size_t>> open_count);
+  // this connection goes, which may be after the listener has gone (at exit). tls: the
+  // listener's TLS context (null: plaintext HTTP).
+  Connection(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> tls, const Limits& limits,
+             std::shared_ptr<const Handler> handler, std::shared_ptr<std::atomic<std::size_t>> open_count);
   ~Connection();
   void start();
 
  private:
   friend class Exchange;
   struct Item;
+  struct Stream;  // the TCP stream, or the TLS stream over it
+
+  // TLS listeners only: plaintext or a TLS handshake? Then the handshake.
+  void detect_tls();
+  void on_detected(beast::error_code ec, bool tls);
+  void on_handshake(beast::error_code ec, std::size_t used);
 
   void read_request();
   void on_header(beast::error_code ec);
   void read_body();
   void on_read(beast::error_code ec);
   void fail_request(beast::error_code ec);
+  // Answers an error (OpenAI's shape) and closes the connection once it is written.
+  void refuse(Status status, const std::string& message, const std::string& code, const Request* req);
 
   // Strand only.
   void enqueue(Item item);
   void write_next();
   void on_written(beast::error_code ec, bool ends_exchange, bool close_after);
-  void close();
+  // graceful: a TLS connection first sends its close_notify (bounded by the write timeout).
+  void close(bool graceful = false);
+  void drop();
 
-  beast::tcp_stream stream_;
+  std::unique_ptr<Stream> stream_;
+  asio::any_io_executor executor_;  // the connection's strand
+  std::shared_ptr<asio::ssl::context> tls_;
+  bool plaintext_on_tls_ = false;  // a plaintext client of a TLS listener: its request is refused
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   const Limits limits_;

@@ -8,13 +8,14 @@
 namespace gateway::http {
 
 Listener::Listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& at, Limits limits,
-                   std::size_t max_connections, Handler handler)
+                   std::size_t max_connections, Handler handler, std::shared_ptr<asio::ssl::context> tls)
     : ioc_(ioc),
       acceptor_(asio::make_strand(ioc)),
       retry_(acceptor_.get_executor()),
       limits_(limits),
       max_connections_(max_connections),
-      handler_(std::make_shared<const Handler>(std::move(handler))) {
+      handler_(std::make_shared<const Handler>(std::move(handler))),
+      tls_(std::move(tls)) {
   acceptor_.open(at.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(at);
@@ -54,7 +55,8 @@ void Listener::accept() {
       socket.close(ignored);  // over --max-connections
     } else {
       self->open_->fetch_add(1);
-      std::make_shared<Connection>(std::move(socket), self->limits_, self->handler_, self->open_)->start();
+      std::make_shared<Connection>(std::move(socket), self->tls_, self->limits_, self->handler_, self->open_)
+          ->start();
     }
     self->accept();
   });

@@ -66,7 +66,12 @@ std::string Metrics::text() const {
       << "# HELP agentd_gateway_streams Streamed answers (server-sent events) open.\n"
          "# TYPE agentd_gateway_streams gauge\n"
          "agentd_gateway_streams "
-      << streams_.load() << "\n";
+      << streams_.load() << "\n"
+      << "# HELP agentd_gateway_tls_handshake_failures_total TLS handshakes with clients that failed or "
+         "timed out.\n"
+         "# TYPE agentd_gateway_tls_handshake_failures_total counter\n"
+         "agentd_gateway_tls_handshake_failures_total "
+      << tls_handshake_failures_.load() << "\n";
   return out.str();
 }
 

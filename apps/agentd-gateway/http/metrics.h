@@ -21,6 +21,8 @@ class Metrics {
   void connection_closed() { connections_.fetch_sub(1); }
   void stream_opened() { streams_.fetch_add(1); }
   void stream_closed() { streams_.fetch_sub(1); }
+  // A TLS client whose handshake failed (or stalled past the request deadline).
+  void tls_handshake_failed() { tls_handshake_failures_.fetch_add(1); }
   // The Prometheus text exposition.
   std::string text() const;
 
@@ -37,6 +39,7 @@ class Metrics {
   std::map<std::string, Latency> latency_;                              // by route
   std::atomic<std::int64_t> connections_{0};
   std::atomic<std::int64_t> streams_{0};
+  std::atomic<std::uint64_t> tls_handshake_failures_{0};
 };
 
 Metrics& metrics();
