@@ -14,6 +14,7 @@
 #include <kj/async-io.h>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,7 +90,9 @@ TEST_CASE("usage comes with a result too large to inline, read when get() wants 
 }
 
 TEST_CASE("a call's trace id reaches its span; a bad one is refused before it is sent", "[trace]") {
-  auto s = ServerProcess::start(async_args());
+  TempDir dir;
+  const std::string trace_file = dir.path() + "/spans.jsonl";
+  auto s = ServerProcess::start(async_args({"--trace-file", trace_file}));
   Client c = s->connect();
   AgentRef ask = c.create_agent("AskAgent", "ask-traced");
   const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -116,6 +119,18 @@ TEST_CASE("a call's trace id reaches its span; a bad one is refused before it is
   CHECK(std::count_if(spans.begin(), spans.end(), [&](const TraceSpan& t) {
           return t.trace_id == trace_id && (t.kind == "observe" || t.kind == "memory");
         }) == 2);
+
+  // --trace-file has it as the attribute agentd.trace_id of the call's line.
+  const std::string attribute = R"({"key":"agentd.trace_id","value":{"stringValue":")" + trace_id + "\"}}";
+  CHECK(wait_until(
+      [&] {
+        std::ifstream in(trace_file);
+        std::string line;
+        while (std::getline(in, line))
+          if (line.find(p.call_id()) != std::string::npos) return line.find(attribute) != std::string::npos;
+        return false;
+      },
+      10s));
 
   Error too_long = error_of([&] { ask.with_trace_id(std::string(129, 'a')); });
   CHECK(too_long.code() == ErrorCode::bad_args);
