@@ -89,7 +89,7 @@ TEST_CASE("usage comes with a result too large to inline, read when get() wants 
   CHECK(p.usage() == CallUsage{1, 40000, 40000});
 }
 
-TEST_CASE("a call's trace id reaches its span; a bad one is refused before it is sent", "[trace]") {
+TEST_CASE("a call's trace id reaches its span, and a bad one is refused before it is sent", "[trace]") {
   TempDir dir;
   const std::string trace_file = dir.path() + "/spans.jsonl";
   auto s = ServerProcess::start(async_args({"--trace-file", trace_file}));
