@@ -84,6 +84,18 @@ struct Outcome {
     # The message is bigger than the reader's inlineLimit (about this many bytes): ask again
     # without a limit when it is really wanted.
   }
+  usage @3 :CallUsage;
+  # The model use of the call that produced it, whichever way the outcome travels (eagerly,
+  # read later, fetched by a peer, restored from a state dir). Null when the agent used no
+  # model during the call (and from servers older than this field).
+}
+
+struct CallUsage {
+  # What an agent's models did during one call: the model calls it made while the call ran, and
+  # the tokens those calls reported.
+  modelCalls @0 :UInt64;
+  promptTokens @1 :Int64;
+  completionTokens @2 :Int64;
 }
 
 struct ValueOutcome {
@@ -122,11 +134,12 @@ interface Agent {
   # on the pipelined agent and get on the pipelined Result can all be sent before anything
   # answers. The C++ client sends its calls through Session instead (many per message); both
   # go through the same queueing into the agent's mailbox and the server's result pool.
-  reply @0 (input :Input, callId :Text, inlineLimit :UInt64) -> (result :Result, outcome :Outcome);
+  reply @0 (input :Input, callId :Text, inlineLimit :UInt64, traceId :Text)
+      -> (result :Result, outcome :Outcome);
   # Queues a reply behind the agent's earlier calls. callId empty: the server picks one.
   # inlineLimit 0: returns at once with the Result. inlineLimit > 0: returns when the call is
   # done, with the outcome inline (tooLarge above the limit); the Result can be pipelined on
-  # before that, as placeholders do.
+  # before that, as placeholders do. traceId: as CallSpec.traceId.
 
   observe @1 (input :Input) -> (error :Error);
   # Queues an observation; returns once it is queued (error set only if it could not be).
@@ -134,7 +147,7 @@ interface Agent {
   call @2 (method :Text, args :Value) -> (outcome :ValueOutcome);
   # A named synchronous method; runs in the agent's order like every other call.
 
-  callAsync @3 (method :Text, args :Value, callId :Text, inlineLimit :UInt64)
+  callAsync @3 (method :Text, args :Value, callId :Text, inlineLimit :UInt64, traceId :Text)
       -> (result :Result, outcome :Outcome);
   # A named method whose value arrives as a Msg with the value as content (inlineLimit as reply).
 
@@ -206,6 +219,7 @@ struct Span {
   modelCalls @12 :UInt64;      # model calls the agent made during this call
   promptTokens @13 :Int64;
   completionTokens @14 :Int64;
+  traceId @15 :Text;           # the trace the caller made the call in (CallSpec.traceId); empty: none
 }
 
 enum CallKind {
@@ -240,6 +254,11 @@ struct CallSpec {
   timeoutMs @12 :UInt64;
   # reply / observe / method / methodAsync / memory: the call's deadline, in ms after the server
   # queued it, over the server's --call-timeout / --class-call-timeout; 0: the server's.
+  traceId @13 :Text;
+  # reply / observe / method / methodAsync / memory: the trace the call belongs to (e.g. the
+  # trace-id of a W3C traceparent an HTTP request came with), recorded in the call's span. At
+  # most 128 bytes of printable ASCII (a longer or odd one fails the call with badRequest);
+  # empty: none.
 }
 
 struct Chunk {

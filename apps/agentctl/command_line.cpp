@@ -187,7 +187,9 @@ std::vector<CommandSpec> command_table() {
        "",
        "show the spans of the most recent finished agent calls",
        "One row per call, oldest first: call id, agent, class, kind, the call ids of the\n"
-       "placeholders it consumed, queue wait and run time (ms), outcome.",
+       "placeholders it consumed, queue wait and run time (ms), outcome, and the trace id the\n"
+       "caller gave (AgentRef::with_trace_id; agentd-gateway passes each HTTP request's).\n"
+       "--json adds the model calls and tokens of each call.",
        {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"}},
        0,
        0,

@@ -166,8 +166,12 @@ Value span_json(const agentd::TraceSpan& s) {
           {"enqueued_unix_ns", s.enqueued_unix_ns},
           {"queue_wait_ns", s.queue_wait_ns},
           {"run_ns", s.run_ns},
+          {"model_calls", s.model_calls},
+          {"prompt_tokens", s.prompt_tokens},
+          {"completion_tokens", s.completion_tokens},
           {"outcome", s.outcome},
-          {"error_message", s.error_message}};
+          {"error_message", s.error_message},
+          {"trace_id", s.trace_id}};
 }
 
 Value servers_json(const std::vector<LocalServer>& servers) {
@@ -232,8 +236,10 @@ void print_spans(const std::vector<agentd::TraceSpan>& spans) {
     rows.push_back({std::to_string(s.seq), s.call_id.empty() ? "-" : s.call_id, s.agent_id, s.agent_class,
                     s.method.empty() ? s.kind : s.kind + ":" + s.method,
                     s.consumed.empty() ? "-" : join(s.consumed, ","), ms(s.queue_wait_ns), ms(s.run_ns),
-                    s.outcome});
-  print_table({"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS", "OUTCOME"}, rows);
+                    s.outcome, s.trace_id.empty() ? "-" : s.trace_id});
+  print_table(
+      {"SEQ", "CALL_ID", "AGENT", "CLASS", "KIND", "CONSUMED", "WAIT_MS", "RUN_MS", "OUTCOME", "TRACE_ID"},
+      rows);
 }
 
 void print_servers(const std::vector<LocalServer>& servers, bool show_state) {

@@ -27,13 +27,17 @@ std::function<void()> post_once(asio::any_io_executor strand, Work work) {
 }
 
 Outcome outcome_of(const agentd::Placeholder& p) {
-  try {
-    return p.get();  // returns at once: on_ready ran
-  } catch (const agentd::Error& e) {
-    return e;
-  } catch (const std::exception& e) {
-    return agentd::Error(agentd::ErrorCode::internal, e.what());
-  }
+  Outcome out = [&p]() -> Outcome {
+    try {
+      return p.get();  // returns at once: on_ready ran
+    } catch (const agentd::Error& e) {
+      return e;
+    } catch (const std::exception& e) {
+      return agentd::Error(agentd::ErrorCode::internal, e.what());
+    }
+  }();
+  out.usage = p.usage();
+  return out;
 }
 
 void forget_if_gone(Upstream& upstream, const std::string& agent_id, const Outcome& outcome) {

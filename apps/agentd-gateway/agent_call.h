@@ -21,8 +21,13 @@
 
 namespace gateway {
 
-// An agent's answer: its reply, or the typed error of the call.
-using Outcome = std::variant<agentd::Msg, agentd::Error>;
+// An agent's answer: its reply, or the typed error of the call (a std::variant: std::get_if works
+// on it), with what the agent's models used during the call (Placeholder::usage(); zeros after
+// the reply timeout).
+struct Outcome : std::variant<agentd::Msg, agentd::Error> {
+  using std::variant<agentd::Msg, agentd::Error>::variant;
+  agentd::CallUsage usage{};
+};
 
 // The error an answer later than --reply-timeout gets (agentd's timeout, retryable).
 agentd::Error reply_timeout_error(const std::string& agent_id, std::chrono::seconds timeout);

@@ -1,6 +1,7 @@
 #include "http/connection.h"
 
 #include "http/metrics.h"
+#include "http/trace_context.h"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -43,6 +44,7 @@ struct Connection::Item {
 struct RequestLog {
   std::string method;
   std::string path;
+  std::string trace_id;  // "" for a request that could not be read
   unsigned status = 0;
   std::size_t bytes_in = 0;
   bool stream = false;
@@ -57,6 +59,7 @@ struct RequestLog {
     nlohmann::json line{{"ts_ms", ts},          {"peer", peer},     {"method", method},
                         {"path", path},         {"status", status}, {"ms", std::round(ms * 1000) / 1000},
                         {"bytes_in", bytes_in}, {"stream", stream}, {"written", ok}};
+    if (!trace_id.empty()) line["trace_id"] = trace_id;
     metrics().request(path, status, ms / 1000);
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -66,8 +69,13 @@ struct RequestLog {
 // ---- Exchange ----
 
 Exchange::Exchange(std::shared_ptr<Connection> conn, Request req, std::uint64_t seq)
-    : conn_(std::move(conn)), req_(std::move(req)), seq_(seq), log_(std::make_shared<RequestLog>()) {
+    : conn_(std::move(conn)),
+      req_(std::move(req)),
+      seq_(seq),
+      trace_id_(request_trace_id(req_["traceparent"])),
+      log_(std::make_shared<RequestLog>()) {
   log_->method = std::string(req_.method_string());
+  log_->trace_id = trace_id_;
   const std::string_view target = req_.target();
   log_->path = std::string(target.substr(0, target.find('?')));
   log_->bytes_in = req_.body().size();
@@ -102,6 +110,7 @@ void Exchange::respond(Status status, std::string content_type, std::string body
   auto res = std::make_shared<bhttp::response<bhttp::string_body>>(status, req_.version());
   res->set(bhttp::field::server, "agentd-gateway");
   res->set(bhttp::field::content_type, content_type);
+  res->set("X-Trace-Id", trace_id_);
   for (const auto& [name, value] : extra_headers_) res->set(name, value);
   res->body() = std::move(body);
   res->keep_alive(req_.keep_alive());
@@ -124,6 +133,7 @@ void Exchange::start_stream(Status status, std::string content_type) {
   head->set(bhttp::field::server, "agentd-gateway");
   head->set(bhttp::field::content_type, content_type);
   head->set(bhttp::field::cache_control, "no-cache");
+  head->set("X-Trace-Id", trace_id_);
   for (const auto& [name, value] : extra_headers_) head->set(name, value);
   head->keep_alive(req_.keep_alive());
   head->chunked(true);

@@ -14,7 +14,8 @@
 // connections run the same code: only the stream under it differs. Limits: header and body size
 // (431 / 413), a deadline for receiving a whole request (slow clients are closed) and one for
 // each write (a client that stops reading is closed). Each request answered is logged as one
-// JSON line on stderr (method, path, status, time, peer; never a header's value).
+// JSON line on stderr (method, path, status, time, peer, trace id; never a header's value).
+// Each request has a trace id (trace_context.h), answered in `X-Trace-Id`.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -73,6 +74,9 @@ class Exchange {
   Exchange& operator=(const Exchange&) = delete;
 
   const Request& request() const { return req_; }
+  // The request's trace id: its traceparent's trace-id, else a new one (trace_context.h). Every
+  // answer carries it in `X-Trace-Id`; handlers pass it on to the agent call.
+  const std::string& trace_id() const { return trace_id_; }
   // The connection's strand: continuations that touch this exchange's state run here.
   asio::any_io_executor executor() const;
 
@@ -96,6 +100,7 @@ class Exchange {
   std::shared_ptr<Connection> conn_;
   Request req_;
   std::uint64_t seq_;
+  std::string trace_id_;
   std::atomic<int> state_{0};  // 0 nothing sent, 1 streaming, 2 done
   std::shared_ptr<RequestLog> log_;
   std::vector<std::pair<std::string, std::string>> extra_headers_;

@@ -58,6 +58,17 @@ std::variant<ChatRequest, ErrorReply> parse_chat_request(const std::string& body
     if (!req["stream"].is_boolean()) return bad("'stream' must be true or false", "stream");
     out.stream = req["stream"].get<bool>();
   }
+  if (req.contains("stream_options") && !req["stream_options"].is_null()) {
+    const json& so = req["stream_options"];
+    if (!so.is_object())
+      return bad("'stream_options' must be an object such as {\"include_usage\": true}", "stream_options");
+    if (!out.stream) return bad("'stream_options' is only allowed with \"stream\": true", "stream_options");
+    if (so.contains("include_usage") && !so["include_usage"].is_null()) {
+      if (!so["include_usage"].is_boolean())
+        return bad("'stream_options.include_usage' must be true or false", "stream_options");
+      out.include_usage = so["include_usage"].get<bool>();
+    }
+  }
   if (!req.contains("messages") || !req["messages"].is_array() || req["messages"].empty())
     return bad("'messages' is required: a non-empty array of {\"role\", \"content\"}", "messages");
   const json& messages = req["messages"];
@@ -114,18 +125,24 @@ ErrorReply error_reply(const agentd::Error& e, const std::string& model) {
   }
 }
 
+namespace {
+
+json usage_json(const agentd::CallUsage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+}  // namespace
+
 std::string completion_json(const std::string& id, const std::string& model, std::int64_t created,
-                            const std::string& text) {
+                            const std::string& text, const agentd::CallUsage& usage) {
   json choice{{"index", 0},
               {"message", {{"role", "assistant"}, {"content", text}}},
               {"logprobs", nullptr},
               {"finish_reason", "stop"}};
-  return json{{"id", id},
-              {"object", "chat.completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array({choice})},
-              {"usage", {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}}}}
+  return json{{"id", id},       {"object", "chat.completion"},      {"created", created},
+              {"model", model}, {"choices", json::array({choice})}, {"usage", usage_json(usage)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -141,6 +158,13 @@ std::string chunk_event(const std::string& id, const std::string& model, std::in
              {"created", created},
              {"model", model},
              {"choices", json::array({choice})}};
+  return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::string usage_event(const std::string& id, const std::string& model, std::int64_t created,
+                        const agentd::CallUsage& usage) {
+  json chunk{{"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+             {"model", model}, {"choices", json::array()},          {"usage", usage_json(usage)}};
   return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <agentd/error.h>
+#include <agentd/model.h>
 #include <agentd/msg.h>
 
 #include <boost/beast/http/status.hpp>
@@ -25,6 +26,7 @@ struct ChatRequest {
   std::string model;
   agentd::Msg input;
   bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk carries the usage
 };
 
 // An answer that is an error: the HTTP status and the body in OpenAI's error shape.
@@ -45,13 +47,18 @@ ErrorReply error_reply(const agentd::Error& e, const std::string& model);
 ErrorReply invalid_request(Status status, const std::string& message, const std::string& code = {},
                            const std::string& param = {});
 
-// A non-streamed answer: a chat.completion object.
+// OpenAI's usage object from a call's model use: prompt_tokens, completion_tokens and their sum
+// total_tokens, over every model call the agent made while it answered.
+// A non-streamed answer: a chat.completion object with that usage.
 std::string completion_json(const std::string& id, const std::string& model, std::int64_t created,
-                            const std::string& text);
+                            const std::string& text, const agentd::CallUsage& usage = {});
 // One chat.completion.chunk as a server-sent event ("data: {...}\n\n"). role: set in the first
 // chunk only; finish_reason: set in the last only.
 std::string chunk_event(const std::string& id, const std::string& model, std::int64_t created,
                         const std::string* role, const std::string* content, const char* finish_reason);
+// The last chunk of a stream asked with stream_options.include_usage: no choices, the usage.
+std::string usage_event(const std::string& id, const std::string& model, std::int64_t created,
+                        const agentd::CallUsage& usage);
 // A failure in the middle of a stream: an event carrying OpenAI's error object.
 std::string error_event(const agentd::Error& e, const std::string& model);
 inline constexpr const char* kDoneEvent = "data: [DONE]\n\n";

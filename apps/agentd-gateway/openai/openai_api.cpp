@@ -22,7 +22,8 @@ std::int64_t unix_now() {
 
 void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
                        const ChatRequest& req, std::chrono::seconds timeout) {
-  agentd::Placeholder p = agent.reply_stream(req.input);
+  // The call is recorded in the request's trace (its span on the server carries the id).
+  agentd::Placeholder p = agent.with_trace_id(ex->trace_id()).reply_stream(req.input);
   const std::string id = "chatcmpl-" + p.call_id();
   const std::int64_t created = unix_now();
   // The header and the first chunk are queued before the agent's chunks (await_stream).
@@ -34,11 +35,14 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
       [ex, id, model = req.model, created](std::string text) {
         ex->send(chunk_event(id, model, created, nullptr, &text, nullptr));
       },
-      [ex, id, model = req.model, created](Outcome outcome) {
-        if (auto* e = std::get_if<agentd::Error>(&outcome))
+      [ex, id, model = req.model, created, include_usage = req.include_usage](Outcome outcome) {
+        if (auto* e = std::get_if<agentd::Error>(&outcome)) {
           ex->send(error_event(*e, model));
-        else
+        } else {
           ex->send(chunk_event(id, model, created, nullptr, nullptr, "stop"));
+          // OpenAI's convention: with stream_options.include_usage, a last chunk without choices.
+          if (include_usage) ex->send(usage_event(id, model, created, outcome.usage));
+        }
         ex->send(kDoneEvent);
         ex->end_stream();
       });
@@ -46,14 +50,15 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
 
 void plain_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
                       const ChatRequest& req, std::chrono::seconds timeout) {
-  agentd::Placeholder p = agent.reply(req.input);
+  agentd::Placeholder p = agent.with_trace_id(ex->trace_id()).reply(req.input);
   // Past the deadline the request is answered 504 (the reply, if it comes later, is dropped).
   await_reply(upstream, ex->executor(), req.model, p, timeout,
               [ex, model = req.model, id = "chatcmpl-" + p.call_id(), created = unix_now()](Outcome outcome) {
                 if (auto* e = std::get_if<agentd::Error>(&outcome))
                   return send_error(ex, error_reply(*e, model));
                 ex->respond_json(http::Status::ok,
-                                 completion_json(id, model, created, std::get<agentd::Msg>(outcome).text()));
+                                 completion_json(id, model, created, std::get<agentd::Msg>(outcome).text(),
+                                                 outcome.usage));
               });
 }
 

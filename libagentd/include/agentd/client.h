@@ -11,6 +11,7 @@
 
 #include <agentd/agent.h>
 #include <agentd/error.h>
+#include <agentd/model.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
 
@@ -186,6 +187,7 @@ struct TraceSpan {
   std::int64_t completion_tokens = 0;
   std::string outcome;  // "ok", or the error code's name (e.g. "agent_failed")
   std::string error_message;
+  std::string trace_id;  // the caller's trace (AgentRef::with_trace_id); empty: none
 };
 
 class ChunkRange;
@@ -215,6 +217,12 @@ class Placeholder {
   const std::string& call_id() const;
   // The producing server's advertised address ("host:port"; empty in local mode).
   const std::string& origin() const;
+
+  // What the agent's models did during this call (model calls and their tokens, as its trace
+  // span counts them), once the result is there (get() returned or threw, on_ready ran); a
+  // failed call reports what it used before failing. Zeros before that, for a call that used
+  // no model, and from servers too old to send it. Does not wait.
+  CallUsage usage() const;
 
   // ---- Streamed replies (AgentRef::reply_stream) ----
   // The chunks the agent emits (Agent::emit_chunk) arrive here in order, all before the call's
@@ -321,6 +329,12 @@ class AgentRef {
   // --class-call-timeout. Throws Error(bad_args) for a negative timeout.
   AgentRef with_timeout(std::chrono::milliseconds timeout) const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // This agent, with every call made through the returned reference recorded in trace_id's
+  // trace: the server's span of each call carries it (TraceSpan::trace_id, `agentctl trace`,
+  // --trace-file), e.g. the trace-id of the W3C traceparent an HTTP request came with. At most
+  // 128 bytes of printable ASCII, else throws Error(bad_args); empty: none.
+  AgentRef with_trace_id(std::string trace_id) const;
+  const std::string& trace_id() const { return trace_id_; }
   AgentInfo info() const;
 
   // This reference as a Value ({"agentd_agent_ref": {id, name, class, address, server_id}}), to
@@ -346,6 +360,7 @@ class AgentRef {
   std::string name_;
   std::string class_name_;
   std::chrono::milliseconds timeout_{0};  // with_timeout(); 0: the server's
+  std::string trace_id_;                  // with_trace_id(); empty: none
 };
 
 // What this client has done over its connection (independent and child mode; zeros in local mode

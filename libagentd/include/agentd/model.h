@@ -24,6 +24,17 @@ struct Usage {
   std::int64_t total_tokens = 0;
 };
 
+// The model use of one agent call (Placeholder::usage(), TraceSpan): the model calls the agent
+// made while the call ran, failed ones included, and the tokens they reported.
+struct CallUsage {
+  std::uint64_t model_calls = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+
+  bool empty() const { return model_calls == 0 && prompt_tokens == 0 && completion_tokens == 0; }
+  friend bool operator==(const CallUsage&, const CallUsage&) = default;
+};
+
 struct ChatOptions {
   Value generate_args = Value::object();             // merged over the config's generate_args
   Value tools = Value::array();                      // OpenAI-style tool definitions, if any

@@ -8,6 +8,7 @@
 #include "info_codec.h"
 #include "placeholder.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <fmt/format.h>
 
@@ -57,10 +58,11 @@ kj::Promise<void> agent_info(LoopState& loop, const std::string& id, Sync<AgentI
 
 namespace {
 
-// A call of kind on a, with a's deadline (AgentRef::with_timeout).
+// A call of kind on a, with a's deadline and trace (AgentRef::with_timeout, with_trace_id).
 detail::OutSpec spec_of(const AgentRef& a, wire::CallKind kind) {
   auto spec = detail::spec_for(kind, a.id());
   spec.timeout_ms = static_cast<std::uint64_t>(a.timeout().count());
+  if (!a.trace_id().empty()) spec.trace_id = a.trace_id();
   return spec;
 }
 
@@ -88,6 +90,14 @@ AgentRef AgentRef::with_timeout(std::chrono::milliseconds timeout) const {
         id_, class_name_);
   AgentRef ref = *this;
   ref.timeout_ = timeout;
+  return ref;
+}
+
+AgentRef AgentRef::with_trace_id(std::string trace_id) const {
+  if (auto why = detail::trace_id_problem(trace_id); !why.empty())
+    throw Error(ErrorCode::bad_args, fmt::format("with_trace_id: {}", why), id_, class_name_);
+  AgentRef ref = *this;
+  ref.trace_id_ = std::move(trace_id);
   return ref;
 }
 

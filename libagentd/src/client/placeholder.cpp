@@ -148,6 +148,12 @@ void Placeholder::on_chunk(std::function<void(std::string_view)> fn) const {
   s_->core->post([slot = s_->slot, fn = std::move(fn)]() mutable { slot->set_on_chunk(std::move(fn)); });
 }
 
+CallUsage Placeholder::usage() const {
+  auto& slot = *s_->slot;
+  std::lock_guard lock(slot.mu);
+  return slot.value || slot.error ? slot.usage : CallUsage{};
+}
+
 const std::string& Placeholder::call_id() const { return s_->call_id; }
 const std::string& Placeholder::origin() const { return s_->core->address(); }
 

@@ -410,12 +410,12 @@ void AgentHost::publish(const std::shared_ptr<Call>& call) {
   if (c.expired.load()) return;  // its timeout was published at its deadline
   switch (c.kind) {
     case Call::Kind::reply:
-    case Call::Kind::method_async:
-      if (c.out_error)
-        defer(results_.complete(c.call_id, *c.out_error));
-      else
-        defer(results_.complete(c.call_id, std::move(*c.out_msg)));
+    case Call::Kind::method_async: {
+      Outcome o = c.out_error ? Outcome(*c.out_error) : Outcome(std::move(*c.out_msg));
+      o.usage = call_usage(c);
+      defer(results_.complete(c.call_id, std::move(o)));
       break;
+    }
     default:
       break;
   }

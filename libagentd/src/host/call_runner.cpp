@@ -206,11 +206,12 @@ CallRunner::Run CallRunner::drive(std::shared_ptr<AgentSlot> slot, std::shared_p
   }
   if (c.on_chunk) AgentAccess::set_chunk_sink(agent, nullptr);
   check_outcome(s.id, s.class_name, c);
-  if (host_.store() != nullptr) record_change(s, c);  // save_state(): agent code
+  // Before the change is recorded: the saved outcome carries the call's usage.
   const ModelUsage after = s.usage->snapshot();
   c.model_calls = after.calls - before.calls;
   c.prompt_tokens = after.prompt_tokens - before.prompt_tokens;
   c.completion_tokens = after.completion_tokens - before.completion_tokens;
+  if (host_.store() != nullptr) record_change(s, c);  // save_state(): agent code
   host_.finished(slot, std::move(call));
 }
 

@@ -35,6 +35,7 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
   s.model_calls = call.model_calls;
   s.prompt_tokens = call.prompt_tokens;
   s.completion_tokens = call.completion_tokens;
+  s.trace_id = call.trace_id;
   if (call.out_error) {
     s.outcome = std::string(to_string(call.out_error->code()));
     s.error_message = call.out_error->message();

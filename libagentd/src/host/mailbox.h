@@ -49,6 +49,8 @@ struct Call {
   std::chrono::system_clock::time_point enqueued_wall;
   // Call ids of the placeholders this call consumes as input (set before enqueue()).
   std::vector<std::string> consumed;
+  // The trace the caller made it in (CallSpec.traceId), for its span; empty: none.
+  std::string trace_id;
 
   // Its deadline (call_watch.h): timeout after enqueue, when timeout > 0; timeout_by names what
   // set it (an option, or the caller) for the message. A caller may set timeout before enqueue;
@@ -69,7 +71,7 @@ struct Call {
   std::vector<Msg> out_memory;
   std::optional<Error> out_error;
   // The agent's model use during this call (an agent runs one call at a time, so the change in
-  // its usage counter is this call's).
+  // its usage counter is this call's); its outcome carries it (publish()).
   std::uint64_t model_calls = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
@@ -116,6 +118,9 @@ struct AgentSlot {
 };
 
 const char* kind_name(Call::Kind k);
+
+// The model use c's outcome reports (zeros until its runner has measured it).
+inline CallUsage call_usage(const Call& c) { return {c.model_calls, c.prompt_tokens, c.completion_tokens}; }
 
 // A call that only reads its agent (memory, a clone's snapshot): it changes nothing the state
 // store would have to save, so a store that cannot write does not fail it.

@@ -59,7 +59,9 @@ void record_change(AgentSlot& s, Call& c) {
   }
   if (c.kind == Call::Kind::reply || c.kind == Call::Kind::method_async) {
     ch.call_id = c.call_id;
-    ch.outcome = c.out_error ? encode_outcome(Outcome(*c.out_error)) : encode_outcome(Outcome(*c.out_msg));
+    Outcome o = c.out_error ? Outcome(*c.out_error) : Outcome(*c.out_msg);
+    o.usage = call_usage(c);
+    ch.outcome = encode_outcome(o);
   }
   c.change = std::make_unique<StateStore::Change>(std::move(ch));
 }

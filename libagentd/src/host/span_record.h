@@ -25,6 +25,7 @@ struct SpanRecord {
   std::uint64_t model_calls = 0;  // model calls made while this call ran, with their tokens
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
+  std::string trace_id;  // the caller's (CallSpec.traceId); empty: none
 };
 
 }  // namespace agentd::detail

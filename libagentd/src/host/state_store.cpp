@@ -1,6 +1,7 @@
 #include "state_store.h"
 
 #include "crash_report.h"
+#include "outcome_codec.h"
 #include "state_store_sql.h"
 #include "value_codec.h"
 #include "wire_limits.h"
@@ -99,19 +100,24 @@ std::string encode_outcome(const Outcome& o) {
       write_msg(*msg, out.initMsg());
     else
       write_error(std::get<Error>(o), out.initError());
+    write_usage(o.usage, out);
   });
 }
 
 Outcome decode_outcome(std::string_view bytes) {
   return decode<wire::Outcome>(bytes, [](wire::Outcome::Reader r) -> Outcome {
-    switch (r.which()) {
-      case wire::Outcome::MSG:
-        return read_msg(r.getMsg());
-      case wire::Outcome::ERROR:
-        return read_error(r.getError());
-      default:
-        throw std::runtime_error("a stored outcome is neither a message nor an error");
-    }
+    Outcome o = [&]() -> Outcome {
+      switch (r.which()) {
+        case wire::Outcome::MSG:
+          return read_msg(r.getMsg());
+        case wire::Outcome::ERROR:
+          return read_error(r.getError());
+        default:
+          throw std::runtime_error("a stored outcome is neither a message nor an error");
+      }
+    }();
+    o.usage = read_usage(r);
+    return o;
   });
 }
 

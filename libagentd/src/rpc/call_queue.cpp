@@ -47,10 +47,15 @@ void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::share
 }  // namespace
 
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report) {
+  if (!req.trace_id.empty()) {
+    if (auto why = trace_id_problem(req.trace_id); !why.empty())
+      return Error(ErrorCode::bad_request, "the call's trace id was refused: " + why, req.agent_id);
+  }
   // Refused before anything is recorded: the client may send the same call again.
   if (auto full = ctx.host.admit(req.agent_id)) return full;
   auto call = std::make_shared<Call>();
   call->kind = req.kind;
+  call->trace_id = std::move(req.trace_id);
   call->method = std::move(req.method);
   call->args = std::move(req.args);
   // The input message is read (and refused, when it cannot be) before anything is recorded.

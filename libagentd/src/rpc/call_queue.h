@@ -31,6 +31,8 @@ struct CallRequest {
   std::function<void(std::string&& chunk)> on_chunk;
   // The caller's deadline after the call is queued (Call::timeout); 0: the server's defaults.
   std::chrono::milliseconds timeout{0};
+  // The caller's trace (CallSpec.traceId), for the call's span; empty: none.
+  std::string trace_id;
 };
 
 // How the outcome comes back, on the loop thread. What is left unset is not reported.
@@ -45,8 +47,8 @@ struct CallReport {
 // report, as any failure of the call does). Returns the error instead, reporting nothing, when
 // the call cannot be queued at all: no call id, a call id already used, observe of an unknown
 // agent, an input message that cannot be read (bad_request: nested deeper than kMaxValueDepth,
-// text that is not UTF-8), or a queue limit reached (overloaded: nothing of the call is recorded, so the same
-// call may come again).
+// text that is not UTF-8), a trace id that is not one (bad_request), or a queue limit reached
+// (overloaded: nothing of the call is recorded, so the same call may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
 
 // Answers an RPC once the outcome of call_id is there: write (on the loop thread) fills the

@@ -4,6 +4,7 @@
 #include "dial.h"
 #include "endpoint.h"
 #include "kj_errors.h"
+#include "outcome_codec.h"
 #include "task_errors.h"
 #include "rpc_connection.h"
 #include "value_codec.h"
@@ -363,10 +364,9 @@ kj::Promise<OutcomePtr> PeerPool::fetch_once(const std::string& origin, const st
     keep_pinging(ref);
     return req.send()
         .then([](capnp::Response<wire::AgentServer::FetchResults> r) {
-          auto o = r.getOutcome();
-          if (!o.isMsg()) return std::make_shared<const Outcome>(read_error(o.getError()));
           try {
-            return std::make_shared<const Outcome>(read_msg(o.getMsg()));
+            // The usage comes along: the result is the same wherever it is read.
+            return std::make_shared<const Outcome>(read_outcome(r.getOutcome()));
           } catch (const Error& e) {  // what the origin sent cannot be read: this input fails alone
             return std::make_shared<const Outcome>(e);
           } catch (const kj::Exception& e) {

@@ -40,6 +40,7 @@ TraceSpan trace_span(const SpanRecord& s) {
   t.completion_tokens = s.completion_tokens;
   t.outcome = s.outcome;
   t.error_message = s.error_message;
+  t.trace_id = s.trace_id;
   return t;
 }
 
@@ -80,8 +81,9 @@ class AgentImpl final : public wire::Agent::Server {
 
   kj::Promise<void> reply(ReplyContext context) override {
     auto params = context.getParams();
-    return start(context, request(Call::Kind::reply, params.getCallId(), params.getInput()),
-                 params.getInlineLimit());
+    auto req = request(Call::Kind::reply, params.getCallId(), params.getInput());
+    if (params.hasTraceId()) req.trace_id = to_std(params.getTraceId());  // checked by queue_call
+    return start(context, kj::mv(req), params.getInlineLimit());
   }
 
   kj::Promise<void> callAsync(CallAsyncContext context) override {
@@ -89,6 +91,7 @@ class AgentImpl final : public wire::Agent::Server {
     auto req = request(Call::Kind::method_async, params.getCallId(), nullptr);
     req.method = read_text(params.getMethod(), "the method name");
     req.args = read_value(params.getArgs(), "the method's args");
+    if (params.hasTraceId()) req.trace_id = to_std(params.getTraceId());
     return start(context, kj::mv(req), params.getInlineLimit());
   }
 

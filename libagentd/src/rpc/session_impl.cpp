@@ -317,6 +317,7 @@ class SessionImpl final : public wire::Session::Server {
     req.method = read_text(spec.getMethod(), "the method name");
     if (spec.hasArgs()) req.args = read_value(spec.getArgs(), "the method's args");
     req.timeout = std::chrono::milliseconds(spec.getTimeoutMs());
+    if (spec.hasTraceId()) req.trace_id = to_std(spec.getTraceId());  // checked by queue_call
     std::weak_ptr<Outbox> weak = out_;
     if (spec.getStream() && spec.getReport() &&
         (req.kind == Call::Kind::reply || req.kind == Call::Kind::method_async)) {

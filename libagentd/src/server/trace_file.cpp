@@ -66,6 +66,9 @@ std::string span_json_line(const SpanRecord& s, const std::string& server_id) {
       string_attr("agentd.server_id", server_id),
   });
   if (!s.method.empty()) attrs.push_back(string_attr("agentd.method", s.method));
+  // The caller's trace (e.g. an HTTP request's W3C trace-id) as an attribute: traceId stays the
+  // one derived from the call id, which the links of the calls consuming this one name.
+  if (!s.trace_id.empty()) attrs.push_back(string_attr("agentd.trace_id", s.trace_id));
   auto links = nlohmann::ordered_json::array();
   for (const auto& c : s.consumed) links.push_back({{"traceId", trace_id_of(c)}, {"spanId", span_id_of(c)}});
   nlohmann::ordered_json status = {{"code", s.outcome == "ok" ? "STATUS_CODE_OK" : "STATUS_CODE_ERROR"}};

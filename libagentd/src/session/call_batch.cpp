@@ -126,7 +126,8 @@ void refused(LoopState& loop, OutSpec spec, Error e) {
 
 std::size_t spec_size(const OutSpec& s) {
   return 128 + s.agent_id.size() + s.call_id.size() + s.method.size() + s.class_name.size() + s.name.size() +
-         (s.args ? approx_wire_size(*s.args) : 0) + (s.msg ? approx_wire_size(*s.msg) : 0) +
+         s.trace_id.size() + (s.args ? approx_wire_size(*s.args) : 0) +
+         (s.msg ? approx_wire_size(*s.msg) : 0) +
          (s.ref ? s.ref->call_id.size() + s.ref->origin.size() + s.ref->server_id.size() : 0);
 }
 
@@ -266,6 +267,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
     out.setInlineLimit(spec.inline_limit);
     if (spec.stream) out.setStream(true);
     if (spec.timeout_ms != 0) out.setTimeoutMs(spec.timeout_ms);
+    if (!spec.trace_id.empty()) out.setTraceId(to_kj(spec.trace_id));
     // A placeholder dropped before its call left (passed on in a chain, never read here): the
     // ticket's slot is its only holder, and nobody can take another reference to it. Its result
     // need not come back.

@@ -45,6 +45,7 @@ struct OutSpec {
   std::uint64_t inline_limit = 0;
   bool stream = false;           // reply / methodAsync: the reply's chunks come back (CallSink.chunks)
   std::uint64_t timeout_ms = 0;  // the call's deadline after the server queued it; 0: the server's
+  std::string trace_id;          // the caller's trace (AgentRef::with_trace_id); empty: none
   // Set by send_spec: past it, a call refused as overloaded is not sent again.
   std::chrono::steady_clock::time_point deadline{};
 };

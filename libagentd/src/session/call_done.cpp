@@ -41,6 +41,11 @@ class SinkImpl final : public wire::CallSink::Server {
 // of the whole message once get() wants it.
 void deliver(LoopState& loop, wire::Outcome::Reader o, const std::string& id,
              const std::shared_ptr<ResultSlot>& slot) {
+  if (o.hasUsage()) {
+    // Before the slot settles (its lock publishes it); a settled slot is not changed.
+    std::lock_guard lock(slot->mu);
+    if (!slot->value && !slot->error) slot->usage = read_usage(o);
+  }
   if (!o.isTooLarge()) {
     auto outcome = read_outcome(o);
     if (Msg* m = std::get_if<Msg>(&outcome))

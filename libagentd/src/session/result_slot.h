@@ -4,6 +4,7 @@
 #pragma once
 
 #include <agentd/error.h>
+#include <agentd/model.h>
 #include <agentd/msg.h>
 
 #include "agentd.capnp.h"
@@ -24,6 +25,9 @@ namespace agentd::detail {
 // A streamed reply's chunks land here too: queued under mu for next_chunk() until the CallDone
 // ends the stream, or handed to the reader's callback on the loop thread once it has one.
 struct ResultSlot : Sync<Msg> {
+  // The call's model use: written by the loop thread before the outcome settles the slot (under
+  // mu), read by any thread under mu once it is settled.
+  CallUsage usage;
   bool wanted = false;          // loop thread: get() was called
   bool too_large = false;       // loop thread: the eager answer said "too large to inline"
   bool full_requested = false;  // loop thread

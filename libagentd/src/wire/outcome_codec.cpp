@@ -11,14 +11,30 @@ std::size_t error_size(const Error& e) {
 }
 
 std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit) {
+  const std::size_t usage = o.usage.empty() ? 0 : 32;
   if (const Msg* m = std::get_if<Msg>(&o)) {
     std::size_t size = approx_wire_size(*m);
-    return inline_limit > 0 && size > inline_limit ? 16 : size;
+    return usage + (inline_limit > 0 && size > inline_limit ? 16 : size);
   }
-  return error_size(std::get<Error>(o));
+  return usage + error_size(std::get<Error>(o));
+}
+
+void write_usage(const CallUsage& u, wire::Outcome::Builder out) {
+  if (u.empty()) return;
+  auto w = out.initUsage();
+  w.setModelCalls(u.model_calls);
+  w.setPromptTokens(u.prompt_tokens);
+  w.setCompletionTokens(u.completion_tokens);
+}
+
+CallUsage read_usage(wire::Outcome::Reader in) {
+  if (!in.hasUsage()) return {};
+  auto r = in.getUsage();
+  return CallUsage{r.getModelCalls(), r.getPromptTokens(), r.getCompletionTokens()};
 }
 
 void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit) {
+  write_usage(o.usage, out);
   if (const Msg* m = std::get_if<Msg>(&o)) {
     if (inline_limit > 0) {
       auto size = approx_wire_size(*m);
@@ -34,17 +50,21 @@ void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t i
 }
 
 Outcome read_outcome(wire::Outcome::Reader in) {
-  switch (in.which()) {
-    case wire::Outcome::MSG:
-      return read_msg(in.getMsg());
-    case wire::Outcome::ERROR:
-      return read_error(in.getError());
-    case wire::Outcome::TOO_LARGE:
-      throw Error(ErrorCode::internal,
-                  fmt::format("an outcome announced as too large ({} bytes) was read as a whole one",
-                              in.getTooLarge()));
-  }
-  throw Error(ErrorCode::internal, "an outcome that is neither a message nor an error");
+  Outcome out = [&]() -> Outcome {
+    switch (in.which()) {
+      case wire::Outcome::MSG:
+        return read_msg(in.getMsg());
+      case wire::Outcome::ERROR:
+        return read_error(in.getError());
+      case wire::Outcome::TOO_LARGE:
+        throw Error(ErrorCode::internal,
+                    fmt::format("an outcome announced as too large ({} bytes) was read as a whole one",
+                                in.getTooLarge()));
+    }
+    throw Error(ErrorCode::internal, "an outcome that is neither a message nor an error");
+  }();
+  out.usage = read_usage(in);
+  return out;
 }
 
 Error unknown_agent_error(const std::string& id) {

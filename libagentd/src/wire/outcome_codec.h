@@ -21,12 +21,16 @@ namespace agentd::detail {
 std::size_t error_size(const Error& e);
 std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit);
 
-// inline_limit > 0: a bigger message is announced (tooLarge, with its size) instead of sent.
+// inline_limit > 0: a bigger message is announced (tooLarge, with its size) instead of sent. The
+// usage goes with it either way (nothing when it is all zeros).
 void write_outcome(const Outcome& o, wire::Outcome::Builder out, std::uint64_t inline_limit = 0);
-// The message or error of in. An outcome announced as tooLarge has neither: the caller checks
-// isTooLarge() first (reading one throws Error(internal)). Throws Error(bad_request) for a
-// message that cannot be read (read_msg).
+// The message or error of in, with its usage. An outcome announced as tooLarge has neither: the
+// caller checks isTooLarge() first (reading one throws Error(internal)). Throws
+// Error(bad_request) for a message that cannot be read (read_msg).
 Outcome read_outcome(wire::Outcome::Reader in);
+// The usage in (zeros when it has none: no model used, or a writer older than the field).
+CallUsage read_usage(wire::Outcome::Reader in);
+void write_usage(const CallUsage& u, wire::Outcome::Builder out);  // nothing when u is empty
 
 // unknown_agent: "no agent '<id>' on this server", naming the agent.
 Error unknown_agent_error(const std::string& id);

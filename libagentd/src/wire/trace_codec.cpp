@@ -20,6 +20,7 @@ void write_trace_span(const TraceSpan& s, wire::Span::Builder out) {
   out.setOutcome(to_kj(s.outcome));
   out.setErrorMessage(to_kj(s.error_message));
   out.setSeq(s.seq);
+  if (!s.trace_id.empty()) out.setTraceId(to_kj(s.trace_id));
 }
 
 TraceSpan read_trace_span(wire::Span::Reader in) {
@@ -39,6 +40,7 @@ TraceSpan read_trace_span(wire::Span::Reader in) {
   t.completion_tokens = in.getCompletionTokens();
   t.outcome = to_std(in.getOutcome());
   t.error_message = to_std(in.getErrorMessage());
+  t.trace_id = to_std(in.getTraceId());
   return t;
 }
 

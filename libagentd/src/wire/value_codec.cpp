@@ -154,6 +154,18 @@ std::string read_text(capnp::Text::Reader t, std::string_view field) {
   return s;
 }
 
+std::string trace_id_problem(std::string_view id) {
+  if (id.size() > kMaxTraceIdBytes)
+    return fmt::format("the trace id is {} bytes, more than the {} allowed", id.size(), kMaxTraceIdBytes);
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    if (c < 0x21 || c > 0x7e)
+      return fmt::format(
+          "the trace id holds byte 0x{:02x} at {}: only printable ASCII (no spaces) is allowed", c, i);
+  }
+  return {};
+}
+
 capnp::ReaderOptions wire_reader_options() {
   capnp::ReaderOptions o;
   o.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word);

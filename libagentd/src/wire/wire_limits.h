@@ -25,6 +25,11 @@ Value read_value(wire::Value::Reader in, std::string_view what);
 // Text from the other end, refused (Error bad_request naming field and the byte) unless UTF-8.
 std::string read_text(capnp::Text::Reader t, std::string_view field);
 
+// A call's trace id (CallSpec.traceId, AgentRef::with_trace_id): at most kMaxTraceIdBytes of
+// printable ASCII. What is wrong with id, in words ("" when nothing).
+constexpr std::size_t kMaxTraceIdBytes = 128;
+std::string trace_id_problem(std::string_view id);
+
 // What every Cap'n Proto message carrying values is read with (client, server, peers, state
 // store): Cap'n Proto's 64 MiB traversal limit, and nesting deep enough that any value within
 // kMaxValueDepth decodes wherever it travels: an object level costs three Cap'n Proto levels

@@ -64,15 +64,16 @@ function stopProcess(p) {
   });
 }
 
-// An as_server with AGENTS created, and a gateway in front of it that requires a bearer token
-// (unless open). Returns { base, token, server, gateway, close() }.
-export async function startStack({ open = false, gatewayArgs = [] } = {}) {
+// An as_server with AGENTS (and `agents`, more of the same shape) created, and a gateway in front
+// of it that requires a bearer token (unless open). serverArgs: more as_server options (another
+// --plugin, --model-config-path, ...). Returns { base, token, server, gateway, close() }.
+export async function startStack({ open = false, gatewayArgs = [], serverArgs = [], agents = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "agentd-gw-node-"));
   const server = await startProcess(
     [env("AGENTD_AS_SERVER"), "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
-     "--plugin", env("AGENTD_ECHO_PLUGIN")],
+     "--plugin", env("AGENTD_ECHO_PLUGIN"), ...serverArgs],
     "as_server ready: listening on ");
-  for (const [id, [cls, args]] of Object.entries(AGENTS)) {
+  for (const [id, [cls, args]] of Object.entries({ ...AGENTS, ...agents })) {
     execFileSync(env("AGENTD_AGENTCTL"), ["--host", server.host, "--port", String(server.port), "create", cls, id,
                                           "--id", id, "--args", args], { timeout: 60000 });
   }

@@ -539,3 +539,16 @@ TEST_CASE(
                                 Contains(db + "-wal") && Contains(dir + "/agentd.run"));
   }
 }
+
+TEST_CASE("a saved outcome keeps the call's usage", "[state_store]") {
+  detail::Outcome o = Msg("a", "reply");
+  o.usage = agentd::CallUsage{3, 120, 45};
+  const detail::Outcome back = detail::decode_outcome(detail::encode_outcome(o));
+  CHECK(std::get<Msg>(back).text() == "reply");
+  CHECK(back.usage == o.usage);
+  detail::Outcome failed = Error(ErrorCode::agent_failed, "broke");
+  failed.usage = agentd::CallUsage{1, 7, 0};
+  CHECK(detail::decode_outcome(detail::encode_outcome(failed)).usage == failed.usage);
+  // Saved before the field existed (or with no model use): zeros.
+  CHECK(detail::decode_outcome(detail::encode_outcome(detail::Outcome(Msg("a", "x")))).usage.empty());
+}

@@ -100,3 +100,32 @@ TEST_CASE("unknown_agent_error names the agent", "[outcome_codec]") {
   CHECK(e.agent_id() == "a-9");
   CHECK(e.message() == "no agent 'a-9' on this server");
 }
+
+TEST_CASE("an outcome's usage goes with it, also when the message is announced too large",
+          "[outcome_codec]") {
+  detail::Outcome o = sample_msg(1000);
+  o.usage = agentd::CallUsage{2, 30, 40};
+  for (std::uint64_t limit : {std::uint64_t{0}, std::uint64_t{100}}) {
+    INFO("inline limit " << limit);
+    capnp::MallocMessageBuilder mb;
+    auto root = mb.initRoot<wire::Outcome>();
+    detail::write_outcome(o, root, limit);
+    CHECK(root.isTooLarge() == (limit != 0));
+    REQUIRE(root.hasUsage());
+    CHECK(detail::read_usage(root.asReader()) == o.usage);
+    if (limit == 0) CHECK(detail::read_outcome(root.asReader()).usage == o.usage);
+  }
+  // An error keeps it too; no usage writes nothing (and reads as zeros).
+  detail::Outcome failed = Error(ErrorCode::agent_failed, "broke");
+  failed.usage = agentd::CallUsage{1, 5, 0};
+  capnp::MallocMessageBuilder mb;
+  auto root = mb.initRoot<wire::Outcome>();
+  detail::write_outcome(failed, root);
+  CHECK(detail::read_outcome(root.asReader()).usage == failed.usage);
+  capnp::MallocMessageBuilder none;
+  auto plain = none.initRoot<wire::Outcome>();
+  detail::write_outcome(detail::Outcome(sample_msg(10)), plain);
+  CHECK_FALSE(plain.hasUsage());
+  CHECK(detail::read_outcome(plain.asReader()).usage.empty());
+  CHECK(detail::outcome_size(o, 0) == detail::outcome_size(detail::Outcome(sample_msg(1000)), 0) + 32);
+}

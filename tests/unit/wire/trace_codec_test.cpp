@@ -27,6 +27,7 @@ TEST_CASE("a trace span survives the trip through its wire form", "[trace_codec]
   s.completion_tokens = 200;
   s.outcome = "agent_failed";
   s.error_message = "it broke";
+  s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<wire::Span>();
   detail::write_trace_span(s, root);
@@ -46,7 +47,8 @@ TEST_CASE("a trace span survives the trip through its wire form", "[trace_codec]
   CHECK(back.completion_tokens == s.completion_tokens);
   CHECK(back.outcome == s.outcome);
   CHECK(back.error_message == s.error_message);
-  CHECK(capnp::Schema::from<wire::Span>().getFields().size() == 15);
+  CHECK(back.trace_id == s.trace_id);
+  CHECK(capnp::Schema::from<wire::Span>().getFields().size() == 16);
 }
 
 TEST_CASE("a span without consumed inputs reads back without them", "[trace_codec]") {
@@ -58,5 +60,6 @@ TEST_CASE("a span without consumed inputs reads back without them", "[trace_code
   const TraceSpan back = detail::read_trace_span(mb.getRoot<wire::Span>().asReader());
   CHECK(back.consumed.empty());
   CHECK(back.call_id.empty());
+  CHECK(back.trace_id.empty());
   CHECK(back.kind == "observe");
 }
