@@ -3,6 +3,8 @@
 // and the threads that run the io_context.
 #include "a2a/a2a_api.h"
 #include "a2a/task_store.h"
+#include "exposure.h"
+#include "exposure_config.h"
 #include "http/listener.h"
 #include "http/metrics.h"
 #include "openai/chat_mapping.h"
@@ -22,7 +24,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <variant>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -31,6 +35,18 @@ using gateway::http::Status;
 int main(int argc, char** argv) {
   gateway::Options opts;
   if (auto code = gateway::parse_options(argc, argv, opts)) return *code;
+
+  // What is exposed: without --config every agent by its id; a config that cannot be used stops
+  // the gateway here, before it connects or listens.
+  std::optional<gateway::ExposureConfig> exposure_config;
+  if (!opts.config_file.empty()) {
+    auto loaded = gateway::load_exposure_config(opts.config_file);
+    if (auto* e = std::get_if<gateway::ConfigError>(&loaded)) {
+      std::cerr << "agentd-gateway: --config " << e->message << "\n";
+      return 2;
+    }
+    exposure_config = std::move(std::get<gateway::ExposureConfig>(loaded));
+  }
 
   gateway::TokenCheck tokens;
   agentd::ClientOptions client_opts;
@@ -70,9 +86,10 @@ int main(int argc, char** argv) {
   if (!upstream->first_error().empty())
     std::cerr << "agentd-gateway: cannot reach " << upstream_name << " yet (" << upstream->first_error()
               << "); trying again in the background\n";
-  gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
+  gateway::Exposure exposure(*upstream, std::move(exposure_config));
+  gateway::openai::OpenAiApi openai(*upstream, exposure, opts.reply_timeout);
   gateway::a2a::TaskStore tasks(opts.a2a_max_tasks, opts.a2a_task_ttl);
-  gateway::a2a::A2aApi a2a(*upstream, opts.reply_timeout, tokens.enabled(), tasks);
+  gateway::a2a::A2aApi a2a(*upstream, exposure, opts.reply_timeout, tokens.enabled(), tasks);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
     const auto& req = ex->request();
@@ -126,6 +143,8 @@ int main(int argc, char** argv) {
   ioc.run();
   for (auto& t : threads) t.join();
   gateway::http::set_shutting_down();
+  // The conversation agents are deleted (best effort) while the client is still there.
+  exposure.stop();
   // The client first: its loop thread posts to the connections' strands, which live in ioc.
   upstream.reset();
   return 0;
