@@ -20,7 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxKeyBytes = 256;
-constexpr auto kStopWait = std::chrono::seconds(5);
 
 std::uint64_t random64() {
   thread_local std::mt19937_64 gen{[] {
@@ -96,12 +95,11 @@ struct Exposure::State : std::enable_shared_from_this<State> {
   Upstream& upstream;  // used only while !stopped, under mu (so never after stop())
   const std::optional<ExposureConfig> config;
   std::mutex mu;
-  std::condition_variable cv;  // the sweeper's sleep, stop()'s wait
-  bool stopped = false;        // guarded by mu
+  std::condition_variable cv;                                                     // the sweeper's sleep
+  bool stopped = false;                                                           // guarded by mu
   std::vector<std::unordered_map<std::string, Conversation>> conversations;       // guarded by mu: by entry
   std::unordered_map<std::string, std::pair<std::size_t, std::string>> by_agent;  // guarded by mu
   std::uint64_t serials = 0;                                                      // guarded by mu
-  std::size_t deletes_pending = 0;                                                // guarded by mu
 
   std::shared_ptr<void> lease(std::size_t entry, const std::string& key, Conversation& c) {  // mu held
     ++c.in_use;
@@ -122,14 +120,10 @@ struct Exposure::State : std::enable_shared_from_this<State> {
   }
 
   void delete_agent(const std::string& id) {  // mu held
-    ++deletes_pending;
-    upstream.delete_agent(id, [s = shared_from_this(), id](std::optional<agentd::Error> e) {
+    upstream.delete_agent(id, [id](std::optional<agentd::Error> e) {
       if (e && e->code() != agentd::ErrorCode::unknown_agent)
         std::cerr << "agentd-gateway: could not delete the conversation agent " << id << ": " << e->what()
                   << "\n";
-      std::lock_guard lock(s->mu);
-      --s->deletes_pending;
-      s->cv.notify_all();
     });
   }
 
@@ -214,8 +208,11 @@ struct Exposure::State : std::enable_shared_from_this<State> {
   }
 };
 
-Exposure::Exposure(Upstream& upstream, std::optional<ExposureConfig> config)
-    : upstream_(upstream), s_(std::make_shared<State>(upstream, std::move(config))) {
+Exposure::Exposure(Upstream& upstream, std::optional<ExposureConfig> config,
+                   std::function<std::unique_ptr<Backend>()> connect_briefly)
+    : upstream_(upstream),
+      connect_briefly_(std::move(connect_briefly)),
+      s_(std::make_shared<State>(upstream, std::move(config))) {
   if (!s_->config) return;
   // The sweep runs a few times per shortest idle-timeout (at most every 5 s).
   std::optional<std::chrono::milliseconds> shortest;
@@ -316,27 +313,56 @@ void Exposure::resolve(const std::string& name, const std::string& key, std::fun
 
 void Exposure::stop() {
   State& s = *s_;
-  std::size_t asked = 0;
+  std::vector<std::string> ids;
   {
-    std::unique_lock lock(s.mu);
+    std::lock_guard lock(s.mu);
     if (s.stopped) return;
-    // Conversations still being created stay: created() deletes their agents.
-    for (std::size_t e = 0; e < s.conversations.size(); ++e) {
-      std::vector<std::string> made;
-      for (const auto& [key, c] : s.conversations[e])
-        if (c.agent) made.push_back(key);
-      for (const auto& key : made) s.drop(e, key);
-      asked += made.size();
-    }
     s.stopped = true;
-    s.cv.notify_all();
-    if (!s.cv.wait_for(lock, kStopWait, [&s] { return s.deletes_pending == 0; }))
-      std::cerr << "agentd-gateway: " << s.deletes_pending << " of " << asked
-                << " conversation agents could not be deleted within 5 s; they are left on the server\n";
-    else if (asked > 0)
-      std::cerr << "agentd-gateway: deleted " << asked << " conversation agents\n";
+    // Conversations still being created stay: created() deletes their agents.
+    for (auto& m : s.conversations)
+      for (auto it = m.begin(); it != m.end();) {
+        if (!it->second.agent) {
+          ++it;
+          continue;
+        }
+        ids.push_back(it->second.agent_id);
+        s.by_agent.erase(it->second.agent_id);
+        it = m.erase(it);
+      }
   }
+  s.cv.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
+  if (ids.empty()) return;
+  // Not through upstream: its calls wait for a server that is gone (up to --reply-timeout).
+  std::size_t deleted = 0;
+  std::string failure = "no connection to delete them with";
+  if (connect_briefly_) {
+    failure.clear();
+    try {
+      auto backend = connect_briefly_();
+      for (const auto& id : ids) {
+        try {
+          backend->delete_agent(id);
+          ++deleted;
+        } catch (const agentd::Error& e) {
+          if (e.code() == agentd::ErrorCode::unknown_agent) {
+            ++deleted;  // gone already
+            continue;
+          }
+          failure = e.what();
+          if (e.code() == agentd::ErrorCode::disconnected || e.code() == agentd::ErrorCode::timeout) break;
+        }
+      }
+      backend->close();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (deleted == ids.size())
+    std::cerr << "agentd-gateway: deleted " << deleted << " conversation agents\n";
+  else
+    std::cerr << "agentd-gateway: left " << ids.size() - deleted << " of " << ids.size()
+              << " conversation agents on the server (" << failure << ")\n";
 }
 
 }  // namespace gateway

@@ -16,7 +16,8 @@
 //
 // Agents are created and deleted on Upstream's blocking threads, never on the HTTP threads;
 // idle conversations are swept by a thread of this class. stop() deletes the conversation
-// agents at a clean stop (best effort: it waits at most 5 s for the server).
+// agents at a clean stop, over a connection of its own that does not wait for a server that is
+// gone (best effort: what it cannot delete is left on the server, and logged).
 //
 // Thread-safety: any thread. Leases (Target::lease) may outlive this object.
 #pragma once
@@ -62,7 +63,10 @@ using Resolved = std::variant<Target, agentd::Error, Refusal>;
 class Exposure {
  public:
   // upstream outlives this object. config: nullopt exposes every agent under its id.
-  Exposure(Upstream& upstream, std::optional<ExposureConfig> config);
+  // connect_briefly: a connection to the same server(s) whose calls give up after a few seconds
+  // and that never reconnects, for stop() (none: stop() leaves the agents).
+  Exposure(Upstream& upstream, std::optional<ExposureConfig> config,
+           std::function<std::unique_ptr<Backend>()> connect_briefly = {});
   ~Exposure();
   Exposure(const Exposure&) = delete;
   Exposure& operator=(const Exposure&) = delete;
@@ -80,14 +84,15 @@ class Exposure {
   // A fresh conversation key (a UUID), for an A2A message without contextId.
   static std::string new_conversation_key();
 
-  // At a clean stop, before upstream is destroyed: deletes every conversation agent, waiting at
-  // most 5 s for the server; requests resolved afterwards get Error(stopping).
+  // At a clean stop, once the HTTP threads have stopped (it blocks): deletes every conversation
+  // agent through connect_briefly; requests resolved afterwards get Error(stopping).
   void stop();
 
   struct State;
 
  private:
   Upstream& upstream_;
+  const std::function<std::unique_ptr<Backend>()> connect_briefly_;
   std::shared_ptr<State> s_;
   std::thread sweeper_;  // with per-conversation entries: sweeps idle conversations
 };

@@ -285,6 +285,32 @@ class Parser {
   std::string source_;
 };
 
+// The position of the first byte that is not part of valid UTF-8 ("LINE:COLUMN"), or empty.
+std::string bad_utf8_at(const std::string& text) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(n == 2 && c < 0xc2) && !(n == 3 && c == 0xe0 && c1 < 0xa0) &&
+           !(n == 3 && c == 0xed && c1 >= 0xa0) && !(n == 4 && c == 0xf0 && c1 < 0x90) &&
+           !(n == 4 && (c > 0xf4 || (c == 0xf4 && c1 >= 0x90)));
+    }
+    if (!ok) return std::to_string(line) + ":" + std::to_string(column);
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += n;
+  }
+  return {};
+}
+
 }  // namespace
 
 const EntryConfig* ExposureConfig::find(const std::string& name) const {
@@ -301,6 +327,8 @@ std::string ExposureConfig::names() const {
 
 std::variant<ExposureConfig, ConfigError> parse_exposure_config(const std::string& text,
                                                                 const std::string& source) {
+  if (const std::string at = bad_utf8_at(text); !at.empty())
+    return ConfigError{source + ":" + at + ": not UTF-8 text; save the file as UTF-8"};
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -86,7 +86,16 @@ int main(int argc, char** argv) {
   if (!upstream->first_error().empty())
     std::cerr << "agentd-gateway: cannot reach " << upstream_name << " yet (" << upstream->first_error()
               << "); trying again in the background\n";
-  gateway::Exposure exposure(*upstream, std::move(exposure_config));
+  // At a clean stop the conversation agents are deleted over a connection that gives up within
+  // seconds, instead of waiting for a server that is gone as the upstream's calls do.
+  auto connect_briefly = [&opts, brief = client_opts]() mutable {
+    brief.timeout = std::chrono::seconds(5);
+    brief.connect_timeout = std::chrono::seconds(5);
+    brief.reconnect_deadline = std::chrono::milliseconds(0);
+    return opts.cluster.empty() ? gateway::Upstream::server(opts.server.host, opts.server.port, brief)
+                                : gateway::Upstream::cluster(opts.cluster, brief);
+  };
+  gateway::Exposure exposure(*upstream, std::move(exposure_config), connect_briefly);
   gateway::openai::OpenAiApi openai(*upstream, exposure, opts.reply_timeout);
   gateway::a2a::TaskStore tasks(opts.a2a_max_tasks, opts.a2a_task_ttl);
   gateway::a2a::A2aApi a2a(*upstream, exposure, opts.reply_timeout, tokens.enabled(), tasks);
@@ -143,7 +152,7 @@ int main(int argc, char** argv) {
   ioc.run();
   for (auto& t : threads) t.join();
   gateway::http::set_shutting_down();
-  // The conversation agents are deleted (best effort) while the client is still there.
+  // The conversation agents are deleted (best effort, within seconds).
   exposure.stop();
   // The client first: its loop thread posts to the connections' strands, which live in ioc.
   upstream.reset();

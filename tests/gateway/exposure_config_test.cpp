@@ -112,6 +112,15 @@ TEST_CASE("exposure config: a file that cannot be read or parsed") {
              Catch::Contains("/nonexistent/gateway.yaml: cannot read the file"));
   CHECK_THAT(refused("entries: {a: {agent: x}\n"), Catch::StartsWith("gw.yaml:2:1: not valid YAML"));
   CHECK_THAT(refused("entries:\n  a: [\n"), Catch::Contains("not valid YAML"));
+  CHECK_THAT(refused("entries:\n  a: {agent: \"x\xff\"}\n"),
+             Catch::StartsWith("gw.yaml:2:16: not UTF-8 text; save the file as UTF-8"));
+  CHECK_THAT(refused("entries:\n  a: {agent: \"\xc0\xaf\"}\n"), Catch::Contains("not UTF-8"));  // overlong
+  CHECK_THAT(refused("entries:\n  a: {agent: \"\xed\xa0\x80\"}\n"),
+             Catch::Contains("not UTF-8"));                                                     // surrogate
+  CHECK_THAT(refused("entries:\n  a: {agent: \"\xe2\x82\"}\n"), Catch::Contains("not UTF-8"));  // cut short
+  CHECK(ok("entries:\n  a: {agent: \"\xf0\x9f\x98\x80\", description: caf\xc3\xa9 \xe2\x82\xac}\n")
+            .entries[0]
+            .description == "caf\xc3\xa9 \xe2\x82\xac");
 }
 
 TEST_CASE("exposure config: the top level") {

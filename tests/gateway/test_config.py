@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import AGENTCTL, GATEWAY, Gateway
+from conftest import AGENTCTL, GATEWAY, Gateway, start_server
 from http_helpers import error_of, request, sse_events
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -314,6 +314,24 @@ def test_a_clean_stop_deletes_the_conversation_agents(server, tmpdir_session):
     assert "deleted 2 conversation agents" in g.stderr()
     g.close()
     assert agents(server, "bye-") == {}
+
+
+def test_a_stop_with_the_server_gone_does_not_wait_for_it(tmpdir_session):
+    s = start_server()
+    config = "entries:\n  orphan:\n    class: EchoAgent\n"
+    g = Gateway(s, ["--config", write(tmpdir_session, "orphan.yaml", config)])
+    try:
+        answer(g, "orphan", "1", {"X-Conversation-Id": "a"})
+        s.proc.kill()
+        s.proc.wait(timeout=20)
+        started = time.monotonic()
+        g.proc.terminate()
+        assert g.proc.wait(timeout=30) == 0
+        assert time.monotonic() - started < 15
+        assert "left 1 of 1 conversation agents on the server" in g.stderr(), g.stderr()
+    finally:
+        g.close()
+        s.close()
 
 
 def test_the_example_config_serves(server):
