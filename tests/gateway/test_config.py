@@ -6,6 +6,7 @@ gateway at start (exit code 2, FILE:LINE:COLUMN). Real as_server and gateway pro
 import json
 import os
 import subprocess
+import threading
 import time
 import uuid
 
@@ -32,8 +33,10 @@ entries:
     agent: no-such-agent
   trail:                     # replies "TEXT>NAME": the name is the conversation agent's id
     class: TrailAgent
-    idle-timeout: 1
     description: A trail per conversation
+  brief:                     # the same, forgotten after 1 s
+    class: TrailAgent
+    idle-timeout: 1
   remember:                  # EchoAgent counts its replies (its "count" method)
     class: EchoAgent
     args: {prefix: "bot: "}
@@ -119,7 +122,7 @@ def test_models_are_the_entries_only(cfg_gateway):
     status, _, out = request(cfg_gateway, "GET", "/v1/models")
     assert status == 200, out
     models = {m["id"]: m for m in json.loads(out)["data"]}
-    assert set(models) == {"desk", "missing", "trail", "remember", "capped", "streamy", "broken"}
+    assert set(models) == {"desk", "missing", "trail", "brief", "remember", "capped", "streamy", "broken"}
     assert models["desk"]["agentd"] == {"agent": "echo", "description": "The front desk"}
     assert models["trail"]["agentd"] == {"class": "TrailAgent", "description": "A trail per conversation"}
 
@@ -167,7 +170,7 @@ def test_cards_carry_the_entries_descriptions_and_skills(cfg_gateway):
     assert status == 200, out
     card = json.loads(out)
     skills = {s["id"]: s for s in card["skills"]}
-    assert set(skills) == {"desk", "missing", "trail", "remember", "capped", "streamy", "broken"}
+    assert set(skills) == {"desk", "missing", "trail", "brief", "remember", "capped", "streamy", "broken"}
     assert skills["desk"]["description"].startswith("The front desk. A2A at ")
     assert skills["desk"]["tags"] == ["agentd", "hello", "desk"]
     assert skills["desk"]["examples"] == ["hi there"]
@@ -246,21 +249,27 @@ def test_streamed_a2a_messages_of_a_conversation_share_its_agent(cfg_gateway, se
 
 
 def test_idle_conversation_agents_are_deleted_and_the_key_then_gets_a_new_one(cfg_gateway, server):
-    name = send(cfg_gateway, "trail", "p", "idle-1")[0].split(">")[1]
-    assert name in agents(server, "trail-")
+    name = send(cfg_gateway, "brief", "p", "idle-1")[0].split(">")[1]
+    assert name.startswith("brief-")
     # idle-timeout: 1 s (swept every 250 ms).
-    assert wait_for(lambda: name not in agents(server, "trail-"), timeout=10)
-    again = send(cfg_gateway, "trail", "q", "idle-1")[0].split(">")[1]
+    assert wait_for(lambda: name not in agents(server, "brief-"), timeout=10)
+    again = send(cfg_gateway, "brief", "q", "idle-1")[0].split(">")[1]
     assert again != name
 
 
 def test_a_conversation_in_use_is_not_deleted_while_it_answers(server, tmpdir_session):
-    config = "entries:\n  slowish:\n    class: EchoAgent\n    args: {sleep_ms: 2500}\n    idle-timeout: 0.5\n"
+    config = "entries:\n  slowish:\n    class: EchoAgent\n    args: {sleep_ms: 4000}\n    idle-timeout: 0.5\n"
     g = Gateway(server, ["--config", write(tmpdir_session, "slowish.yaml", config)])
     try:
-        # 2.5 s answers, five times the idle timeout: the agent stays while it is leased.
-        assert answer(g, "slowish", "slow", {"X-Conversation-Id": "k"}) == "slow"
+        got = []
+        t = threading.Thread(target=lambda: got.append(answer(g, "slowish", "slow", {"X-Conversation-Id": "k"})))
+        t.start()
+        assert wait_for(lambda: len(agents(server, "slowish-")) == 1)
+        # Three idle timeouts into a 4 s answer, the agent is still there: it is leased.
+        time.sleep(1.5)
         assert len(agents(server, "slowish-")) == 1
+        t.join(timeout=60)
+        assert got == ["slow"]
         assert wait_for(lambda: not agents(server, "slowish-"), timeout=10)
     finally:
         g.close()
