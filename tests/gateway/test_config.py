@@ -343,6 +343,22 @@ def test_a_stop_with_the_server_gone_does_not_wait_for_it(tmpdir_session):
         s.close()
 
 
+def test_conversation_agents_on_a_cluster_are_spread_and_deleted_where_they_are(server, tmpdir_session):
+    second = start_server()
+    config = "entries:\n  spread:\n    class: TrailAgent\n    idle-timeout: 4\n"
+    g = Gateway(cluster=f"{server.host}:{server.port},{second.host}:{second.port}",
+                extra=["--config", write(tmpdir_session, "spread.yaml", config)])
+    try:
+        names = {answer(g, "spread", "x", {"X-Conversation-Id": f"c{i}"}).split(">")[1] for i in range(4)}
+        assert len(names) == 4
+        assert names == set(agents(server, "spread-")) | set(agents(second, "spread-"))
+        assert agents(server, "spread-") and agents(second, "spread-")  # round robin: both members
+        assert wait_for(lambda: not agents(server, "spread-") and not agents(second, "spread-"), timeout=20)
+    finally:
+        g.close()
+        second.close()
+
+
 def test_the_example_config_serves(server):
     g = Gateway(server, ["--config", os.path.join(SOURCE_DIR, "config", "gateway.yaml")])
     try:
