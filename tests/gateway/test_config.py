@@ -33,7 +33,7 @@ entries:
     agent: no-such-agent
   trail:                     # replies "TEXT>NAME": the name is the conversation agent's id
     class: TrailAgent
-    description: A trail per conversation
+    description: A trail per conversation.
   brief:                     # the same, forgotten after 1 s
     class: TrailAgent
     idle-timeout: 1
@@ -124,7 +124,7 @@ def test_models_are_the_entries_only(cfg_gateway):
     models = {m["id"]: m for m in json.loads(out)["data"]}
     assert set(models) == {"desk", "missing", "trail", "brief", "remember", "capped", "streamy", "broken"}
     assert models["desk"]["agentd"] == {"agent": "echo", "description": "The front desk"}
-    assert models["trail"]["agentd"] == {"class": "TrailAgent", "description": "A trail per conversation"}
+    assert models["trail"]["agentd"] == {"class": "TrailAgent", "description": "A trail per conversation."}
 
 
 def test_a_fixed_entry_reaches_its_agent_and_agent_ids_are_not_exposed(cfg_gateway):
@@ -164,7 +164,7 @@ def test_cards_carry_the_entries_descriptions_and_skills(cfg_gateway):
     assert card["supportedInterfaces"][0]["url"] == f"{cfg_gateway.base}/a2a/desk/"
     status, _, out = request(cfg_gateway, "GET", "/a2a/trail/.well-known/agent-card.json")
     card = json.loads(out)
-    assert card["description"] == "A trail per conversation"
+    assert card["description"] == "A trail per conversation."
     assert card["skills"][0]["id"] == "reply" and "TrailAgent" in card["skills"][0]["tags"]
     status, _, out = request(cfg_gateway, "GET", "/.well-known/agent-card.json")
     assert status == 200, out
@@ -172,6 +172,8 @@ def test_cards_carry_the_entries_descriptions_and_skills(cfg_gateway):
     skills = {s["id"]: s for s in card["skills"]}
     assert set(skills) == {"desk", "missing", "trail", "brief", "remember", "capped", "streamy", "broken"}
     assert skills["desk"]["description"].startswith("The front desk. A2A at ")
+    assert skills["trail"]["description"].startswith("A trail per conversation. A2A at ")
+    assert skills["remember"]["description"].startswith("A new agentd agent of class EchoAgent for each conversation")
     assert skills["desk"]["tags"] == ["agentd", "hello", "desk"]
     assert skills["desk"]["examples"] == ["hi there"]
     assert {i["tenant"] for i in card["supportedInterfaces"]} == set(skills)

@@ -121,8 +121,10 @@ json entries_card(const ExposureConfig& config, const std::string& base, bool be
   for (std::size_t i = 0; i < config.entries.size(); ++i) {
     const EntryConfig& e = config.entries[i];
     json& skill = card["skills"][i];
-    skill["description"] = entry_description(e) + ". A2A at " + base + "/a2a/" + e.name + "/, its card at " +
-                           base + "/a2a/" + e.name + "/.well-known/agent-card.json";
+    std::string about = entry_description(e);
+    if (about.back() != '.') about += '.';
+    skill["description"] = about + " A2A at " + base + "/a2a/" + e.name + "/, its card at " + base + "/a2a/" +
+                           e.name + "/.well-known/agent-card.json";
     json tags = json::array({"agentd"});
     json examples = json::array();
     for (const auto& s : e.skills) {
