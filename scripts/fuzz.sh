@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 PER_TARGET=${1:-60}
 case "$PER_TARGET" in ''|0|*[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;; esac
 BUILD=${FUZZ_BUILD_DIR:-build-asan}
-TARGETS=${FUZZ_TARGETS:-"session_submit_fuzz value_codec_fuzz model_config_fuzz host_port_fuzz metrics_http_fuzz gateway_request_fuzz"}
+TARGETS=${FUZZ_TARGETS:-"session_submit_fuzz value_codec_fuzz model_config_fuzz host_port_fuzz metrics_http_fuzz gateway_request_fuzz gateway_config_fuzz"}
 
 scripts/setup.sh >/dev/null
 SANITIZE=ON BUILD_DIR="$BUILD" TARGETS=fuzzers scripts/build.sh

@@ -3,6 +3,8 @@
 // and the threads that run the io_context.
 #include "a2a/a2a_api.h"
 #include "a2a/task_store.h"
+#include "exposure.h"
+#include "exposure_config.h"
 #include "http/listener.h"
 #include "http/metrics.h"
 #include "http/tls.h"
@@ -23,7 +25,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <variant>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -32,6 +36,18 @@ using gateway::http::Status;
 int main(int argc, char** argv) {
   gateway::Options opts;
   if (auto code = gateway::parse_options(argc, argv, opts)) return *code;
+
+  // What is exposed: without --config every agent by its id; a config that cannot be used stops
+  // the gateway here, before it connects or listens.
+  std::optional<gateway::ExposureConfig> exposure_config;
+  if (!opts.config_file.empty()) {
+    auto loaded = gateway::load_exposure_config(opts.config_file);
+    if (auto* e = std::get_if<gateway::ConfigError>(&loaded)) {
+      std::cerr << "agentd-gateway: --config " << e->message << "\n";
+      return 2;
+    }
+    exposure_config = std::move(std::get<gateway::ExposureConfig>(loaded));
+  }
 
   gateway::TokenCheck tokens;
   gateway::http::ServerTls tls;  // HTTPS towards clients (no context: plain HTTP)
@@ -74,9 +90,19 @@ int main(int argc, char** argv) {
   if (!upstream->first_error().empty())
     std::cerr << "agentd-gateway: cannot reach " << upstream_name << " yet (" << upstream->first_error()
               << "); trying again in the background\n";
-  gateway::openai::OpenAiApi openai(*upstream, opts.reply_timeout);
+  // At a clean stop the conversation agents are deleted over a connection that gives up within
+  // seconds, instead of waiting for a server that is gone as the upstream's calls do.
+  auto connect_briefly = [&opts, brief = client_opts]() mutable {
+    brief.timeout = std::chrono::seconds(5);
+    brief.connect_timeout = std::chrono::seconds(5);
+    brief.reconnect_deadline = std::chrono::milliseconds(0);
+    return opts.cluster.empty() ? gateway::Upstream::server(opts.server.host, opts.server.port, brief)
+                                : gateway::Upstream::cluster(opts.cluster, brief);
+  };
+  gateway::Exposure exposure(*upstream, std::move(exposure_config), connect_briefly);
+  gateway::openai::OpenAiApi openai(*upstream, exposure, opts.reply_timeout);
   gateway::a2a::TaskStore tasks(opts.a2a_max_tasks, opts.a2a_task_ttl);
-  gateway::a2a::A2aApi a2a(*upstream, opts.reply_timeout, tokens.enabled(), tasks);
+  gateway::a2a::A2aApi a2a(*upstream, exposure, opts.reply_timeout, tokens.enabled(), tasks);
 
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
     const auto& req = ex->request();
@@ -134,6 +160,8 @@ int main(int argc, char** argv) {
   ioc.run();
   for (auto& t : threads) t.join();
   gateway::http::set_shutting_down();
+  // The conversation agents are deleted (best effort, within seconds).
+  exposure.stop();
   // The client first: its loop thread posts to the connections' strands, which live in ioc.
   upstream.reset();
   return 0;

@@ -50,16 +50,17 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       "agentd-gateway: the agents on an as_server (or a cluster of them), reachable over HTTP with an\n"
       "OpenAI-compatible API.\n"
       "\n"
-      "  GET  /v1/models             every agent on the server, under its id\n"
-      "  POST /v1/chat/completions   model = an agent id; the last user message is the agent's\n"
+      "  GET  /v1/models             every agent on the server, under its id (with --config: the\n"
+      "                              configured entries, under their names)\n"
+      "  POST /v1/chat/completions   model = an agent id (an entry); the last user message is the agent's\n"
       "                              reply() input; \"stream\": true streams the agent's chunks as\n"
       "                              server-sent chat.completion.chunk events, then data: [DONE]\n"
       "\n"
       "It is a client of as_server (as agentctl is). When it listens it prints\n"
       "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID url=URL\n"
       "(URL: http://HOST:PORT, or https:// with --tls-cert).\n"
-      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option or file (tokens, certificate, key),\n"
-      "3 cannot listen. A server that cannot be reached (yet, or after a restart) is tried again in\n"
+      "SIGINT/SIGTERM stop it (exit 0). Exit codes: 2 bad option, file (tokens, certificate,\n"
+      "key) or --config, 3 cannot listen. A server that cannot be reached (yet, or after a restart) is tried again in\n"
       "the background; requests wait for it up to --reply-timeout, or get 503 before the first\n"
       "connection.\n"
       "\n"
@@ -74,6 +75,13 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     ("cluster", po::value(&out.cluster),
      "instead of --server, the agents of every server of a cluster: a cluster file (YAML, see the "
      "README), dns:NAME:PORT (every address NAME resolves to), or HOST:PORT,HOST:PORT,...")
+    ("config", po::value(&out.config_file),
+     "a YAML file naming what is exposed (then only that): entries that are a fixed agent "
+     "(NAME: {agent: ID}) or a new agent of a class per conversation (NAME: {class: CLASS, args, "
+     "idle-timeout, max-conversations}; the conversation is the A2A contextId, or the OpenAI "
+     "X-Conversation-Id header, else the request's user; without one, a completion gets an agent "
+     "of its own, deleted after its answer), each with a description and skills for its agent "
+     "card; see config/gateway.yaml. Without it: every agent on the server, under its id")
     ("token-file", po::value(&out.token_file),
      "bearer tokens clients must send (Authorization: Bearer TOKEN), one per line, '#' comments; "
      "the file must not be readable by group or others (chmod 600)")

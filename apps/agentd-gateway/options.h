@@ -18,6 +18,7 @@ struct Options {
   HostPort listen{"127.0.0.1", 8080};
   HostPort server;                  // the upstream as_server, or:
   std::string cluster;              // a cluster spec (agentd::Cluster::open: file, dns:NAME:PORT, A:P,B:P)
+  std::string config_file;          // what is exposed (exposure_config.h; empty: every agent by id)
   std::string token_file;           // bearer tokens clients must present (empty: none)
   std::string tls_cert;             // HTTPS towards clients: the certificate (chain), PEM
   std::string tls_key;              // and its private key (both or neither)

@@ -24,6 +24,11 @@ class ServerBackend final : public Backend {
   explicit ServerBackend(agentd::Client c) : client_(std::move(c)) {}
   agentd::AgentRef agent(const std::string& id) override { return client_.agent(id); }
   std::vector<agentd::AgentInfo> list_agents() override { return client_.list_agents(); }
+  agentd::AgentRef create_agent(const std::string& class_name, const agentd::Value& args,
+                                const std::string& id) override {
+    return client_.create_agent(class_name, id, args, id);
+  }
+  void delete_agent(const std::string& id) override { client_.delete_agent(id); }
   std::string address() override { return client_.address(); }
   void close() override { client_.close(); }
 
@@ -51,6 +56,24 @@ class ClusterBackend final : public Backend {
     }
     if (up == 0 && failed) throw *failed;
     return all;
+  }
+  agentd::AgentRef create_agent(const std::string& class_name, const agentd::Value& args,
+                                const std::string& id) override {
+    return cluster_.create_agent(class_name, id, args, id);
+  }
+  // On the member that holds it: each member up is asked in turn.
+  void delete_agent(const std::string& id) override {
+    std::optional<agentd::Error> failed;
+    for (std::size_t i = 0; i < cluster_.size(); ++i) {
+      try {
+        cluster_.server(i).delete_agent(id);
+        return;
+      } catch (const agentd::Error& e) {
+        if (e.code() != agentd::ErrorCode::unknown_agent || !failed) failed = e;
+      }
+    }
+    if (failed) throw *failed;
+    throw agentd::Error(agentd::ErrorCode::unknown_agent, "no agent '" + id + "' on the cluster", id);
   }
   std::string address() override {
     std::string out;
@@ -109,8 +132,11 @@ Upstream::~Upstream() {
   }
   stop_cv_.notify_all();
   if (connector_.joinable()) connector_.join();
-  blocking_.join();
+  // Closed first: a blocking call still waiting for a server that went away fails at once
+  // (disconnected) instead of holding the gateway's exit for the client's timeout. The backend
+  // itself lives on until the blocking threads are joined.
   if (backend_) backend_->close();
+  blocking_.join();
 }
 
 // Connects (backing off from 200 ms to 5 s) until connected, then refreshes every 5 s (a cluster
@@ -188,8 +214,60 @@ void Upstream::with_agent(const std::string& id, std::function<void(AgentOrError
 }
 
 void Upstream::forget(const std::string& id) {
+  std::function<void(const std::string&)> tell;
+  {
+    std::lock_guard lock(mu_);
+    agents_.erase(id);
+    tell = on_forget_;
+  }
+  if (tell) tell(id);
+}
+
+void Upstream::on_forget(std::function<void(const std::string& id)> fn) {
   std::lock_guard lock(mu_);
-  agents_.erase(id);
+  on_forget_ = std::move(fn);
+}
+
+void Upstream::create_agent(const std::string& class_name, agentd::Value args, const std::string& id,
+                            std::function<void(AgentOrError)> done) {
+  boost::asio::post(blocking_, [this, class_name, args = std::move(args), id, done = std::move(done)] {
+    std::optional<AgentOrError> result;
+    auto c = backend();
+    if (auto* e = std::get_if<agentd::Error>(&c)) {
+      result.emplace(std::move(*e));
+    } else {
+      try {
+        agentd::AgentRef ref = std::get<Backend*>(c)->create_agent(class_name, args, id);
+        std::lock_guard lock(mu_);
+        agents_.insert_or_assign(id, ref);
+        result.emplace(std::move(ref));
+      } catch (const std::exception& e) {
+        result.emplace(as_error(e));
+      }
+    }
+    done(std::move(*result));
+  });
+}
+
+void Upstream::delete_agent(const std::string& id, std::function<void(std::optional<agentd::Error>)> done) {
+  boost::asio::post(blocking_, [this, id, done = std::move(done)] {
+    {
+      std::lock_guard lock(mu_);
+      agents_.erase(id);
+    }
+    std::optional<agentd::Error> result;
+    auto c = backend();
+    if (auto* e = std::get_if<agentd::Error>(&c)) {
+      result.emplace(std::move(*e));
+    } else {
+      try {
+        std::get<Backend*>(c)->delete_agent(id);
+      } catch (const std::exception& e) {
+        result.emplace(as_error(e));
+      }
+    }
+    done(std::move(result));
+  });
 }
 
 void Upstream::list_agents(std::function<void(AgentsOrError)> done) {

@@ -45,6 +45,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual agentd::AgentRef agent(const std::string& id) = 0;
   virtual std::vector<agentd::AgentInfo> list_agents() = 0;
+  // A new agent (a cluster places it by its policy); its name is its id.
+  virtual agentd::AgentRef create_agent(const std::string& class_name, const agentd::Value& args,
+                                        const std::string& id) = 0;
+  virtual void delete_agent(const std::string& id) = 0;
   virtual std::string address() = 0;
   virtual void refresh() {}  // every few seconds, from the connecting thread
   virtual void close() = 0;
@@ -71,6 +75,14 @@ class Upstream {
   void forget(const std::string& id);
   // Every agent on the server; done runs on a blocking thread.
   void list_agents(std::function<void(AgentsOrError)> done);
+  // Creates an agent of class_name with args under id; done runs on a blocking thread.
+  void create_agent(const std::string& class_name, agentd::Value args, const std::string& id,
+                    std::function<void(AgentOrError)> done);
+  // Deletes the agent with this id; done (nullopt: deleted) runs on a blocking thread.
+  void delete_agent(const std::string& id, std::function<void(std::optional<agentd::Error>)> done);
+  // fn(id) runs whenever forget(id) does (on forget's thread): whoever hands out the agent learns
+  // that it is gone. Set before serving; fn must be quick and must not call forget.
+  void on_forget(std::function<void(const std::string& id)> fn);
 
   // "host:port" as given (the server's advertised address once connected).
   std::string address() const;
@@ -90,6 +102,7 @@ class Upstream {
   std::unique_ptr<Backend> backend_;                          // guarded by mu_ until set, then never changed
   std::string last_error_;                                    // guarded by mu_
   std::unordered_map<std::string, agentd::AgentRef> agents_;  // guarded by mu_
+  std::function<void(const std::string&)> on_forget_;         // guarded by mu_
   std::thread connector_;                                     // connecting, then refreshing (a cluster)
   boost::asio::thread_pool blocking_;  // declared after backend_: joined before it closes
 };

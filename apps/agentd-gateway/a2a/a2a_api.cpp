@@ -5,6 +5,7 @@
 #include "agent_call.h"
 
 #include <cctype>
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -105,6 +106,62 @@ std::vector<CardAgent> card_agents(const std::vector<agentd::AgentInfo>& infos) 
   return out;
 }
 
+// A configured entry's card: its description and skills (defaults saying what it is).
+std::string entry_description(const EntryConfig& e) {
+  if (!e.description.empty()) return e.description;
+  if (e.per_conversation())
+    return "A new agentd agent of class " + e.agent_class +
+           " for each conversation (contextId), reached through agentd-gateway";
+  return "agentd agent '" + e.agent + "', reached through agentd-gateway";
+}
+
+json entry_skills(const EntryConfig& e) {
+  json skills = json::array();
+  for (const auto& s : e.skills) skills.push_back(skill_json(s));
+  if (skills.empty()) {
+    json tags = json::array({"agentd"});
+    if (e.per_conversation()) tags.push_back(e.agent_class);
+    skills.push_back(json{{"id", "reply"},
+                          {"name", "reply"},
+                          {"description", "The agent's reply to the text of a message"},
+                          {"tags", tags}});
+  }
+  return skills;
+}
+
+json entry_card(const EntryConfig& e, const std::string& base, bool bearer) {
+  json card = a2a::agent_card(CardAgent{e.name, e.agent_class, e.name}, base, bearer);
+  card["description"] = entry_description(e);
+  card["skills"] = entry_skills(e);
+  return card;
+}
+
+// The gateway's card with --config: one skill per entry, with the entry's description, and the
+// tags and examples of its skills.
+json entries_card(const ExposureConfig& config, const std::string& base, bool bearer) {
+  std::vector<CardAgent> agents;
+  for (const auto& e : config.entries) agents.push_back(CardAgent{e.name, e.agent_class, e.name});
+  json card = a2a::gateway_card(agents, base, bearer);
+  for (std::size_t i = 0; i < config.entries.size(); ++i) {
+    const EntryConfig& e = config.entries[i];
+    json& skill = card["skills"][i];
+    std::string about = entry_description(e);
+    if (about.back() != '.') about += '.';
+    skill["description"] = about + " A2A at " + base + "/a2a/" + e.name + "/, its card at " + base + "/a2a/" +
+                           e.name + "/.well-known/agent-card.json";
+    json tags = json::array({"agentd"});
+    json examples = json::array();
+    for (const auto& s : e.skills) {
+      for (const auto& t : s.tags)
+        if (std::find(tags.begin(), tags.end(), t) == tags.end()) tags.push_back(t);
+      for (const auto& x : s.examples) examples.push_back(x);
+    }
+    skill["tags"] = tags;
+    if (!examples.empty()) skill["examples"] = examples;
+  }
+  return card;
+}
+
 }  // namespace
 
 // One JSON-RPC request in flight.
@@ -117,6 +174,31 @@ struct A2aApi::Call {
   void result(json r) const { ex->respond_json(http::Status::ok, rpc_result(req.id, std::move(r))); }
   void error(const RpcError& e, http::Status status = http::Status::ok) const {
     ex->respond_json(status, rpc_error(req.id, e));
+  }
+  // Answers a resolution that found no agent (true), or says it found one (false).
+  bool failed(const Resolved& found) const {
+    if (auto* e = std::get_if<agentd::Error>(&found)) {
+      const bool missing = e->code() == agentd::ErrorCode::unknown_agent;
+      error(rpc_error_of(*e), missing ? http::Status::not_found : http::Status::ok);
+      return true;
+    }
+    if (auto* r = std::get_if<Refusal>(&found)) {
+      switch (r->kind) {
+        case Refusal::Kind::no_entry:
+        case Refusal::Kind::agent_missing:
+          error({kAgentNotFound, r->message}, http::Status::not_found);
+          break;
+        case Refusal::Kind::too_many:
+          error(rpc_error_of(agentd::Error(agentd::ErrorCode::overloaded, r->message, "", "", true)),
+                http::Status::too_many_requests);
+          break;
+        case Refusal::Kind::bad_key:
+          error({kInvalidParams, "Invalid parameters: message.contextId: " + r->message});
+          break;
+      }
+      return true;
+    }
+    return false;
   }
 };
 
@@ -164,6 +246,8 @@ bool A2aApi::handle(const ExchangePtr& ex) {
 }
 
 void A2aApi::gateway_card(const ExchangePtr& ex) {
+  if (const ExposureConfig* config = exposure_.config())
+    return respond_json(ex, entries_card(*config, base_url(ex->request()), bearer_auth_));
   upstream_.list_agents([ex, bearer = bearer_auth_](AgentsOrError result) {
     if (auto* e = std::get_if<agentd::Error>(&result))
       return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
@@ -173,6 +257,14 @@ void A2aApi::gateway_card(const ExchangePtr& ex) {
 }
 
 void A2aApi::agent_card(const ExchangePtr& ex, const std::string& agent) {
+  if (const ExposureConfig* config = exposure_.config()) {
+    if (const EntryConfig* e = config->find(agent))
+      return respond_json(ex, entry_card(*e, base_url(ex->request()), bearer_auth_));
+    return ex->respond_json(
+        http::Status::not_found,
+        rpc_error(nullptr, {kAgentNotFound, "no entry '" + agent + "' in --config " + config->path +
+                                                " (it exposes: " + config->names() + ")"}));
+  }
   // The listing says the agent's class and name (a lookup by id does not).
   upstream_.list_agents([ex, agent, bearer = bearer_auth_](AgentsOrError result) {
     if (auto* e = std::get_if<agentd::Error>(&result))
@@ -209,24 +301,20 @@ void A2aApi::rpc(const ExchangePtr& ex, const std::string& agent) {
                                     "(also when the header is absent)",
                                 data});
   }
-  upstream_.with_agent(agent, [this, call](AgentOrError found) {
-    if (auto* e = std::get_if<agentd::Error>(&found)) {
-      const bool missing = e->code() == agentd::ErrorCode::unknown_agent;
-      return call->error(rpc_error_of(*e), missing ? http::Status::not_found : http::Status::ok);
-    }
-    dispatch(call, std::get<agentd::AgentRef>(found));
+  exposure_.check(agent, [this, call](Resolved found) {
+    if (!call->failed(found)) dispatch(call);
   });
 }
 
-void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent) {
-  if (call->wire == Wire::v0_3) return dispatch_v03(call, agent);
+void A2aApi::dispatch(const std::shared_ptr<Call>& call) {
+  if (call->wire == Wire::v0_3) return dispatch_v03(call);
   const std::string& m = call->req.method;
   if (m.find('/') != std::string::npos)
     return call->error({kMethodNotFound, "Method not found: " + m +
                                              " is an A2A 0.3 method, and this request says A2A-Version: "
                                              "1.0 (its methods are SendMessage, GetTask, ...)"});
-  if (m == "SendMessage") return send_message(call, agent, false);
-  if (m == "SendStreamingMessage") return send_message(call, agent, true);
+  if (m == "SendMessage") return send_message(call, false);
+  if (m == "SendStreamingMessage") return send_message(call, true);
   if (m == "GetTask") return get_task(call);
   if (m == "ListTasks") return list_tasks(call);
   if (m == "CancelTask") return cancel_task(call);
@@ -240,10 +328,10 @@ void A2aApi::dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef&
   call->error({kMethodNotFound, "Method not found: " + m});
 }
 
-void A2aApi::dispatch_v03(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent) {
+void A2aApi::dispatch_v03(const std::shared_ptr<Call>& call) {
   const std::string& m = call->req.method;
-  if (m == "message/send") return send_message(call, agent, false);
-  if (m == "message/stream") return send_message(call, agent, true);
+  if (m == "message/send") return send_message(call, false);
+  if (m == "message/stream") return send_message(call, true);
   if (m == "tasks/get") return get_task(call);
   if (m == "tasks/cancel") return cancel_task(call);
   if (m == "tasks/resubscribe") return subscribe(call);
@@ -261,7 +349,7 @@ void A2aApi::dispatch_v03(const std::shared_ptr<Call>& call, const agentd::Agent
   call->error({kMethodNotFound, "Method not found: " + m});
 }
 
-void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming) {
+void A2aApi::send_message(const std::shared_ptr<Call>& call, bool streaming) {
   auto parsed = call->wire == Wire::v0_3 ? v03::parse_send_params(call->req.params)
                                          : parse_send_request(call->req.params);
   if (auto* e = std::get_if<RpcError>(&parsed)) return call->error(*e);
@@ -275,6 +363,17 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
                                     " has ended or takes no more messages: send without taskId "
                                     "(the same contextId keeps the conversation)"});
   }
+  // The agent of the conversation (a per-conversation entry's: the contextId's; a message without
+  // one starts a new conversation).
+  if (send->context_id.empty()) send->context_id = Exposure::new_conversation_key();
+  exposure_.resolve(call->agent, send->context_id, [this, call, send, streaming](Resolved found) {
+    if (!call->failed(found)) start_task(call, send, std::get<Target>(std::move(found)), streaming);
+  });
+}
+
+void A2aApi::start_task(const std::shared_ptr<Call>& call, const std::shared_ptr<SendRequest>& send,
+                        Target target, bool streaming) {
+  const agentd::AgentRef& agent = *target.agent;
   auto task = store_.create(call->agent, send->context_id, send->message);
   if (!task)
     return call->error({kInternalError, "the gateway holds as many tasks as it may, all still working"});
@@ -291,8 +390,9 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
         call->result(task_result(call->wire, *task, send->history_length));
         waiting = nullptr;
       }
-      await_reply(upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
-                  [call = waiting, send, id, context = task->context_id, &store](Outcome outcome) {
+      await_reply(upstream_, call->ex->executor(), agent.id(), p, reply_timeout_,
+                  [call = waiting, send, id, context = task->context_id, &store,
+                   lease = std::move(target.lease)](Outcome outcome) {
                     std::optional<Task> t;
                     if (auto* e = std::get_if<agentd::Error>(&outcome))
                       t = store.finish(id, TaskState::failed, std::nullopt, failure_message(*e, id, context));
@@ -311,9 +411,9 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, const agentd::Agent
     store_.subscribe(call->agent, id, stream_start(call->ex, call->req.id, call->wire, send->history_length),
                      stream_listener(call->ex, call->req.id, call->wire, std::make_shared<bool>(false)));
     await_stream(
-        upstream_, call->ex->executor(), call->agent, p, reply_timeout_,
+        upstream_, call->ex->executor(), agent.id(), p, reply_timeout_,
         [id, &store](std::string text) { store.append(id, text); },
-        [id, context = task->context_id, &store](Outcome outcome) {
+        [id, context = task->context_id, &store, lease = std::move(target.lease)](Outcome outcome) {
           if (auto* e = std::get_if<agentd::Error>(&outcome))
             store.finish(id, TaskState::failed, std::nullopt, failure_message(*e, id, context));
           else

@@ -1,6 +1,7 @@
-// A2A 1.0 and 0.3, the JSON-RPC binding: every agent on the upstream server (under its id, as the
-// OpenAI API exposes them) at /a2a/ID/ (JSON-RPC 2.0 POSTed there), its agent card at
-// /a2a/ID/.well-known/agent-card.json, and the gateway's card listing them at
+// A2A 1.0 and 0.3, the JSON-RPC binding: every exposed entry (exposure.h: without --config every
+// agent on the upstream server under its id, as the OpenAI API exposes them) at /a2a/ID/ (JSON-RPC
+// 2.0 POSTed there), its agent card at /a2a/ID/.well-known/agent-card.json, and the gateway's card
+// listing them at
 // /.well-known/agent-card.json. a2a_json.h says how messages map onto agent calls.
 //
 // Methods: SendMessage (blocking by default: the answer is the finished task;
@@ -22,6 +23,7 @@
 #pragma once
 
 #include "a2a/task_store.h"
+#include "exposure.h"
 #include "http/connection.h"
 #include "upstream.h"
 
@@ -32,12 +34,19 @@ namespace gateway::a2a {
 
 // The protocol version a request speaks (its A2A-Version).
 enum class Wire { v1_0, v0_3 };
+struct SendRequest;
 
 class A2aApi {
  public:
-  // bearer_auth: the gateway wants a bearer token (the cards say so).
-  A2aApi(Upstream& upstream, std::chrono::seconds reply_timeout, bool bearer_auth, TaskStore& store)
-      : upstream_(upstream), reply_timeout_(reply_timeout), bearer_auth_(bearer_auth), store_(store) {}
+  // bearer_auth: the gateway wants a bearer token (the cards say so). exposure: which agent an
+  // entry (the E of /a2a/E/) and a contextId reach.
+  A2aApi(Upstream& upstream, Exposure& exposure, std::chrono::seconds reply_timeout, bool bearer_auth,
+         TaskStore& store)
+      : upstream_(upstream),
+        exposure_(exposure),
+        reply_timeout_(reply_timeout),
+        bearer_auth_(bearer_auth),
+        store_(store) {}
   // True when the path is A2A's (/a2a/..., /.well-known/agent-card.json): then answered.
   bool handle(const std::shared_ptr<http::Exchange>& ex);
 
@@ -46,15 +55,18 @@ class A2aApi {
   void gateway_card(const std::shared_ptr<http::Exchange>& ex);
   void agent_card(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
   void rpc(const std::shared_ptr<http::Exchange>& ex, const std::string& agent);
-  void dispatch(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
-  void dispatch_v03(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent);
-  void send_message(const std::shared_ptr<Call>& call, const agentd::AgentRef& agent, bool streaming);
+  void dispatch(const std::shared_ptr<Call>& call);
+  void dispatch_v03(const std::shared_ptr<Call>& call);
+  void send_message(const std::shared_ptr<Call>& call, bool streaming);
+  void start_task(const std::shared_ptr<Call>& call, const std::shared_ptr<SendRequest>& send, Target target,
+                  bool streaming);
   void subscribe(const std::shared_ptr<Call>& call);
   void get_task(const std::shared_ptr<Call>& call);
   void list_tasks(const std::shared_ptr<Call>& call);
   void cancel_task(const std::shared_ptr<Call>& call);
 
   Upstream& upstream_;
+  Exposure& exposure_;
   std::chrono::seconds reply_timeout_;
   bool bearer_auth_;
   TaskStore& store_;

@@ -69,6 +69,10 @@ std::variant<ChatRequest, ErrorReply> parse_chat_request(const std::string& body
       out.include_usage = so["include_usage"].get<bool>();
     }
   }
+  if (req.contains("user") && !req["user"].is_null()) {
+    if (!req["user"].is_string()) return bad("'user' must be a string", "user");
+    out.user = req["user"].get<std::string>();
+  }
   if (!req.contains("messages") || !req["messages"].is_array() || req["messages"].empty())
     return bad("'messages' is required: a non-empty array of {\"role\", \"content\"}", "messages");
   const json& messages = req["messages"];
@@ -174,12 +178,15 @@ std::string error_event(const agentd::Error& e, const std::string& model) {
 
 std::string models_json(const std::vector<ModelEntry>& models) {
   json data = json::array();
-  for (const auto& m : models)
-    data.push_back({{"id", m.id},
-                    {"object", "model"},
-                    {"created", 0},
-                    {"owned_by", "agentd"},
-                    {"agentd", {{"class", m.agent_class}, {"name", m.name}}}});
+  for (const auto& m : models) {
+    json about = json::object();
+    if (!m.agent_class.empty()) about["class"] = m.agent_class;
+    if (!m.name.empty()) about["name"] = m.name;
+    if (!m.agent.empty()) about["agent"] = m.agent;
+    if (!m.description.empty()) about["description"] = m.description;
+    data.push_back(
+        {{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "agentd"}, {"agentd", about}});
+  }
   return json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

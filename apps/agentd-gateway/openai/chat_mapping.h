@@ -27,6 +27,7 @@ struct ChatRequest {
   agentd::Msg input;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the usage
+  std::string user;  // the request's `user` (a conversation key for per-conversation entries)
 };
 
 // An answer that is an error: the HTTP status and the body in OpenAI's error shape.
@@ -66,8 +67,10 @@ inline constexpr const char* kDoneEvent = "data: [DONE]\n\n";
 // GET /v1/models: a list object of model entries (id, object "model", owned_by "agentd").
 struct ModelEntry {
   std::string id;
-  std::string agent_class;
+  std::string agent_class;  // (fields left empty are left out)
   std::string name;
+  std::string agent;  // a configured entry's fixed agent
+  std::string description;
 };
 std::string models_json(const std::vector<ModelEntry>& models);
 

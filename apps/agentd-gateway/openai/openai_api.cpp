@@ -20,8 +20,9 @@ std::int64_t unix_now() {
       .count();
 }
 
+// lease: held until the answer is sent (a conversation's agent is not deleted meanwhile).
 void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
-                       const ChatRequest& req, std::chrono::seconds timeout) {
+                       const ChatRequest& req, std::chrono::seconds timeout, std::shared_ptr<void> lease) {
   // The call is recorded in the request's trace (its span on the server carries the id).
   agentd::Placeholder p = agent.with_trace_id(ex->trace_id()).reply_stream(req.input);
   const std::string id = "chatcmpl-" + p.call_id();
@@ -31,11 +32,12 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
   const std::string role = "assistant";
   ex->send(chunk_event(id, req.model, created, &role, nullptr, nullptr));
   await_stream(
-      upstream, ex->executor(), req.model, p, timeout,
+      upstream, ex->executor(), agent.id(), p, timeout,
       [ex, id, model = req.model, created](std::string text) {
         ex->send(chunk_event(id, model, created, nullptr, &text, nullptr));
       },
-      [ex, id, model = req.model, created, include_usage = req.include_usage](Outcome outcome) {
+      [ex, id, model = req.model, created, include_usage = req.include_usage,
+       lease = std::move(lease)](Outcome outcome) {
         if (auto* e = std::get_if<agentd::Error>(&outcome)) {
           ex->send(error_event(*e, model));
         } else {
@@ -49,17 +51,37 @@ void stream_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::
 }
 
 void plain_completion(Upstream& upstream, const ExchangePtr& ex, const agentd::AgentRef& agent,
-                      const ChatRequest& req, std::chrono::seconds timeout) {
+                      const ChatRequest& req, std::chrono::seconds timeout, std::shared_ptr<void> lease) {
   agentd::Placeholder p = agent.with_trace_id(ex->trace_id()).reply(req.input);
   // Past the deadline the request is answered 504 (the reply, if it comes later, is dropped).
-  await_reply(upstream, ex->executor(), req.model, p, timeout,
-              [ex, model = req.model, id = "chatcmpl-" + p.call_id(), created = unix_now()](Outcome outcome) {
+  await_reply(upstream, ex->executor(), agent.id(), p, timeout,
+              [ex, model = req.model, id = "chatcmpl-" + p.call_id(), created = unix_now(),
+               lease = std::move(lease)](Outcome outcome) {
                 if (auto* e = std::get_if<agentd::Error>(&outcome))
                   return send_error(ex, error_reply(*e, model));
                 ex->respond_json(http::Status::ok,
                                  completion_json(id, model, created, std::get<agentd::Msg>(outcome).text(),
                                                  outcome.usage));
               });
+}
+
+// A refusal of the gateway's own (an unknown model, too many conversations, ...).
+ErrorReply refusal_reply(const Refusal& r) {
+  const char* code = "invalid_request";
+  switch (r.kind) {
+    case Refusal::Kind::no_entry:
+      code = "model_not_found";
+      break;
+    case Refusal::Kind::agent_missing:
+      code = "agent_not_found";
+      break;
+    case Refusal::Kind::too_many:
+      code = "too_many_conversations";
+      break;
+    case Refusal::Kind::bad_key:
+      break;
+  }
+  return invalid_request(static_cast<Status>(r.http_status()), r.message, code);
 }
 
 }  // namespace
@@ -84,11 +106,17 @@ void OpenAiApi::handle(const ExchangePtr& ex) {
 }
 
 void OpenAiApi::list_models(const ExchangePtr& ex) {
+  if (const ExposureConfig* config = exposure_.config()) {
+    std::vector<ModelEntry> models;
+    for (const auto& e : config->entries)
+      models.push_back(ModelEntry{e.name, e.agent_class, "", e.agent, e.description});
+    return ex->respond_json(http::Status::ok, models_json(models));
+  }
   upstream_.list_agents([ex](AgentsOrError result) {
     if (auto* e = std::get_if<agentd::Error>(&result)) return send_error(ex, error_reply(*e, ""));
     std::vector<ModelEntry> models;
     for (const auto& a : std::get<std::vector<agentd::AgentInfo>>(result))
-      models.push_back(ModelEntry{a.id, a.class_name, a.name});
+      models.push_back(ModelEntry{a.id, a.class_name, a.name, "", ""});
     ex->respond_json(http::Status::ok, models_json(models));
   });
 }
@@ -97,14 +125,20 @@ void OpenAiApi::chat_completions(const ExchangePtr& ex) {
   auto parsed = parse_chat_request(ex->request().body());
   if (auto* e = std::get_if<ErrorReply>(&parsed)) return send_error(ex, *e);
   auto req = std::make_shared<ChatRequest>(std::move(std::get<ChatRequest>(parsed)));
-  upstream_.with_agent(req->model, [this, ex, req](AgentOrError found) {
+  // The conversation key (per-conversation entries): the X-Conversation-Id header, else `user`;
+  // neither: a one-shot agent for this completion.
+  std::string key(ex->request()["X-Conversation-Id"]);
+  if (key.empty()) key = req->user;
+  exposure_.resolve(req->model, key, [this, ex, req](Resolved found) {
     if (auto* e = std::get_if<agentd::Error>(&found)) return send_error(ex, error_reply(*e, req->model));
-    const auto& agent = std::get<agentd::AgentRef>(found);
+    if (auto* r = std::get_if<Refusal>(&found)) return send_error(ex, refusal_reply(*r));
+    auto& target = std::get<Target>(found);
+    const auto& agent = *target.agent;
     try {
       if (req->stream)
-        stream_completion(upstream_, ex, agent, *req, reply_timeout_);
+        stream_completion(upstream_, ex, agent, *req, reply_timeout_, std::move(target.lease));
       else
-        plain_completion(upstream_, ex, agent, *req, reply_timeout_);
+        plain_completion(upstream_, ex, agent, *req, reply_timeout_, std::move(target.lease));
     } catch (const agentd::Error& e) {  // the client is closed: the call could not be sent
       send_error(ex, error_reply(e, req->model));
     }

@@ -6,6 +6,7 @@
 // the answer (and a stream's chunks) on the connection's strand, where it is written.
 #pragma once
 
+#include "exposure.h"
 #include "http/connection.h"
 #include "upstream.h"
 
@@ -17,9 +18,9 @@ namespace gateway::openai {
 class OpenAiApi {
  public:
   // reply_timeout: how long a completion waits for the agent (then 504, or a timeout error
-  // event ending the stream).
-  OpenAiApi(Upstream& upstream, std::chrono::seconds reply_timeout)
-      : upstream_(upstream), reply_timeout_(reply_timeout) {}
+  // event ending the stream). exposure: which agent a `model` is (both outlive this object).
+  OpenAiApi(Upstream& upstream, Exposure& exposure, std::chrono::seconds reply_timeout)
+      : upstream_(upstream), exposure_(exposure), reply_timeout_(reply_timeout) {}
   // Answers a request whose path starts with /v1/ (404 for paths it does not serve).
   void handle(const std::shared_ptr<http::Exchange>& ex);
 
@@ -28,6 +29,7 @@ class OpenAiApi {
   void chat_completions(const std::shared_ptr<http::Exchange>& ex);
 
   Upstream& upstream_;
+  Exposure& exposure_;
   std::chrono::seconds reply_timeout_;
 };
 
