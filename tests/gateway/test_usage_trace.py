@@ -221,3 +221,16 @@ def test_a_later_traceparent_version_with_more_fields_is_accepted(gateway, token
     status, h, _ = request(gateway, "POST", "/v1/chat/completions", chat("nobody", "x"), token=token,
                            headers={"traceparent": TRACEPARENT})
     assert status == 404 and h["X-Trace-Id"] == TRACE_ID
+
+
+def test_an_a2a_messages_call_is_made_in_the_requests_trace(model_stack):
+    _, server, gw = model_stack
+    trace = "b" * 32
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"role": "ROLE_USER", "messageId": "m-trace", "parts": [{"text": "trace a2a"}]}}}
+    status, headers, out = request(gw, "POST", "/a2a/dialog/", body,
+                                   headers={"A2A-Version": "1.0", "traceparent": TRACEPARENT.replace(TRACE_ID, trace)})
+    assert status == 200, out
+    assert headers["X-Trace-Id"] == trace
+    assert json.loads(out)["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any(s["trace_id"] == trace and s["agent_id"] == "dialog" for s in spans(server))

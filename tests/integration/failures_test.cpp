@@ -10,6 +10,9 @@
 
 #include <signal.h>
 
+#include <optional>
+#include <thread>
+
 using namespace agentd::test;
 
 namespace {}  // namespace
@@ -73,6 +76,38 @@ TEST_CASE("a server killed while a result is being awaited wakes the waiter", "[
   REQUIRE(seen);
   CHECK(seen->code() == ErrorCode::disconnected);
   CHECK(seen->retryable());
+}
+
+TEST_CASE("close() fails a request waiting for a server that is reconnecting at once, not at the timeout",
+          "[failures]") {
+  auto s = ServerProcess::start(standard_args());
+  agentd::ClientOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  opts.reconnect_deadline = std::chrono::hours(1);  // the client keeps trying: the request waits
+  auto c = s->connect(opts);
+  c.ping();
+  s->kill_now();
+  std::optional<Error> seen;
+  std::chrono::steady_clock::duration waited{};
+  std::thread waiter([&] {
+    try {
+      c.list_agents();
+    } catch (const Error& e) {
+      seen = e;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the request is waiting
+  const auto t0 = std::chrono::steady_clock::now();
+  c.close();
+  waiter.join();
+  waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE(seen);
+  INFO(seen->what());
+  CHECK(seen->code() == ErrorCode::disconnected);
+  CHECK_THAT(seen->message(), Catch::Contains("the client is closed"));
+  CHECK(waited < std::chrono::seconds(10));
+  // And every later request fails at once the same way.
+  CHECK(error_of([&] { c.ping(); }).code() == ErrorCode::disconnected);
 }
 
 TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable", "[failures][peer]") {

@@ -382,7 +382,7 @@ void A2aApi::start_task(const std::shared_ptr<Call>& call, const std::shared_ptr
   TaskStore& store = store_;
   try {
     if (!streaming) {
-      agentd::Placeholder p = agent.reply(input);
+      agentd::Placeholder p = agent.with_trace_id(call->ex->trace_id()).reply(input);
       // returnImmediately: the working task now, the outcome only in the store (the exchange is
       // not held meanwhile).
       std::shared_ptr<Call> waiting = call;
@@ -405,7 +405,7 @@ void A2aApi::start_task(const std::shared_ptr<Call>& call, const std::shared_ptr
                   });
       return;
     }
-    agentd::Placeholder p = agent.reply_stream(input);
+    agentd::Placeholder p = agent.with_trace_id(call->ex->trace_id()).reply_stream(input);
     // The stream listens to the task like a SubscribeToTask stream: the chunks go through the
     // store (so a subscriber sees them too) and a cancel ends it at once.
     store_.subscribe(call->agent, id, stream_start(call->ex, call->req.id, call->wire, send->history_length),

@@ -305,7 +305,34 @@ void ClientCore::close() {
     if (quit_ && quit_->isWaiting()) quit_->fulfill();
   });
   if (thread_.joinable()) thread_.join();
+  {
+    // The loop is gone: nothing will answer the waits still open.
+    std::lock_guard waits(waits_mu_);
+    closed_ = true;
+    for (auto& [id, fail] : open_waits_) fail();
+    open_waits_.clear();
+  }
   if (child_) child_->stop(std::chrono::seconds(15));
+}
+
+std::uint64_t ClientCore::watch_close(std::function<void()> fail) {
+  std::lock_guard lock(waits_mu_);
+  if (closed_ || !open()) {
+    fail();
+    return 0;
+  }
+  open_waits_.emplace_back(next_wait_, std::move(fail));
+  return next_wait_++;
+}
+
+void ClientCore::unwatch_close(std::uint64_t id) {
+  if (id == 0) return;
+  std::lock_guard lock(waits_mu_);
+  for (auto it = open_waits_.begin(); it != open_waits_.end(); ++it)
+    if (it->first == id) {
+      open_waits_.erase(it);
+      return;
+    }
 }
 
 void ClientCore::check_not_on_loop(const std::string& what) {

@@ -30,6 +30,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace agentd::detail {
 
@@ -181,20 +183,36 @@ class ClientCore {
   void report_child_loss(LoopState& loop);
 
   // A user thread's wait for an answer posted for (counted as one request and one wait).
+  // close() fails the wait at once ("the client is closed"): the loop that would have answered
+  // is gone, and the answer would otherwise be waited for until the timeout.
   template <typename T>
   T wait_counted(Sync<T>& st, const std::string& what) {
     check_not_on_loop(what);
-    check_open(what);
     requests_.fetch_add(1, std::memory_order_relaxed);
     waits_.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t id = watch_close([&st, &what] { st.fail(closed_error(what)); });
+    struct Unwatch {
+      ClientCore* core;
+      std::uint64_t id;
+      ~Unwatch() { core->unwatch_close(id); }
+    } unwatch{this, id};
     return st.wait(options_.timeout, what);
   }
+  // Any thread: fail runs once, at close() (at once when closed already), unless unwatched
+  // before. Returns the id for unwatch_close(), which waits for a fail running meanwhile.
+  std::uint64_t watch_close(std::function<void()> fail);
+  void unwatch_close(std::uint64_t id);
 
   ClientOptions options_;
   std::shared_ptr<void> child_dir_;  // removed after child_ has stopped
   std::unique_ptr<ChildProcess> child_;
   std::thread thread_;
   std::mutex close_mu_;  // close(): one closer at a time
+  // User threads' waits that close() fails (wait_counted).
+  std::mutex waits_mu_;
+  bool closed_ = false;                                                       // guarded by waits_mu_
+  std::uint64_t next_wait_ = 1;                                               // guarded by waits_mu_
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> open_waits_;  // guarded by waits_mu_
   std::atomic<Bridge*> bridge_{nullptr};
   LoopState* loop_ = nullptr;            // loop thread only
   std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()
