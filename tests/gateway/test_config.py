@@ -162,6 +162,8 @@ def test_cards_carry_the_entries_descriptions_and_skills(cfg_gateway):
     assert card["skills"] == [{"id": "greet", "name": "Greet", "description": "Says hello back",
                                "tags": ["hello", "desk"], "examples": ["hi there"]}]
     assert card["supportedInterfaces"][0]["url"] == f"{cfg_gateway.base}/a2a/desk/"
+    # The same card serves A2A 0.3 clients, as without --config.
+    assert card["protocolVersion"] == "0.3.0" and card["url"] == f"{cfg_gateway.base}/a2a/desk/"
     status, _, out = request(cfg_gateway, "GET", "/a2a/trail/.well-known/agent-card.json")
     card = json.loads(out)
     assert card["description"] == "A trail per conversation."

@@ -247,7 +247,7 @@ bool A2aApi::handle(const ExchangePtr& ex) {
 
 void A2aApi::gateway_card(const ExchangePtr& ex) {
   if (const ExposureConfig* config = exposure_.config())
-    return respond_json(ex, entries_card(*config, base_url(ex->request()), bearer_auth_));
+    return respond_json(ex, entries_card(*config, base_url(*ex), bearer_auth_));
   upstream_.list_agents([ex, bearer = bearer_auth_](AgentsOrError result) {
     if (auto* e = std::get_if<agentd::Error>(&result))
       return ex->respond_json(http::Status::service_unavailable, rpc_error(nullptr, rpc_error_of(*e)));
@@ -258,8 +258,11 @@ void A2aApi::gateway_card(const ExchangePtr& ex) {
 
 void A2aApi::agent_card(const ExchangePtr& ex, const std::string& agent) {
   if (const ExposureConfig* config = exposure_.config()) {
-    if (const EntryConfig* e = config->find(agent))
-      return respond_json(ex, entry_card(*e, base_url(ex->request()), bearer_auth_));
+    if (const EntryConfig* e = config->find(agent)) {
+      json card = entry_card(*e, base_url(*ex), bearer_auth_);
+      v03::add_card_fields(card, bearer_auth_);  // the same card serves A2A 0.3 clients
+      return respond_json(ex, card);
+    }
     return ex->respond_json(
         http::Status::not_found,
         rpc_error(nullptr, {kAgentNotFound, "no entry '" + agent + "' in --config " + config->path +
