@@ -27,7 +27,7 @@ struct ChatRequest {
   agentd::Msg input;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the usage
-  std::string user;  // the request's `user` (a conversation key for per-conversation entries)
+  std::string user;            // the request's `user` (a conversation key for per-conversation entries)
 };
 
 // An answer that is an error: the HTTP status and the body in OpenAI's error shape.

@@ -210,8 +210,8 @@ class ClientCore {
   std::mutex close_mu_;  // close(): one closer at a time
   // User threads' waits that close() fails (wait_counted).
   std::mutex waits_mu_;
-  bool closed_ = false;                                                       // guarded by waits_mu_
-  std::uint64_t next_wait_ = 1;                                               // guarded by waits_mu_
+  bool closed_ = false;                                                      // guarded by waits_mu_
+  std::uint64_t next_wait_ = 1;                                              // guarded by waits_mu_
   std::vector<std::pair<std::uint64_t, std::function<void()>>> open_waits_;  // guarded by waits_mu_
   std::atomic<Bridge*> bridge_{nullptr};
   LoopState* loop_ = nullptr;            // loop thread only
