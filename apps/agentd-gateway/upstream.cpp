@@ -194,14 +194,20 @@ void Upstream::with_agent(const std::string& id, std::function<void(AgentOrError
     if (it != agents_.end()) known = it->second;
   }
   if (known) return done(std::move(*known));
-  boost::asio::post(blocking_, [this, id, done = std::move(done)] {
+  agent_blocking(
+      id, [id](Backend& b) { return b.agent(id); }, std::move(done));
+}
+
+void Upstream::agent_blocking(const std::string& id, std::function<agentd::AgentRef(Backend&)> get,
+                              std::function<void(AgentOrError)> done) {
+  boost::asio::post(blocking_, [this, id, get = std::move(get), done = std::move(done)] {
     std::optional<AgentOrError> result;
     auto c = backend();
     if (auto* e = std::get_if<agentd::Error>(&c)) {
       result.emplace(std::move(*e));
     } else {
       try {
-        agentd::AgentRef ref = std::get<Backend*>(c)->agent(id);
+        agentd::AgentRef ref = get(*std::get<Backend*>(c));
         std::lock_guard lock(mu_);
         agents_.insert_or_assign(id, ref);
         result.emplace(std::move(ref));
@@ -230,23 +236,10 @@ void Upstream::on_forget(std::function<void(const std::string& id)> fn) {
 
 void Upstream::create_agent(const std::string& class_name, agentd::Value args, const std::string& id,
                             std::function<void(AgentOrError)> done) {
-  boost::asio::post(blocking_, [this, class_name, args = std::move(args), id, done = std::move(done)] {
-    std::optional<AgentOrError> result;
-    auto c = backend();
-    if (auto* e = std::get_if<agentd::Error>(&c)) {
-      result.emplace(std::move(*e));
-    } else {
-      try {
-        agentd::AgentRef ref = std::get<Backend*>(c)->create_agent(class_name, args, id);
-        std::lock_guard lock(mu_);
-        agents_.insert_or_assign(id, ref);
-        result.emplace(std::move(ref));
-      } catch (const std::exception& e) {
-        result.emplace(as_error(e));
-      }
-    }
-    done(std::move(*result));
-  });
+  agent_blocking(
+      id,
+      [class_name, args = std::move(args), id](Backend& b) { return b.create_agent(class_name, args, id); },
+      std::move(done));
 }
 
 void Upstream::delete_agent(const std::string& id, std::function<void(std::optional<agentd::Error>)> done) {

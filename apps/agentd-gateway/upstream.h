@@ -89,6 +89,10 @@ class Upstream {
   const std::string& first_error() const { return first_error_; }
 
  private:
+  // On a blocking thread: get(backend) is the agent, cached under id; done gets it, or the error
+  // (the backend's when not connected).
+  void agent_blocking(const std::string& id, std::function<agentd::AgentRef(Backend&)> get,
+                      std::function<void(AgentOrError)> done);
   // The backend once connected; otherwise the error requests get.
   std::variant<Backend*, agentd::Error> backend();
   void keep_connecting();
