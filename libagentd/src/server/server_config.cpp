@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <sstream>
 
 namespace agentd::detail {
@@ -181,8 +184,16 @@ std::vector<FileArg> yaml_to_args(const std::string& path, const po::options_des
 
 }  // namespace
 
+// localhost, or an address literal in 127.0.0.0/8 or ::1. Any other name may resolve to
+// anything (127.example.org included), so it counts as beyond loopback.
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") return true;
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, h.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 ParsedArgs parse_server_args(int argc, const char* const* argv) {

@@ -103,7 +103,9 @@ TEST_CASE("every option is read from the command line", "[server_config]") {
 
 TEST_CASE("protected default: beyond loopback, a token or an explicit opt-out is required",
           "[server_config][security]") {
-  for (const char* host : {"0.0.0.0", "::", "192.168.1.10", "example.org"}) {
+  // A name that merely starts like a loopback address may resolve to anything.
+  for (const char* host :
+       {"0.0.0.0", "::", "192.168.1.10", "example.org", "127.example.org", "127.0.0.1.nip.io"}) {
     auto e = parse_error({"--host", host});
     CHECK(e.code() == ErrorCode::config_error);
     CHECK_THAT(e.message(), Contains(std::string("--host ") + host) && Contains("--auth-token-file") &&
@@ -111,7 +113,7 @@ TEST_CASE("protected default: beyond loopback, a token or an explicit opt-out is
     CHECK(parse({"--host", host, "--auth-token-file", "t"}).options.host == host);
     CHECK(parse({"--host", host, "--allow-unauthenticated"}).options.allow_unauthenticated);
   }
-  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1"})
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"})
     CHECK(parse({"--host", host}).options.host == host);
   TempDir dir;
   auto yaml = dir.write("c.yaml", "host: 0.0.0.0\nallow-unauthenticated: true\n");
