@@ -47,6 +47,31 @@ def error_of(body):
     return e
 
 
+def a2a_rpc(gw, token, agent, method, params=None, rid=1, headers=None, raw=None):
+    """One JSON-RPC request to /a2a/AGENT/ (raw: these bytes instead): (status, headers, body)."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        body["params"] = params
+    return request(gw, "POST", f"/a2a/{agent}/", body if raw is None else None, token=token,
+                   headers=headers or {}, raw=raw)
+
+
+def rpc_result(status, out):
+    """The result of a JSON-RPC answer that must be a success."""
+    assert status == 200, out
+    r = json.loads(out)
+    assert r["jsonrpc"] == "2.0" and "error" not in r, r
+    return r["result"]
+
+
+def rpc_error(status, out, code):
+    """The error object of a JSON-RPC answer that must be an error with this code."""
+    r = json.loads(out)
+    assert r["jsonrpc"] == "2.0" and "result" not in r, r
+    assert r["error"]["code"] == code, r
+    return r["error"]
+
+
 def raw_exchange(gw, data, timeout=10):
     with socket.create_connection((gw.host, gw.port), timeout=timeout) as s:
         s.sendall(data)

@@ -8,38 +8,19 @@ import uuid
 
 import pytest
 
-from http_helpers import request, sse_events
+from http_helpers import a2a_rpc, request, rpc_error as error_of, rpc_result as result_of, sse_events
 
 V1 = {"A2A-Version": "1.0"}
 
 
 def rpc(gw, token, agent, method, params=None, rid=1, headers=V1, raw=None):
-    body = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        body["params"] = params
-    status, hdrs, out = request(gw, "POST", f"/a2a/{agent}/", body if raw is None else None, token=token,
-                                headers=headers, raw=raw)
-    return status, hdrs, out
+    return a2a_rpc(gw, token, agent, method, params, rid, headers, raw)
 
 
 def message(text, **extra):
     m = {"role": "ROLE_USER", "parts": [{"text": text}], "messageId": str(uuid.uuid4())}
     m.update(extra)
     return {"message": m}
-
-
-def result_of(status, out):
-    assert status == 200, out
-    r = json.loads(out)
-    assert r["jsonrpc"] == "2.0" and "error" not in r, r
-    return r["result"]
-
-
-def error_of(status, out, code):
-    r = json.loads(out)
-    assert r["jsonrpc"] == "2.0" and "result" not in r, r
-    assert r["error"]["code"] == code, r
-    return r["error"]
 
 
 def test_agent_card_describes_the_agent_and_its_endpoint(gateway, token):

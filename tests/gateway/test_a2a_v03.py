@@ -6,15 +6,7 @@ import uuid
 
 import pytest
 
-from http_helpers import request, sse_events
-
-
-def rpc(gw, token, agent, method, params=None, rid=1, headers=None, raw=None):
-    body = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        body["params"] = params
-    return request(gw, "POST", f"/a2a/{agent}/", body if raw is None else None, token=token,
-                   headers=headers or {}, raw=raw)
+from http_helpers import a2a_rpc as rpc, request, rpc_error as error_of, rpc_result as result_of, sse_events
 
 
 def message(text, **extra):
@@ -22,20 +14,6 @@ def message(text, **extra):
          "messageId": str(uuid.uuid4())}
     m.update(extra)
     return {"message": m}
-
-
-def result_of(status, out):
-    assert status == 200, out
-    r = json.loads(out)
-    assert r["jsonrpc"] == "2.0" and "error" not in r, r
-    return r["result"]
-
-
-def error_of(status, out, code):
-    r = json.loads(out)
-    assert r["jsonrpc"] == "2.0" and "result" not in r, r
-    assert r["error"]["code"] == code, r
-    return r["error"]
 
 
 def test_no_version_header_is_0_3(gateway, token):
