@@ -337,15 +337,26 @@ void run_latency(const Config& cfg, Deployment& dep, GatewayProcess& gp, Report&
   cleanup(dep, 0, {agent}, 1);
 }
 
+// n agents of class_name named PREFIX-0, PREFIX-1, ..., and their ids.
+std::vector<AgentRef> make_agents(Client& c, const std::string& class_name, const std::string& prefix,
+                                  std::size_t n) {
+  std::vector<AgentRef> agents;
+  for (std::size_t i = 0; i < n; ++i)
+    agents.push_back(c.create_agent(class_name, fmt::format("{}-{}", prefix, i)));
+  return agents;
+}
+
+std::vector<std::string> ids_of(const std::vector<AgentRef>& agents) {
+  std::vector<std::string> ids;
+  for (const auto& a : agents) ids.push_back(a.id());
+  return ids;
+}
+
 // Part 2: completions/s over many keep-alive connections to 10 EchoAgents, beside as many replies
 // through the C++ client (W2's burst); the gateway's threads and RSS afterwards.
 void run_throughput(const Config& cfg, Deployment& dep, GatewayProcess& gp, Report& report) {
-  Client& c = dep.client(0);
-  std::vector<AgentRef> agents;
-  for (std::size_t i = 0; i < cfg.echo_agents; ++i)
-    agents.push_back(c.create_agent("EchoAgent", fmt::format("bench-w14-load-{}", i)));
-  std::vector<std::string> ids;
-  for (const auto& a : agents) ids.push_back(a.id());
+  std::vector<AgentRef> agents = make_agents(dep.client(0), "EchoAgent", "bench-w14-load", cfg.echo_agents);
+  const std::vector<std::string> ids = ids_of(agents);
   {  // each agent once, so that the gateway knows them all before the clock starts
     HttpConnection http("127.0.0.1", gp.port());
     for (const auto& id : ids) {
@@ -405,12 +416,9 @@ void run_throughput(const Config& cfg, Deployment& dep, GatewayProcess& gp, Repo
 // Part 3: streamed completions all at once, each on its own connection, on a fresh gateway per
 // repeat (so its peak RSS is this part's).
 void run_streams(const Config& cfg, Deployment& dep, const Gateway& gw, Report& report) {
-  Client& c = dep.client(0);
-  std::vector<AgentRef> agents;
-  for (std::size_t i = 0; i < cfg.echo_agents; ++i)
-    agents.push_back(c.create_agent("StreamEchoAgent", fmt::format("bench-w14-stream-{}", i)));
-  std::vector<std::string> ids;
-  for (const auto& a : agents) ids.push_back(a.id());
+  std::vector<AgentRef> agents =
+      make_agents(dep.client(0), "StreamEchoAgent", "bench-w14-stream", cfg.echo_agents);
+  const std::vector<std::string> ids = ids_of(agents);
   const std::size_t n = cfg.gateway_streams;
   // Each stream's text: its number, then more words; StreamEchoAgent streams it word by word.
   auto text_of = [](std::size_t i) {
