@@ -55,15 +55,6 @@ int Refusal::http_status() const {
   return 400;
 }
 
-std::string Exposure::new_conversation_key() {
-  // A version 4 UUID.
-  const std::uint64_t hi = (random64() & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
-  const std::uint64_t lo = (random64() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
-  const std::string h = hex(hi, 16), l = hex(lo, 16);
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + l.substr(0, 4) + "-" +
-         l.substr(4);
-}
-
 struct Exposure::State : std::enable_shared_from_this<State> {
   struct Conversation {
     std::uint64_t serial = 0;
@@ -270,7 +261,7 @@ void Exposure::resolve(const std::string& name, const std::string& key, std::fun
                             " are taken"});
   const std::size_t index = static_cast<std::size_t>(entry - s_->config->entries.data());
   const bool one_shot = key.empty();
-  const std::string k = one_shot ? "one-shot:" + new_conversation_key() : key;
+  const std::string k = one_shot ? "one-shot:" + agentd::new_id() : key;
   State& s = *s_;
   std::unique_lock lock(s.mu);
   if (s.stopped) {

@@ -81,9 +81,6 @@ class Exposure {
   // done runs at once on this thread, or on a blocking thread.
   void resolve(const std::string& name, const std::string& key, std::function<void(Resolved)> done);
 
-  // A fresh conversation key (a UUID), for an A2A message without contextId.
-  static std::string new_conversation_key();
-
   // At a clean stop, once the HTTP threads have stopped (it blocks): deletes every conversation
   // agent through connect_briefly; requests resolved afterwards get Error(stopping).
   void stop();

@@ -368,7 +368,7 @@ void A2aApi::send_message(const std::shared_ptr<Call>& call, bool streaming) {
   }
   // The agent of the conversation (a per-conversation entry's: the contextId's; a message without
   // one starts a new conversation).
-  if (send->context_id.empty()) send->context_id = Exposure::new_conversation_key();
+  if (send->context_id.empty()) send->context_id = TaskStore::new_id();
   exposure_.resolve(call->agent, send->context_id, [this, call, send, streaming](Resolved found) {
     if (!call->failed(found)) start_task(call, send, std::get<Target>(std::move(found)), streaming);
   });

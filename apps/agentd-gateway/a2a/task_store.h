@@ -71,6 +71,8 @@ struct ListPage {
 
 class TaskStore {
  public:
+  // A random UUID (version 4): task ids, and the context ids made for messages without one.
+  static std::string new_id();
   TaskStore(std::size_t capacity, std::chrono::seconds ttl) : capacity_(capacity), ttl_(ttl) {}
 
   // Adds a working task (id and context id made here when empty; updated set). nullopt when
@@ -101,7 +103,6 @@ class TaskStore {
   using Key = std::pair<std::chrono::system_clock::time_point, std::uint64_t>;  // (updated, seq)
   void touch(Task& t);                                                          // mu_ held
   void expire();                                                                // mu_ held
-  std::string new_id();
   void tell_end(const Task& t);  // mu_ held: the listeners of a task that has just ended
 
   const std::size_t capacity_;

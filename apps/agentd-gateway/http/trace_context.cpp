@@ -1,7 +1,8 @@
 #include "http/trace_context.h"
 
+#include <agentd/msg.h>
+
 #include <cstdint>
-#include <random>
 
 namespace gateway::http {
 
@@ -36,18 +37,9 @@ std::string traceparent_trace_id(std::string_view tp) {
 }
 
 std::string new_trace_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(32, '0');
-  std::uint64_t hi = 0, lo = 0;
-  while (hi == 0 && lo == 0) {
-    hi = rng();
-    lo = rng();
-  }
-  for (int i = 0; i < 16; ++i) {
-    id[15 - i] = kHex[(hi >> (4 * i)) & 0xf];
-    id[31 - i] = kHex[(lo >> (4 * i)) & 0xf];
-  }
+  std::string id;
+  do id = agentd::new_id();  // 32 random lowercase hex digits; W3C forbids all zeros
+  while (all_zeros(id));
   return id;
 }
 
