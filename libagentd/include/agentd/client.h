@@ -124,6 +124,54 @@ struct AgentInfo {
   std::uint32_t queued_calls = 0;
   std::uint64_t completed_calls = 0;
   std::uint64_t failed_calls = 0;
+  std::int64_t last_call_unix_ms = 0;  // when its last call finished (0: none since the server started)
+  // Its model use since the server started (or since it was made).
+  std::uint64_t model_calls = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+};
+
+// A page of a server's agents, filtered, sorted and cut by the server (Client::query_agents):
+// what a console shows of a server with a million agents without moving them all.
+struct AgentQuery {
+  enum class Sort { id, name, class_name, calls, errors, queued, last_call, tokens };
+  std::string search;      // ASCII case-insensitive substring of the id, name or class; empty: all
+  std::string class_name;  // exactly this class; empty: any
+  Sort sort = Sort::id;    // calls: completed + failed; tokens: prompt + completion; ties by id
+  bool descending = false;
+  std::uint64_t offset = 0;
+  std::uint32_t limit = 100;  // the server answers at most 1000
+};
+
+struct AgentPage {
+  std::vector<AgentInfo> agents;
+  std::uint64_t matched = 0;  // agents the filter matched
+  std::uint64_t total = 0;    // agents on the server
+};
+
+// Durations observed: counts[i] of them were <= bounds[i] (and > bounds[i - 1]); not
+// cumulative. count is all of them, those over the last bound included; sum is in seconds.
+struct Histogram {
+  std::vector<double> bounds;  // seconds, ascending
+  std::vector<std::uint64_t> counts;
+  std::uint64_t count = 0;
+  double sum = 0;
+
+  // The q-quantile (0 < q < 1) estimated from the buckets (linear within one; the last bound
+  // for observations past it); std::nullopt without observations.
+  std::optional<double> quantile(double q) const;
+};
+
+// One model config of a server, counted since the server started (across reloads).
+struct ModelStats {
+  std::string config_name;
+  std::string model_type;
+  std::string model_name;
+  std::uint64_t calls = 0;  // failed ones included
+  std::uint64_t errors = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  Histogram latency;
 };
 
 struct ServerInfo {
@@ -168,6 +216,11 @@ struct ServerInfo {
   std::uint64_t calls_slow = 0;
   std::uint64_t calls_slow_total = 0;
   std::uint64_t calls_timed_out = 0;
+  bool auth_required = false;  // it wants a token (--auth-token-file)
+  bool tls = false;            // its TCP listener speaks TLS (--tls-cert)
+  std::uint64_t calls_running = 0;
+  Histogram call_latency;          // run times of finished agent calls
+  std::vector<ModelStats> models;  // each model config, sorted by name
 };
 
 // The trace span of one finished agent call (Client::traces, `agentctl trace`).
@@ -188,6 +241,11 @@ struct TraceSpan {
   std::string outcome;  // "ok", or the error code's name (e.g. "agent_failed")
   std::string error_message;
   std::string trace_id;  // the caller's trace (AgentRef::with_trace_id); empty: none
+  // The content of the call's input message and of its reply (reply, method_async), each cut to
+  // at most kSpanPreviewBytes (at a UTF-8 character boundary): what a console shows of a call.
+  static constexpr std::size_t kSpanPreviewBytes = 256;
+  std::string input;
+  std::string output;
 };
 
 class ChunkRange;
@@ -409,6 +467,8 @@ class Client {
   AgentRef clone_agent(const std::string& source_id, const std::string& name = {},
                        const std::string& id = {});
   std::vector<AgentInfo> list_agents();
+  // A page of the server's agents (AgentQuery); the server filters and sorts them.
+  AgentPage query_agents(const AgentQuery& query);
   void delete_agent(const std::string& id);
   std::size_t delete_all_agents();
   ServerInfo info();
