@@ -136,8 +136,7 @@ std::string GatewayProcess::ready_line(std::chrono::seconds timeout) {
     line += c;
   }
   throw std::runtime_error(fmt::format("agentd-gateway did not say it was ready ({}); its log ends:\n{}",
-                                       line.empty() ? "no output" : "it said \"" + line + "\"",
-                                       log_tail()));
+                                       line.empty() ? "no output" : "it said \"" + line + "\"", log_tail()));
 }
 
 std::string GatewayProcess::log_tail() const {

@@ -136,7 +136,8 @@ TEST_CASE("Histogram::quantile interpolates within buckets", "[console]") {
   CHECK_FALSE(Histogram{}.quantile(0.5));
 }
 
-TEST_CASE("spans preview a call's input and output, and export as a Chrome trace with dataflow", "[console]") {
+TEST_CASE("spans preview a call's input and output, and export as a Chrome trace with dataflow",
+          "[console]") {
   auto s = ServerProcess::start(async_args());
   Client c = s->connect();
   AgentRef first = c.create_agent("EchoAgent", "first");

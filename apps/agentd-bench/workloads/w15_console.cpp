@@ -95,8 +95,8 @@ void run_w15(const Config& cfg, Deployment& dep, Report& report) {
       HttpConnection conn("127.0.0.1", gp.port());
       http.agentd.add(p50_ms([&] {
         HttpAnswer a = conn.get("/console/api/agents?limit=100");
-        expect(a.status == 200, fmt::format("W15: /console/api/agents answered {}: {}", a.status,
-                                            a.body.substr(0, 200)));
+        expect(a.status == 200,
+               fmt::format("W15: /console/api/agents answered {}: {}", a.status, a.body.substr(0, 200)));
       }));
       cpu.agentd.add(server_cpu_percent(c, cfg.console_seconds));
     }

@@ -44,7 +44,8 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
   int pid = 0;
   for (const ServerSpans& server : servers) {
     ++pid;
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", server.server}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", server.server}}}});
     std::map<std::string, int> tids;  // agent id -> its row
     for (const TraceSpan& s : server.spans) {
       auto [it, added] = tids.emplace(s.agent_id, static_cast<int>(tids.size()) + 1);
@@ -69,10 +70,16 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
                           {"dur", us(s.queue_wait_ns)},
                           {"args", {{"call_id", s.call_id}}}});
       }
-      Value args = {{"call_id", s.call_id},     {"agent_id", s.agent_id},   {"agent_class", s.agent_class},
-                    {"kind", s.kind},           {"outcome", s.outcome},     {"seq", s.seq},
-                    {"consumed", s.consumed},   {"model_calls", s.model_calls},
-                    {"prompt_tokens", s.prompt_tokens}, {"completion_tokens", s.completion_tokens}};
+      Value args = {{"call_id", s.call_id},
+                    {"agent_id", s.agent_id},
+                    {"agent_class", s.agent_class},
+                    {"kind", s.kind},
+                    {"outcome", s.outcome},
+                    {"seq", s.seq},
+                    {"consumed", s.consumed},
+                    {"model_calls", s.model_calls},
+                    {"prompt_tokens", s.prompt_tokens},
+                    {"completion_tokens", s.completion_tokens}};
       if (!s.method.empty()) args["method"] = s.method;
       if (!s.error_message.empty()) args["error"] = s.error_message;
       if (!s.trace_id.empty()) args["trace_id"] = s.trace_id;

@@ -9,6 +9,8 @@
 namespace detail = agentd::detail;
 namespace wire = agentd::wire;
 using agentd::AgentInfo;
+using agentd::Histogram;
+using agentd::ModelStats;
 using agentd::ServerInfo;
 
 namespace {
@@ -50,6 +52,19 @@ ServerInfo sample_server() {
   s.calls_slow = 28;
   s.calls_slow_total = 29;
   s.calls_timed_out = 30;
+  s.auth_required = true;
+  s.tls = true;
+  s.calls_running = 6;
+  s.call_latency = Histogram{.bounds = {0.001, 0.01}, .counts = {3, 4}, .count = 9, .sum = 0.25};
+  s.models = {
+      ModelStats{.config_name = "gpt",
+                 .model_type = "openai_chat",
+                 .model_name = "gpt-4o",
+                 .calls = 10,
+                 .errors = 2,
+                 .prompt_tokens = 1000,
+                 .completion_tokens = 500,
+                 .latency = Histogram{.bounds = {0.5, 5}, .counts = {7, 3}, .count = 10, .sum = 9.5}}};
   return s;
 }
 
@@ -96,8 +111,30 @@ TEST_CASE("server info survives the trip through its wire form", "[info_codec]")
   CHECK(back.calls_slow == s.calls_slow);
   CHECK(back.calls_slow_total == s.calls_slow_total);
   CHECK(back.calls_timed_out == s.calls_timed_out);
+  CHECK(back.auth_required == s.auth_required);
+  CHECK(back.tls == s.tls);
+  CHECK(back.calls_running == s.calls_running);
+  CHECK(back.call_latency.bounds == s.call_latency.bounds);
+  CHECK(back.call_latency.counts == s.call_latency.counts);
+  CHECK(back.call_latency.count == s.call_latency.count);
+  CHECK(back.call_latency.sum == s.call_latency.sum);
+  REQUIRE(back.models.size() == 1);
+  const ModelStats& m = back.models[0];
+  CHECK(m.config_name == "gpt");
+  CHECK(m.model_type == "openai_chat");
+  CHECK(m.model_name == "gpt-4o");
+  CHECK(m.calls == 10);
+  CHECK(m.errors == 2);
+  CHECK(m.prompt_tokens == 1000);
+  CHECK(m.completion_tokens == 500);
+  CHECK(m.latency.counts == std::vector<std::uint64_t>{7, 3});
+  CHECK(m.latency.bounds == std::vector<double>{0.5, 5});
+  CHECK(m.latency.count == 10);
+  CHECK(m.latency.sum == 9.5);
   // The checks above name every field the schema has: a new one is written, read and checked.
-  CHECK(capnp::Schema::from<wire::ServerInfo>().getFields().size() == 35);
+  CHECK(capnp::Schema::from<wire::ServerInfo>().getFields().size() == 40);
+  CHECK(capnp::Schema::from<wire::ModelStats>().getFields().size() == 8);
+  CHECK(capnp::Schema::from<wire::Histogram>().getFields().size() == 4);
 }
 
 TEST_CASE("an empty server info reads back empty", "[info_codec]") {
@@ -116,7 +153,11 @@ TEST_CASE("agent info survives the trip through its wire form", "[info_codec]") 
                     .class_name = "Planner",
                     .queued_calls = 3,
                     .completed_calls = 1ull << 40,
-                    .failed_calls = 5};
+                    .failed_calls = 5,
+                    .last_call_unix_ms = 1'700'000'000'123,
+                    .model_calls = 7,
+                    .prompt_tokens = 70,
+                    .completion_tokens = 35};
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<wire::AgentInfo>();
   detail::write_agent_info(a, root);
@@ -127,5 +168,21 @@ TEST_CASE("agent info survives the trip through its wire form", "[info_codec]") 
   CHECK(back.queued_calls == a.queued_calls);
   CHECK(back.completed_calls == a.completed_calls);
   CHECK(back.failed_calls == a.failed_calls);
-  CHECK(capnp::Schema::from<wire::AgentInfo>().getFields().size() == 6);
+  CHECK(back.last_call_unix_ms == a.last_call_unix_ms);
+  CHECK(back.model_calls == a.model_calls);
+  CHECK(back.prompt_tokens == a.prompt_tokens);
+  CHECK(back.completion_tokens == a.completion_tokens);
+  CHECK(capnp::Schema::from<wire::AgentInfo>().getFields().size() == 10);
+}
+
+TEST_CASE("a histogram whose counts do not match its bounds reads back with one count per bound",
+          "[info_codec]") {
+  capnp::MallocMessageBuilder mb;
+  auto root = mb.initRoot<wire::Histogram>();
+  auto bounds = root.initBounds(2);
+  bounds.set(0, 0.1);
+  bounds.set(1, 1);
+  root.initCounts(5);
+  const Histogram back = detail::read_histogram(root.asReader());
+  CHECK(back.counts.size() == 2);
 }

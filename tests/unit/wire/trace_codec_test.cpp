@@ -28,6 +28,8 @@ TEST_CASE("a trace span survives the trip through its wire form", "[trace_codec]
   s.outcome = "agent_failed";
   s.error_message = "it broke";
   s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  s.input = "what is <b>2+2</b>?";
+  s.output = "4";
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<wire::Span>();
   detail::write_trace_span(s, root);
@@ -48,7 +50,9 @@ TEST_CASE("a trace span survives the trip through its wire form", "[trace_codec]
   CHECK(back.outcome == s.outcome);
   CHECK(back.error_message == s.error_message);
   CHECK(back.trace_id == s.trace_id);
-  CHECK(capnp::Schema::from<wire::Span>().getFields().size() == 16);
+  CHECK(back.input == s.input);
+  CHECK(back.output == s.output);
+  CHECK(capnp::Schema::from<wire::Span>().getFields().size() == 18);
 }
 
 TEST_CASE("a span without consumed inputs reads back without them", "[trace_codec]") {
