@@ -3,8 +3,8 @@
 import { h, s } from './dom.js';
 import { clock } from './format.js';
 
-const W = 400, H = 150;                  // viewBox; the SVG scales to its box
-const PAD = { l: 44, r: 8, t: 8, b: 18 };
+const W = 320, H = 120;                  // viewBox; the SVG scales to its box
+const PAD = { l: 46, r: 6, t: 8, b: 16 };
 
 // A rounded-up axis maximum: 1, 2, 5 x 10^n.
 function nice_max(v) {

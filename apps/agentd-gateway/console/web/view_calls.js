@@ -79,7 +79,7 @@ export function mount(root, { params }) {
     const height = AXIS + list.length * ROW + 4;
     const svg = s('svg', { class: 'timeline', testid: 'timeline', 'data-count': list.length, width, height, viewBox: `0 0 ${width} ${height}` });
     svg.appendChild(s('defs', null,
-      s('marker', { id: 'tl-arrow', viewBox: '0 0 8 8', refX: 7, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
+      s('marker', { id: 'tl-arrow', viewBox: '0 0 8 8', refX: 7, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto', markerUnits: 'userSpaceOnUse' },
         s('path', { d: 'M0,0 L8,4 L0,8 z', class: 'arrow-head' }))));
     if (!list.length) {
       svg.appendChild(s('text', { x: 12, y: AXIS + 14, class: 'tick' }, 'No calls recorded (for these filters).'));
@@ -121,7 +121,7 @@ export function mount(root, { params }) {
         s('title', null, `${sp.agent_id} ${kind_text(sp)} — ${sp.outcome || 'ok'}\nwait ${us(sp.queue_wait_us)}, run ${us(sp.run_us)}\n${sp.call_id || ''}`),
         s('rect', { x: 0, y: y(i), width, height: ROW, class: 'row-bg' + (i % 2 ? ' odd' : '') }),
         s('rect', { x: 2, y: y(i) + 3, width: 3, height: ROW - 6, class: 'srv srv' + (si % 6) }),
-        s('text', { x: 9, y: y(i) + ROW / 2 + 4, class: 'row-label' }, cut(sp.agent_id, 22) + ' ', s('tspan', { class: 'row-kind' }, cut(kind_text(sp), 14))),
+        s('text', { x: 9, y: y(i) + ROW / 2 + 4, class: 'row-label' }, cut(sp.agent_id, 22) + ' ', s('tspan', { class: 'row-kind' }, cut(sp.method || sp.kind, 12))),
         s('rect', { x: qs, y: y(i) + 5, width: Math.max(1, rs - qs), height: ROW - 10, class: 'bar-wait oc-' + oc }),
         s('rect', { x: rs, y: y(i) + 4, width: Math.max(2, re - rs), height: ROW - 8, class: 'bar-run oc-' + oc }));
       rows.appendChild(g);

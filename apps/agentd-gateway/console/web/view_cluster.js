@@ -6,8 +6,8 @@ import { int, num, bytes, secs, uptime, ago, stamp } from './format.js';
 import { line_chart, pick } from './chart.js';
 import { kv, mono } from './ui.js';
 
-function onoff(b) {
-  return h('span', { class: 'pill ' + (b ? 'pill-on' : 'pill-off') }, b ? 'on' : 'off');
+function onoff(label, b) {
+  return h('span', { class: 'pill ' + (b ? 'pill-on' : 'pill-off') }, `${label} ${b ? 'on' : 'off'}`);
 }
 
 function stat(label, value, title) {
@@ -45,7 +45,7 @@ function server_card(sv) {
       ['RSS / CPU', `${bytes(sv.rss_bytes)} · ${secs(sv.cpu_seconds)} CPU`],
       ['state', state],
       sv.state_error ? ['state error', h('span', { class: 'text-fail' }, sv.state_error)] : null,
-      ['TLS / auth', [onoff(sv.tls), ' ', onoff(sv.auth)]],
+      ['security', [onoff('TLS', sv.tls), ' ', onoff('auth', sv.auth)]],
       ['model calls', `${int(sv.model_calls)} · ${num(sv.prompt_tokens)} in / ${num(sv.completion_tokens)} out tokens`],
       ['classes', (sv.classes || []).length ? (sv.classes || []).map(c => mono(c, 'tag')) : h('span', { class: 'muted' }, 'none')],
       ['models', (sv.model_configs || []).length ? (sv.model_configs || []).map(c => mono(c, 'tag')) : h('span', { class: 'muted' }, 'none')],

@@ -32,7 +32,7 @@ function model_charts(name, samples) {
   const attrs = { 'data-model': name };
   return h('div', { class: 'model-block' },
     h('h3', null, mono(name)),
-    h('div', { class: 'charts' },
+    h('div', { class: 'charts charts-3' },
       line_chart({ id: 'model-calls_per_s', title: 'Calls /s', fmt: rate, attrs,
         series: [{ name: 'calls', cls: 's1', values: of('calls_per_s') }, { name: 'errors', cls: 's4', values: of('errors_per_s') }] }),
       line_chart({ id: 'model-latency', title: 'Latency', fmt: secs, attrs,
