@@ -21,6 +21,7 @@ export class Live {
     this.retry_timer_ = 0;
     this.watchdog_ = 0;
     this.failures_ = 0;
+    this.gen_ = 0;        // bumped by stop(): a stopped stream's retry must not run
   }
 
   // fn(overview, samples) on every tick (and at once if there is data). Returns an unsubscribe.
@@ -51,6 +52,7 @@ export class Live {
 
   stop() {
     this.running_ = false;
+    this.gen_++;
     clearTimeout(this.retry_timer_);
     clearTimeout(this.watchdog_);
     if (this.abort_) this.abort_.abort();
@@ -75,6 +77,7 @@ export class Live {
 
   connect_() {
     if (!this.running_) return;
+    const gen = this.gen_;
     const ctl = new AbortController();
     this.abort_ = ctl;
     const kick = () => {
@@ -97,7 +100,7 @@ export class Live {
       .finally(() => {
         clearTimeout(this.watchdog_);
         if (this.abort_ === ctl) this.abort_ = null;
-        if (!this.running_) return;
+        if (!this.running_ || gen !== this.gen_) return;
         this.set_state_('reconnecting');
         const wait = BACKOFF_MS[Math.min(this.failures_, BACKOFF_MS.length - 1)];
         this.failures_++;

@@ -14,7 +14,7 @@ const LIMIT = 500;
 const ROW = 20;          // px per call
 const AXIS = 22;         // px for the time axis on top
 const LABEL = 250;       // px for the row labels
-const WINDOWS = [['all', 0], ['last 10 s', 10e6], ['last 1 min', 60e6], ['last 5 min', 300e6]];
+const WINDOWS = [['all recent', 0], ['last 10 s', 10e6], ['last 1 min', 60e6], ['last 5 min', 300e6]];
 
 function span_key(sp) { return sp.server + '#' + sp.seq; }
 function span_end(sp) { return sp.enqueued_unix_us + (sp.queue_wait_us || 0) + (sp.run_us || 0); }
