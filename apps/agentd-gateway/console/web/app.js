@@ -1,6 +1,18 @@
 // The console's entry module: login, the live stream, the top bar and hash routing
 // (#/cluster, #/agents, #/agent/ID, #/calls?agent=&trace=, #/models).
 //
+// Modules (all served flat from /console/assets/, no build step):
+//   app.js       this: boot, login/logout, router, top bar
+//   api.js       token (sessionStorage), fetch with Authorization, ApiError, SSE body reader
+//   live.js      the one /console/api/events stream (reconnects), history, tick subscribers
+//   dom.js       h()/s() element builders (text only, vetted attributes), replace, debounce
+//   format.js    numbers, bytes, durations, relative times
+//   chart.js     SVG line charts of samples
+//   ui.js        shared view pieces (error banner, key/value list, refresh timer)
+//   view_*.js    one module per route
+// The browser tests' hooks are data-testid attributes; keep them stable (the list is in the
+// console's contract notes, TESTIDS.md).
+//
 // A view module exports mount(root, ctx) -> {unmount()}; ctx = {live, arg, params}.
 // root is a fresh <section data-testid="view" data-view=NAME>; the view sets data-loaded="true"
 // on it once its first data is on screen.

@@ -37,13 +37,19 @@ export function line_chart({ id, title, fmt, series, attrs }) {
   svg.appendChild(s('text', { x: W - PAD.r, y: H - 4, 'text-anchor': 'end', class: 'tick' }, clock(t1)));
 
   for (const ser of series) {
-    let d = '', pen = false;
+    // A run of one point between gaps draws no line: it gets a dot instead.
+    let d = '', run = [];
+    const dots = [];
+    const end_run = () => { if (run.length === 1) dots.push(run[0]); run = []; };
     for (const [t, v] of ser.values) {
-      if (v === null || v === undefined || Number.isNaN(v)) { pen = false; continue; }
-      d += `${pen ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
-      pen = true;
+      if (v === null || v === undefined || Number.isNaN(v)) { end_run(); continue; }
+      const p = [x(t).toFixed(1), y(v).toFixed(1)];
+      d += `${run.length ? 'L' : 'M'}${p[0]},${p[1]}`;
+      run.push(p);
     }
+    end_run();
     if (d) svg.appendChild(s('path', { d, class: 'line ' + (ser.cls || 's1') }));
+    for (const [cx, cy] of dots) svg.appendChild(s('circle', { cx, cy, r: 1.6, class: 'dot-point ' + (ser.cls || 's1') }));
   }
 
   const legend = h('div', { class: 'legend' }, series.map(ser => {
