@@ -64,6 +64,7 @@ export function mount(root, { live }) {
   let seq = 0;            // answers to older requests are dropped
   let show_server = false;
   let last_page = null;
+  let last_json = '';      // a refresh that changed nothing leaves the table (and any selection) alone
 
   function headers() {
     replace(thead_row,
@@ -107,6 +108,7 @@ export function mount(root, { live }) {
     srv.value = state.server;
     const ss = servers.length > 1;
     if (ss !== show_server) { show_server = ss; headers(); if (last_page) render(last_page); }
+
   }
 
   function render(page) {
@@ -132,7 +134,8 @@ export function mount(root, { live }) {
       });
       if (my !== seq) return;
       err.show(null);
-      render(page);
+      const j = JSON.stringify(page);
+      if (j !== last_json || !last_page) { last_json = j; render(page); }
       root.dataset.loaded = 'true';
     } catch (e) {
       if (my !== seq) return;
