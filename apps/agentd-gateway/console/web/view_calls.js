@@ -220,6 +220,7 @@ export function mount(root, { params }) {
     } catch (e) {
       if (my !== seq || !alive) return;
       err.show(e);
+      return;
     }
     root.dataset.loaded = 'true';
   }
