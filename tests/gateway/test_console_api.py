@@ -435,3 +435,19 @@ def test_models_report_each_configs_calls_and_latency(tmp_path):
         if g:
             g.close()
         s.close()
+
+
+@pytest.mark.parametrize("path,expect", [
+    ("agents/%zz", 404),                      # a broken escape in the id
+    ("agents/a/b", 404),                      # no such endpoint
+    ("agents/%00", 404),                      # no agent with that id
+    ("agents/echo?mem_offset=99999999999999999999", 400),
+    ("agents?q=" + "x" * 600, 400),           # too long
+    ("calls?limit=10001", 400),
+    ("agents?offset=&limit=", 400),
+])
+def test_odd_requests_get_a_clear_4xx_and_the_gateway_keeps_serving(gateway, token, path, expect):
+    status, _, body = api(gateway, path, token)
+    assert status == expect, body
+    assert error_of(body)["message"]
+    assert api(gateway, "overview", token)[0] == 200
