@@ -217,7 +217,7 @@ bool ConsoleApi::handle(const ExchangePtr& ex) {
     api(ex, path.substr(std::string_view("/console/api/").size()), query);
     return true;
   }
-  if (req.method() != verb::get && req.method() != verb::head) {
+  if (req.method() != verb::get) {
     fail(ex, Status::method_not_allowed, "use GET " + std::string(path), "method_not_allowed");
     return true;
   }
