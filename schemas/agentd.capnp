@@ -162,6 +162,42 @@ struct AgentInfo {
   queuedCalls @3 :UInt32;
   completedCalls @4 :UInt64;
   failedCalls @5 :UInt64;
+  lastCallUnixMs @6 :Int64;       # when its last call finished; 0: none since the server started
+  modelCalls @7 :UInt64;          # its model use since the server started
+  promptTokens @8 :Int64;
+  completionTokens @9 :Int64;
+}
+
+struct Histogram {
+  # Durations: counts[i] were <= bounds[i] (and > bounds[i-1]), not cumulative; count is all of
+  # them (those over the last bound included); sum in seconds.
+  bounds @0 :List(Float64);
+  counts @1 :List(UInt64);
+  count @2 :UInt64;
+  sum @3 :Float64;
+}
+
+struct ModelStats {
+  # One model config's calls since the server started (across reloads).
+  configName @0 :Text;
+  modelType @1 :Text;
+  modelName @2 :Text;
+  calls @3 :UInt64;
+  errors @4 :UInt64;
+  promptTokens @5 :Int64;
+  completionTokens @6 :Int64;
+  latency @7 :Histogram;
+}
+
+struct AgentQuery {
+  # AgentServer.queryAgents: a page of agents, filtered and sorted by the server.
+  enum Sort { id @0; name @1; className @2; calls @3; errors @4; queued @5; lastCall @6; tokens @7; }
+  search @0 :Text;       # ASCII case-insensitive substring of id, name or class; empty: all
+  className @1 :Text;    # exactly this class; empty: any
+  sort @2 :Sort;         # ties broken by id
+  descending @3 :Bool;
+  offset @4 :UInt64;
+  limit @5 :UInt32;      # the server answers at most 1000
 }
 
 struct ServerInfo {
@@ -200,6 +236,11 @@ struct ServerInfo {
   callsSlow @32 :UInt64;              # calls in progress past --slow-call-warn now
   callsSlowTotal @33 :UInt64;         # calls ever reported (logged) as slow
   callsTimedOut @34 :UInt64;          # calls failed with timeout at their deadline
+  authRequired @35 :Bool;             # --auth-token-file: clients must log in with a token
+  tls @36 :Bool;                      # the TCP listener speaks TLS (--tls-cert)
+  callsRunning @37 :UInt64;
+  callLatency @38 :Histogram;         # run times of finished agent calls
+  models @39 :List(ModelStats);       # each model config, sorted by name
 }
 
 struct Span {
@@ -220,6 +261,8 @@ struct Span {
   promptTokens @13 :Int64;
   completionTokens @14 :Int64;
   traceId @15 :Text;           # the trace the caller made the call in (CallSpec.traceId); empty: none
+  input @16 :Text;             # the input message's content, cut to 256 bytes (UTF-8 safe)
+  output @17 :Text;            # the reply's content (reply, methodAsync), cut the same way
 }
 
 enum CallKind {
@@ -335,6 +378,8 @@ interface AgentServer {
   # its save_state() returns (taken after the calls queued on it before). agentId and name may
   # be empty (the server picks the id; the name is then the id). Answers once the copy exists
   # (and, with --state-dir, is saved).
+  queryAgents @13 (query :AgentQuery) -> (agents :List(AgentInfo), matched :UInt64, total :UInt64);
+  # A page of the agents (a console's view of a server with a million of them).
 }
 
 interface Gate {

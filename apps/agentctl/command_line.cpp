@@ -189,8 +189,12 @@ std::vector<CommandSpec> command_table() {
        "One row per call, oldest first: call id, agent, class, kind, the call ids of the\n"
        "placeholders it consumed, queue wait and run time (ms), outcome, and the trace id the\n"
        "caller gave (AgentRef::with_trace_id; agentd-gateway passes each HTTP request's).\n"
-       "--json adds the model calls and tokens of each call.",
-       {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"}},
+       "--json adds the model calls and tokens of each call. --chrome FILE writes the spans\n"
+       "instead in the Chrome trace-event format, which Perfetto (ui.perfetto.dev) and\n"
+       "chrome://tracing open: a row per agent, queue wait and run of each call, and arrows from\n"
+       "each placeholder's producing call to the calls that consumed it ('-': standard output).",
+       {{"--limit", "N", "show at most N spans (default 50; 0: all the server keeps)"},
+        {"--chrome", "FILE", "write the spans as a Chrome trace-event JSON file"}},
        0,
        0,
        cmd_trace},

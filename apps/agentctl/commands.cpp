@@ -7,6 +7,7 @@
 #include <agentd/client.h>
 #include <agentd/cluster.h>
 #include <agentd/error.h>
+#include <agentd/trace_export.h>
 #include <agentd/value_limits.h>
 
 #include <algorithm>
@@ -522,8 +523,22 @@ int cmd_trace(const Invocation& inv) {
       throw inv.usage(fmt::format("--limit must be a number from 0 to 4096 (0: all kept), not '{}'", *l));
     limit = static_cast<std::uint32_t>(*n);
   }
+  const auto chrome = inv.value("--chrome");
+  if (chrome && chrome->empty()) throw inv.usage("--chrome needs a file name ('-' for standard output)");
   auto c = connect(inv);
   auto spans = c.traces(limit);
+  if (chrome) {
+    const std::string text = agentd::to_chrome_trace({{c.address(), spans}});
+    if (*chrome == "-") {
+      std::cout << text << "\n";
+      return kExitOk;
+    }
+    write_file_atomically(*chrome, text + "\n");
+    std::cerr << fmt::format(
+        "wrote {} span(s) of {} to {}: open it in https://ui.perfetto.dev or chrome://tracing\n",
+        spans.size(), c.address(), *chrome);
+    return kExitOk;
+  }
   if (inv.g.json)
     print_json(json_array(spans, span_json));
   else if (spans.empty())

@@ -30,6 +30,18 @@ namespace agentctl {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+void write_file_atomically(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) throw LocalError(fmt::format("cannot write {}", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw LocalError(fmt::format("cannot write {}: {}", path, ec.message()));
+}
+
 namespace {
 
 // How often startup and shutdown are re-checked. These loops wait on a condition (ready line,
@@ -118,15 +130,7 @@ void save_state(const std::string& dir, const std::vector<LocalServer>& servers)
   }
   agentd::Value v = {{"servers", agentd::Value::array()}};
   for (const auto& s : servers) v["servers"].push_back(s.to_json());
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << v.dump(2) << "\n";
-    if (!out) throw LocalError(fmt::format("cannot write {}", tmp));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw LocalError(fmt::format("cannot write {}: {}", path, ec.message()));
+  write_file_atomically(path, v.dump(2) + "\n");
 }
 
 // The environment for a detached server: ours without the service-manager variables (a server

@@ -61,6 +61,10 @@ struct LocalError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Writes text to path through a temporary file renamed over it (readers never see half a
+// file). Throws LocalError naming the file.
+void write_file_atomically(const std::string& path, const std::string& text);
+
 // The state directory (created 0700 if missing). Throws LocalError when it is unusable.
 std::string state_dir();
 

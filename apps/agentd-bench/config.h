@@ -54,6 +54,8 @@ struct Config {
   std::size_t gateway_connections = 64;  // W14 keep-alive connections of the load part
   std::size_t gateway_requests = 60000;  // W14 completions of the load part per repeat
   std::size_t gateway_streams = 1000;    // W14 streamed completions at once
+  std::size_t console_agents = 1000000;  // W15 agents on the server the console pages through
+  int console_seconds = 20;              // W15 time the server's CPU is measured over
 };
 
 }  // namespace agentd::bench

@@ -103,6 +103,12 @@ Workloads (all by default; choose with --workloads W1,W5):
       repeat: the time until every [DONE] is in, every text checked, the gateway's peak RSS. The
       HTTP clients are the bench's own (Boost.Beast, asynchronous, one thread). Skipped (not
       failed) when there is no agentd-gateway
+  W15 the console's cost to server 1: --console-agents EchoAgents (a fresh child per repeat),
+      1,000 called once; pages of 100 through Client::query_agents (p50 of 20 round trips):
+      by id, by id at the middle, busiest first, a search; the first page through the
+      gateway's GET /console/api/agents; and the server's CPU over --console-seconds with a
+      gateway in front (its console samples every server once a second) beside the same time
+      without one. The gateway parts are skipped when there is no agentd-gateway
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -124,8 +130,9 @@ std::set<std::string> parse_workloads(const std::string& list) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     const bool known = item == "W10" || item == "W11" || item == "W12" || item == "W13" || item == "W14" ||
+                       item == "W15" ||
                        (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
-    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W14)", item));
+    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W15)", item));
     out.insert(item);
   }
   return out;
@@ -150,7 +157,7 @@ int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14,W15";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
@@ -219,6 +226,10 @@ int main(int argc, char** argv) {
       "W14 completions of the load part per repeat (default 60000; quick 2000; 0: skip)")(
       "gateway-streams", po::value<std::size_t>()->value_name("N"),
       "W14 streamed completions at once (default 1000; quick 50; 0: skip)")(
+      "console-agents", po::value<std::size_t>()->value_name("N"),
+      "W15 agents (default 1000000; quick 2000)")(
+      "console-seconds", po::value<int>()->value_name("S"),
+      "W15 time the server's CPU is measured over, with and without the gateway (default 20; quick 3)")(
       "bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")(
       "sim-participants", po::value<std::size_t>()->value_name("N"),
       "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")(
@@ -335,6 +346,8 @@ int main(int argc, char** argv) {
   cfg.gateway_requests = size("gateway-requests", 60000, 2000);
   cfg.gateway_streams = size("gateway-streams", 1000, 50);
   cfg.gateway_threads = std::max(1u, cfg.gateway_threads);
+  cfg.console_agents = std::max<std::size_t>(1, size("console-agents", 1000000, 2000));
+  cfg.console_seconds = std::max(1, ms("console-seconds", 20, 3));
 
   Report report;
   report.judged = !cfg.quick;
@@ -348,9 +361,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
-        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},   {"W4", run_w4},  {"W5", run_w5},
-        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},   {"W9", run_w9},  {"W10", run_w10},
-        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}, {"W14", run_w14}};
+        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},   {"W4", run_w4},   {"W5", run_w5},
+        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},   {"W9", run_w9},   {"W10", run_w10},
+        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}, {"W14", run_w14}, {"W15", run_w15}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <optional>
 #include <regex>
@@ -168,6 +169,38 @@ TEST_CASE("agentctl call --stream prints each chunk when it comes, not at the en
   CHECK(out == "0 1 \n");
   REQUIRE(first_seen.has_value());
   CHECK(ended - *first_seen > std::chrono::milliseconds(1500));
+}
+
+TEST_CASE("agentctl trace --chrome writes a trace-event file Perfetto opens, with dataflow arrows",
+          "[agentctl]") {
+  auto server = ServerProcess::start({"--port", "0", "--plugin", echo_plugin(), "--log-level", "warn"});
+  auto c = server->connect();
+  auto a = c.create_agent("EchoAgent", "a");
+  auto b = c.create_agent("EchoAgent", "b");
+  b.reply(a.reply(agentd::Msg("user", "hi", "user"))).get();  // b consumes a's placeholder
+  TempDir tmp;
+  const std::string file = tmp.path() + "/trace.json";
+  const std::string port = std::to_string(server->port());
+  auto r = run_agentctl({"--port", port, "trace", "--chrome", file});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Matchers::Contains("wrote 2 span(s)") && Catch::Matchers::Contains(file));
+  std::ifstream in(file);
+  const agentd::Value trace = agentd::Value::parse(in);
+  int calls = 0, arrows = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name") == "reply") ++calls;
+    if (e.at("ph") == "s") ++arrows;
+  }
+  CHECK(calls == 2);
+  CHECK(arrows == 1);
+  // '-' writes to standard output; a missing name is a usage error.
+  auto out = run_agentctl({"--port", port, "trace", "--chrome", "-"});
+  CHECK(out.exit_code == 0);
+  CHECK(agentd::Value::parse(out.out).contains("traceEvents"));
+  auto bad = run_agentctl({"--port", port, "trace", "--chrome", ""});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Matchers::Contains("--chrome needs a file name"));
 }
 
 TEST_CASE("agentctl --help documents every command and the exit codes", "[agentctl]") {

@@ -135,6 +135,27 @@ std::vector<AgentInfo> Client::list_agents() {
       });
 }
 
+AgentPage Client::query_agents(const AgentQuery& query) {
+  return core_->sync<AgentPage>(
+      "query agents", [query](LoopState& loop, Sync<AgentPage>& st) -> kj::Promise<void> {
+        auto req = loop.server.queryAgentsRequest();
+        auto q = req.initQuery();
+        q.setSearch(detail::to_kj(query.search));
+        q.setClassName(detail::to_kj(query.class_name));
+        q.setSort(static_cast<wire::AgentQuery::Sort>(query.sort));
+        q.setDescending(query.descending);
+        q.setOffset(query.offset);
+        q.setLimit(query.limit);
+        return req.send().then([&st](capnp::Response<wire::AgentServer::QueryAgentsResults> r) {
+          AgentPage page;
+          for (auto a : r.getAgents()) page.agents.push_back(detail::read_agent_info(a));
+          page.matched = r.getMatched();
+          page.total = r.getTotal();
+          st.set(std::move(page));
+        });
+      });
+}
+
 void Client::delete_agent(const std::string& id) {
   core_->sync<bool>("delete agent " + id, [id](LoopState& loop, Sync<bool>& st) -> kj::Promise<void> {
     auto req = loop.server.deleteAgentRequest();

@@ -13,14 +13,24 @@
 #include "plugin_loader.h"
 #include "worker_pool.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace agentd::detail {
 
 AgentInfoRow row_of(const AgentSlot& s) {
-  return AgentInfoRow{s.id,        s.name,  s.class_name, static_cast<std::uint32_t>(s.mailbox.size()),
-                      s.completed, s.failed};
+  AgentInfoRow r{s.id,        s.name,   s.class_name,       static_cast<std::uint32_t>(s.mailbox.size()),
+                 s.completed, s.failed, s.last_call_unix_ms};
+  if (s.usage) {
+    const ModelUsage u = s.usage->snapshot();
+    r.model_calls = u.calls;
+    r.prompt_tokens = u.prompt_tokens;
+    r.completion_tokens = u.completion_tokens;
+  }
+  return r;
 }
 
 AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, WorkerPool& workers,
@@ -189,6 +199,101 @@ std::vector<AgentInfoRow> AgentHost::list() const {
   out.reserve(agents_.size());
   for (const auto& [_, s] : agents_) out.push_back(row_of(*s));
   return out;
+}
+
+namespace {
+
+bool contains_ascii_nocase(std::string_view haystack, std::string_view needle) {
+  if (needle.size() > haystack.size()) return false;
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
+    std::size_t j = 0;
+    while (j < needle.size() && lower(haystack[i + j]) == needle[j]) ++j;
+    if (j == needle.size()) return true;
+  }
+  return false;
+}
+
+// What a page is ordered by: a number, or a string of the slot (valid under the host lock).
+struct Keyed {
+  std::int64_t number = 0;
+  std::string_view text;
+  const AgentSlot* slot = nullptr;
+};
+
+}  // namespace
+
+AgentPageRows AgentHost::query(const AgentQuery& q) const {
+  using Sort = AgentQuery::Sort;
+  std::string needle = q.search;
+  for (char& c : needle)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  const std::size_t limit = std::min<std::size_t>(q.limit, kMaxQueryLimit);
+  const bool numeric = q.sort != Sort::id && q.sort != Sort::name && q.sort != Sort::class_name;
+
+  Locked lock(*this);
+  AgentPageRows page;
+  page.total = agents_.size();
+  std::vector<Keyed> keyed;
+  keyed.reserve(needle.empty() && q.class_name.empty() ? agents_.size() : 1024);
+  for (const auto& [id, sp] : agents_) {
+    const AgentSlot& s = *sp;
+    if (!q.class_name.empty() && s.class_name != q.class_name) continue;
+    if (!needle.empty() && !contains_ascii_nocase(s.id, needle) && !contains_ascii_nocase(s.name, needle) &&
+        !contains_ascii_nocase(s.class_name, needle))
+      continue;
+    Keyed k{.number = 0, .text = s.id, .slot = &s};
+    switch (q.sort) {
+      case Sort::id:
+        break;
+      case Sort::name:
+        k.text = s.name;
+        break;
+      case Sort::class_name:
+        k.text = s.class_name;
+        break;
+      case Sort::calls:
+        k.number = static_cast<std::int64_t>(s.completed + s.failed);
+        break;
+      case Sort::errors:
+        k.number = static_cast<std::int64_t>(s.failed);
+        break;
+      case Sort::queued:
+        k.number = static_cast<std::int64_t>(s.mailbox.size());
+        break;
+      case Sort::last_call:
+        k.number = s.last_call_unix_ms;
+        break;
+      case Sort::tokens:
+        if (s.usage) {
+          const ModelUsage u = s.usage->snapshot();
+          k.number = u.prompt_tokens + u.completion_tokens;
+        }
+        break;
+    }
+    keyed.push_back(k);
+  }
+  page.matched = keyed.size();
+  if (q.offset >= keyed.size() || limit == 0) return page;
+
+  // Ascending by the key, ties by id; descending reverses the key only (ties stay by id).
+  const auto before = [&](const Keyed& a, const Keyed& b) {
+    if (numeric) {
+      if (a.number != b.number) return q.descending ? a.number > b.number : a.number < b.number;
+    } else if (a.text != b.text) {
+      return q.descending ? a.text > b.text : a.text < b.text;
+    }
+    return a.slot->id < b.slot->id;
+  };
+  // Selection, not a full sort: the page's first element in place, then the page sorted.
+  const auto first = keyed.begin() + static_cast<std::ptrdiff_t>(q.offset);
+  const auto last =
+      keyed.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(keyed.size(), q.offset + limit));
+  if (first != keyed.begin()) std::nth_element(keyed.begin(), first, keyed.end(), before);
+  std::partial_sort(first, last, keyed.end(), before);
+  page.rows.reserve(static_cast<std::size_t>(last - first));
+  for (auto it = first; it != last; ++it) page.rows.push_back(row_of(*it->slot));
+  return page;
 }
 
 // ---- The state store ----
@@ -383,6 +488,9 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
       ++slot->failed;
     else
       ++slot->completed;
+    slot->last_call_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
     sink = static_cast<bool>(span_sink_);
     const auto now = std::chrono::steady_clock::now();
     stats_.finished(*slot, *call, now, sink ? &span : nullptr);

@@ -42,6 +42,7 @@
 
 #include <agentd/agent.h>
 #include <agentd/error.h>
+#include <agentd/client.h>
 
 #include "call_runner.h"
 #include "call_stats.h"
@@ -85,6 +86,18 @@ struct AgentInfoRow {
   std::uint32_t queued = 0;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
+  std::int64_t last_call_unix_ms = 0;
+  std::uint64_t model_calls = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+};
+
+// A page of agents (AgentServer.queryAgents): matched of total agents passed the filter; rows
+// are those at [offset, offset + limit) in the requested order.
+struct AgentPageRows {
+  std::vector<AgentInfoRow> rows;
+  std::uint64_t matched = 0;
+  std::uint64_t total = 0;
 };
 
 // The row of the agent in slot (lock held).
@@ -188,6 +201,10 @@ class AgentHost : private CallRunner::Host {
   void remove_all_at_exit();
 
   std::vector<AgentInfoRow> list() const;
+  // A page of the agents, filtered and ordered as query says (limit capped at kMaxQueryLimit).
+  // Linear in the number of agents (selection, not a full sort), under the host lock.
+  static constexpr std::uint32_t kMaxQueryLimit = 1000;
+  AgentPageRows query(const AgentQuery& query) const;
   std::size_t size() const;
 
   // Queues call on agent id. An unknown agent fails the call at once (results published).

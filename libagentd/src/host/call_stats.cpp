@@ -2,7 +2,11 @@
 
 #include "mailbox.h"
 
+#include <agentd/client.h>
+
 #include <algorithm>
+#include <string_view>
+#include <variant>
 
 namespace agentd::detail {
 
@@ -16,6 +20,55 @@ void LatencyHistogram::observe(double seconds) {
   ++count;
   sum += seconds;
 }
+
+namespace {
+
+// At most max bytes of text, cut at a UTF-8 character boundary, "…" marking a cut.
+void append_cut(std::string& out, std::string_view text, std::size_t max) {
+  if (out.size() + text.size() <= max) {
+    out.append(text);
+    return;
+  }
+  std::size_t n = max > out.size() ? max - out.size() : 0;
+  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  out.append(text.substr(0, n));
+  out.append("\u2026");
+}
+
+// A preview of v's JSON text in at most about max bytes, without writing out a big value first.
+void append_preview(std::string& out, const Value& v, std::size_t max) {
+  if (out.size() >= max) return;
+  if (v.is_string()) {
+    append_cut(out, Value(v.get_ref<const std::string&>().substr(0, max + 4)).dump(), max);
+  } else if (v.is_array() || v.is_object()) {
+    out.push_back(v.is_array() ? '[' : '{');
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() < max; ++it) {
+      if (!first) out.push_back(',');
+      first = false;
+      if (v.is_object()) {
+        append_cut(out, Value(it.key()).dump(), max);
+        out.push_back(':');
+      }
+      append_preview(out, it.value(), max);
+    }
+    if (out.size() >= max) return;
+    out.push_back(v.is_array() ? ']' : '}');
+  } else {
+    append_cut(out, v.dump(), max);
+  }
+}
+
+std::string preview(const Msg& m) {
+  std::string out;
+  if (m.content.is_string())
+    append_cut(out, m.content.get_ref<const std::string&>(), TraceSpan::kSpanPreviewBytes);
+  else if (!m.content.is_null())
+    append_preview(out, m.content, TraceSpan::kSpanPreviewBytes);
+  return out;
+}
+
+}  // namespace
 
 void CallStats::finished(const AgentSlot& slot, const Call& call,
                          std::chrono::steady_clock::time_point finished, SpanRecord* span_out) {
@@ -36,6 +89,9 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
   s.prompt_tokens = call.prompt_tokens;
   s.completion_tokens = call.completion_tokens;
   s.trace_id = call.trace_id;
+  if (call.input)
+    if (const Msg* in = std::get_if<Msg>(call.input.get())) s.input = preview(*in);
+  if (call.out_msg) s.output = preview(*call.out_msg);
   if (call.out_error) {
     s.outcome = std::string(to_string(call.out_error->code()));
     s.error_message = call.out_error->message();

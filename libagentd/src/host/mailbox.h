@@ -110,6 +110,7 @@ struct AgentSlot {
   bool removed = false;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
+  std::int64_t last_call_unix_ms = 0;  // when a call of it last finished (wall clock); 0: none
   // What the state store holds of this agent (touched only by the thread running its call):
   // the memory's clear count and length at the last save, and a hash of its saved state.
   std::uint64_t saved_clears = 0;

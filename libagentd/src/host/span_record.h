@@ -26,6 +26,8 @@ struct SpanRecord {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::string trace_id;  // the caller's (CallSpec.traceId); empty: none
+  std::string input;     // the input's content, cut (span_preview)
+  std::string output;    // the reply's content, cut
 };
 
 }  // namespace agentd::detail

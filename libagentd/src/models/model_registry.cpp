@@ -16,27 +16,46 @@ ModelUsage& ModelUsage::operator+=(const ModelUsage& other) {
   prompt_tokens += other.prompt_tokens;
   completion_tokens += other.completion_tokens;
   latency_ms += other.latency_ms;
+  if (latency_buckets.size() < other.latency_buckets.size())
+    latency_buckets.resize(other.latency_buckets.size());
+  for (std::size_t i = 0; i < other.latency_buckets.size(); ++i)
+    latency_buckets[i] += other.latency_buckets[i];
   return *this;
+}
+
+UsageCounter::UsageCounter(bool with_histogram) {
+  if (with_histogram)
+    buckets_ = std::make_unique<std::array<std::atomic<std::uint64_t>, kLatencyBounds.size()>>();
+}
+
+void UsageCounter::observe(std::chrono::milliseconds latency) {
+  latency_ms_.fetch_add(latency.count(), std::memory_order_relaxed);
+  if (!buckets_) return;
+  const double seconds = static_cast<double>(latency.count()) / 1000;
+  const auto it = std::lower_bound(kLatencyBounds.begin(), kLatencyBounds.end(), seconds);
+  if (it != kLatencyBounds.end())
+    (*buckets_)[static_cast<std::size_t>(it - kLatencyBounds.begin())].fetch_add(1,
+                                                                                 std::memory_order_relaxed);
 }
 
 void UsageCounter::record(const ChatResponse& response) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   prompt_tokens_.fetch_add(response.usage.prompt_tokens, std::memory_order_relaxed);
   completion_tokens_.fetch_add(response.usage.completion_tokens, std::memory_order_relaxed);
-  latency_ms_.fetch_add(response.latency.count(), std::memory_order_relaxed);
+  observe(response.latency);
 }
 
 void UsageCounter::record(const EmbeddingResponse& response) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   prompt_tokens_.fetch_add(response.usage.prompt_tokens, std::memory_order_relaxed);
   completion_tokens_.fetch_add(response.usage.completion_tokens, std::memory_order_relaxed);
-  latency_ms_.fetch_add(response.latency.count(), std::memory_order_relaxed);
+  observe(response.latency);
 }
 
 void UsageCounter::record_error(std::chrono::milliseconds latency) {
   calls_.fetch_add(1, std::memory_order_relaxed);
   errors_.fetch_add(1, std::memory_order_relaxed);
-  latency_ms_.fetch_add(latency.count(), std::memory_order_relaxed);
+  observe(latency);
 }
 
 ModelUsage UsageCounter::snapshot() const {
@@ -46,6 +65,8 @@ ModelUsage UsageCounter::snapshot() const {
   u.prompt_tokens = prompt_tokens_.load(std::memory_order_relaxed);
   u.completion_tokens = completion_tokens_.load(std::memory_order_relaxed);
   u.latency_ms = latency_ms_.load(std::memory_order_relaxed);
+  if (buckets_)
+    for (const auto& b : *buckets_) u.latency_buckets.push_back(b.load(std::memory_order_relaxed));
   return u;
 }
 
@@ -190,7 +211,7 @@ std::uint64_t ModelRegistry::replace(std::vector<ModelConfig> configs) {
       if (auto it = counters_.find(config.config_name); it != counters_.end()) {
         counter = it->second;
       } else {
-        counter = new_counters[config.config_name] = std::make_shared<UsageCounter>();
+        counter = new_counters[config.config_name] = std::make_shared<UsageCounter>(/*with_histogram=*/true);
       }
       entry.model = with_usage_counters(make_chat_model(config), {counter});
       entry.version = next_version;

@@ -5,6 +5,7 @@
 
 #include "model_config.h"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -24,12 +25,21 @@ struct ModelUsage {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::int64_t latency_ms = 0;  // summed over all calls
+  // Calls by latency (UsageCounter::kLatencyBounds; not cumulative), kept by counters made
+  // with a histogram (a config's, not an agent's); empty otherwise.
+  std::vector<std::uint64_t> latency_buckets;
 
   ModelUsage& operator+=(const ModelUsage& other);
 };
 
 class UsageCounter {
  public:
+  // Upper bounds (seconds) of the latency buckets; calls past the last count only in calls.
+  static constexpr std::array<double, 12> kLatencyBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                            2,    5,    10,  30,   60,  120};
+  // with_histogram: also count calls by latency (about 100 bytes; agents' own counters don't).
+  explicit UsageCounter(bool with_histogram = false);
+
   void record(const ChatResponse& response);
   void record(const EmbeddingResponse& response);  // its tokens count as prompt tokens
   void record_error(std::chrono::milliseconds latency);
@@ -41,6 +51,9 @@ class UsageCounter {
   std::atomic<std::int64_t> prompt_tokens_{0};
   std::atomic<std::int64_t> completion_tokens_{0};
   std::atomic<std::int64_t> latency_ms_{0};
+  std::unique_ptr<std::array<std::atomic<std::uint64_t>, kLatencyBounds.size()>> buckets_;
+
+  void observe(std::chrono::milliseconds latency);
 };
 
 // A ChatModel that records every call of `model` in each of `counters` (e.g. the registry's

@@ -20,7 +20,35 @@ AgentInfo agent_info(const AgentInfoRow& r) {
                    .class_name = r.class_name,
                    .queued_calls = r.queued,
                    .completed_calls = r.completed,
-                   .failed_calls = r.failed};
+                   .failed_calls = r.failed,
+                   .last_call_unix_ms = r.last_call_unix_ms,
+                   .model_calls = r.model_calls,
+                   .prompt_tokens = r.prompt_tokens,
+                   .completion_tokens = r.completion_tokens};
+}
+
+AgentQuery::Sort read_sort(wire::AgentQuery::Sort s) {
+  using W = wire::AgentQuery::Sort;
+  using S = AgentQuery::Sort;
+  switch (s) {
+    case W::ID:
+      return S::id;
+    case W::NAME:
+      return S::name;
+    case W::CLASS_NAME:
+      return S::class_name;
+    case W::CALLS:
+      return S::calls;
+    case W::ERRORS:
+      return S::errors;
+    case W::QUEUED:
+      return S::queued;
+    case W::LAST_CALL:
+      return S::last_call;
+    case W::TOKENS:
+      return S::tokens;
+  }
+  return S::id;  // a sort this server does not know (a newer client's)
 }
 
 TraceSpan trace_span(const SpanRecord& s) {
@@ -41,6 +69,8 @@ TraceSpan trace_span(const SpanRecord& s) {
   t.outcome = s.outcome;
   t.error_message = s.error_message;
   t.trace_id = s.trace_id;
+  t.input = s.input;
+  t.output = s.output;
   return t;
 }
 
@@ -290,6 +320,23 @@ class AgentServerImpl final : public wire::AgentServer::Server {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     auto list = context.getResults().initAgents(static_cast<unsigned>(rows.size()));
     for (unsigned i = 0; i < rows.size(); ++i) write_agent_info(agent_info(rows[i]), list[i]);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> queryAgents(QueryAgentsContext context) override {
+    const auto q = context.getParams().getQuery();
+    AgentQuery query{.search = to_std(q.getSearch()),
+                     .class_name = to_std(q.getClassName()),
+                     .sort = read_sort(q.getSort()),
+                     .descending = q.getDescending(),
+                     .offset = q.getOffset(),
+                     .limit = q.getLimit()};
+    const AgentPageRows page = ctx_.host.query(query);
+    auto results = context.getResults();
+    results.setMatched(page.matched);
+    results.setTotal(page.total);
+    auto list = results.initAgents(static_cast<unsigned>(page.rows.size()));
+    for (unsigned i = 0; i < page.rows.size(); ++i) write_agent_info(agent_info(page.rows[i]), list[i]);
     return kj::READY_NOW;
   }
 

@@ -48,6 +48,7 @@ ServerStats Server::stats() const {
   s.model_errors = usage.errors;
   s.prompt_tokens = usage.prompt_tokens;
   s.completion_tokens = usage.completion_tokens;
+  s.models = models_.list();
   s.bytes = bytes_;
   s.workers = workers_.threads();
   s.workers_busy = workers_.busy();
@@ -59,6 +60,8 @@ ServerStats Server::stats() const {
     s.state_last_commit_unix_ms = st.last_commit_unix_ms;
     s.state_error = st.error;
   }
+  s.auth_required = requires_token();
+  s.tls = serves_tls();
   return s;
 }
 
@@ -101,6 +104,29 @@ ServerInfo to_server_info(const ServerStats& s) {
   i.calls_slow = s.calls_slow;
   i.calls_slow_total = s.calls_slow_total;
   i.calls_timed_out = s.calls_timed_out;
+  i.auth_required = s.auth_required;
+  i.tls = s.tls;
+  i.calls_running = s.calls_running;
+  i.call_latency.bounds.assign(LatencyHistogram::kBounds.begin(), LatencyHistogram::kBounds.end());
+  i.call_latency.counts.assign(s.latency.buckets.begin(), s.latency.buckets.end());
+  i.call_latency.count = s.latency.count;
+  i.call_latency.sum = s.latency.sum;
+  for (const ModelInfo& m : s.models) {
+    ModelStats out{.config_name = m.config_name,
+                   .model_type = m.model_type,
+                   .model_name = m.model_name,
+                   .calls = m.usage.calls,
+                   .errors = m.usage.errors,
+                   .prompt_tokens = m.usage.prompt_tokens,
+                   .completion_tokens = m.usage.completion_tokens,
+                   .latency = {}};
+    out.latency.bounds.assign(UsageCounter::kLatencyBounds.begin(), UsageCounter::kLatencyBounds.end());
+    out.latency.counts = m.usage.latency_buckets;
+    out.latency.counts.resize(out.latency.bounds.size());
+    out.latency.count = m.usage.calls;
+    out.latency.sum = static_cast<double>(m.usage.latency_ms) / 1000;
+    i.models.push_back(std::move(out));
+  }
   return i;
 }
 

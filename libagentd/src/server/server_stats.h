@@ -9,6 +9,7 @@
 
 #include "call_stats.h"
 #include "counting_stream.h"
+#include "model_registry.h"
 
 #include <cstdint>
 #include <map>
@@ -55,6 +56,7 @@ struct ServerStats {
   std::uint64_t model_errors = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
+  std::vector<ModelInfo> models;  // each config, sorted by name, with its usage
   Traffic bytes;
   // Worker threads.
   std::uint64_t workers = 0;
@@ -65,6 +67,9 @@ struct ServerStats {
   std::uint64_t state_bytes = 0;
   std::int64_t state_last_commit_unix_ms = 0;
   std::string state_error;
+  // Security: clients need a token (--auth-token-file); the TCP listener speaks TLS.
+  bool auth_required = false;
+  bool tls = false;
 };
 
 // What AgentServer.info answers.

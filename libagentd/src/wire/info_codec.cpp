@@ -14,6 +14,10 @@ void write_agent_info(const AgentInfo& a, wire::AgentInfo::Builder out) {
   out.setQueuedCalls(a.queued_calls);
   out.setCompletedCalls(a.completed_calls);
   out.setFailedCalls(a.failed_calls);
+  out.setLastCallUnixMs(a.last_call_unix_ms);
+  out.setModelCalls(a.model_calls);
+  out.setPromptTokens(a.prompt_tokens);
+  out.setCompletionTokens(a.completion_tokens);
 }
 
 AgentInfo read_agent_info(wire::AgentInfo::Reader in) {
@@ -22,7 +26,30 @@ AgentInfo read_agent_info(wire::AgentInfo::Reader in) {
                    .class_name = to_std(in.getClassName()),
                    .queued_calls = in.getQueuedCalls(),
                    .completed_calls = in.getCompletedCalls(),
-                   .failed_calls = in.getFailedCalls()};
+                   .failed_calls = in.getFailedCalls(),
+                   .last_call_unix_ms = in.getLastCallUnixMs(),
+                   .model_calls = in.getModelCalls(),
+                   .prompt_tokens = in.getPromptTokens(),
+                   .completion_tokens = in.getCompletionTokens()};
+}
+
+void write_histogram(const Histogram& h, wire::Histogram::Builder out) {
+  auto bounds = out.initBounds(static_cast<unsigned>(h.bounds.size()));
+  for (unsigned i = 0; i < h.bounds.size(); ++i) bounds.set(i, h.bounds[i]);
+  auto counts = out.initCounts(static_cast<unsigned>(h.counts.size()));
+  for (unsigned i = 0; i < h.counts.size(); ++i) counts.set(i, h.counts[i]);
+  out.setCount(h.count);
+  out.setSum(h.sum);
+}
+
+Histogram read_histogram(wire::Histogram::Reader in) {
+  Histogram h;
+  for (double b : in.getBounds()) h.bounds.push_back(b);
+  for (std::uint64_t c : in.getCounts()) h.counts.push_back(c);
+  h.counts.resize(h.bounds.size());  // a peer's malformed histogram cannot make them differ
+  h.count = in.getCount();
+  h.sum = in.getSum();
+  return h;
 }
 
 void write_server_info(const ServerInfo& s, wire::ServerInfo::Builder out) {
@@ -61,6 +88,23 @@ void write_server_info(const ServerInfo& s, wire::ServerInfo::Builder out) {
   out.setCallsSlow(s.calls_slow);
   out.setCallsSlowTotal(s.calls_slow_total);
   out.setCallsTimedOut(s.calls_timed_out);
+  out.setAuthRequired(s.auth_required);
+  out.setTls(s.tls);
+  out.setCallsRunning(s.calls_running);
+  write_histogram(s.call_latency, out.initCallLatency());
+  auto models = out.initModels(static_cast<unsigned>(s.models.size()));
+  for (unsigned i = 0; i < s.models.size(); ++i) {
+    const ModelStats& m = s.models[i];
+    auto w = models[i];
+    w.setConfigName(to_kj(m.config_name));
+    w.setModelType(to_kj(m.model_type));
+    w.setModelName(to_kj(m.model_name));
+    w.setCalls(m.calls);
+    w.setErrors(m.errors);
+    w.setPromptTokens(m.prompt_tokens);
+    w.setCompletionTokens(m.completion_tokens);
+    write_histogram(m.latency, w.initLatency());
+  }
 }
 
 ServerInfo read_server_info(wire::ServerInfo::Reader in) {
@@ -100,6 +144,19 @@ ServerInfo read_server_info(wire::ServerInfo::Reader in) {
   s.calls_slow = in.getCallsSlow();
   s.calls_slow_total = in.getCallsSlowTotal();
   s.calls_timed_out = in.getCallsTimedOut();
+  s.auth_required = in.getAuthRequired();
+  s.tls = in.getTls();
+  s.calls_running = in.getCallsRunning();
+  s.call_latency = read_histogram(in.getCallLatency());
+  for (auto m : in.getModels())
+    s.models.push_back(ModelStats{.config_name = to_std(m.getConfigName()),
+                                  .model_type = to_std(m.getModelType()),
+                                  .model_name = to_std(m.getModelName()),
+                                  .calls = m.getCalls(),
+                                  .errors = m.getErrors(),
+                                  .prompt_tokens = m.getPromptTokens(),
+                                  .completion_tokens = m.getCompletionTokens(),
+                                  .latency = read_histogram(m.getLatency())});
   return s;
 }
 

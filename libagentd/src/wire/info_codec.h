@@ -1,5 +1,5 @@
 // The wire form of what a server says about itself and its agents: ServerInfo (AgentServer.info)
-// and AgentInfo (Agent.info, AgentServer.listAgents). The server writes and the client reads
+// and AgentInfo (Agent.info, AgentServer.listAgents / queryAgents). The server writes and the client reads
 // through these pairs only, so a field added to one side is added to the other. Private to
 // libagentd; any thread.
 #pragma once
@@ -12,6 +12,9 @@ namespace agentd::detail {
 
 void write_agent_info(const AgentInfo& a, wire::AgentInfo::Builder out);
 AgentInfo read_agent_info(wire::AgentInfo::Reader in);
+
+void write_histogram(const Histogram& h, wire::Histogram::Builder out);
+Histogram read_histogram(wire::Histogram::Reader in);
 
 void write_server_info(const ServerInfo& s, wire::ServerInfo::Builder out);
 ServerInfo read_server_info(wire::ServerInfo::Reader in);

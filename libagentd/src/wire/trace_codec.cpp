@@ -21,6 +21,8 @@ void write_trace_span(const TraceSpan& s, wire::Span::Builder out) {
   out.setErrorMessage(to_kj(s.error_message));
   out.setSeq(s.seq);
   if (!s.trace_id.empty()) out.setTraceId(to_kj(s.trace_id));
+  if (!s.input.empty()) out.setInput(to_kj(s.input));
+  if (!s.output.empty()) out.setOutput(to_kj(s.output));
 }
 
 TraceSpan read_trace_span(wire::Span::Reader in) {
@@ -41,6 +43,8 @@ TraceSpan read_trace_span(wire::Span::Reader in) {
   t.outcome = to_std(in.getOutcome());
   t.error_message = to_std(in.getErrorMessage());
   t.trace_id = to_std(in.getTraceId());
+  t.input = to_std(in.getInput());
+  t.output = to_std(in.getOutput());
   return t;
 }
 
