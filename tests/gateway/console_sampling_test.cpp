@@ -58,7 +58,7 @@ TEST_CASE("a histogram that went down (a restart) or changed bounds has no delta
   CHECK_FALSE(histogram_delta(other, hist({2, 3, 0}, 1.5)));
 }
 
-TEST_CASE("histograms with the same bounds add up; other bounds are refused") {
+TEST_CASE("histograms with the same bounds add up, and other bounds are refused") {
   agentd::Histogram sum;
   REQUIRE(histogram_add(sum, hist({1, 2, 3}, 1)));
   REQUIRE(histogram_add(sum, hist({1, 0, 1}, 2)));

@@ -419,14 +419,16 @@ def test_models_report_each_configs_calls_and_latency(tmp_path):
         agentctl(s, "create", "DialogAgent", "talker", "--id", "talker", "--args",
                  '{"model_config_name": "echo-model"}')
         g = Gateway(s)
-        before = ok_json(g, "models")["models"]
-        assert [(m["config_name"], m["model_type"], m["calls"]) for m in before] == [("echo-model", "echo", 0)]
+        def mine():
+            return [m for m in ok_json(g, "models")["models"] if m["config_name"] == "echo-model"]
+        before = mine()
+        assert [(m["model_type"], m["model_name"], m["calls"]) for m in before] == [("echo", "echo-1", 0)]
         assert before[0]["latency"] == {"p50": None, "p95": None, "p99": None, "mean": None}
         for text in ("hello", "again"):
             assert request(g, "POST", "/v1/chat/completions", chat("talker", text))[0] == 200
 
         def counted():
-            m = ok_json(g, "models")["models"]
+            m = mine()
             return m if m and m[0]["calls"] >= 2 else None
         m = wait_for(counted, "the model calls to be sampled")[0]
         assert m["server"] and m["model_name"] == "echo-1" and m["errors"] == 0
