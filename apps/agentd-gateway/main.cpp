@@ -3,6 +3,8 @@
 // and the threads that run the io_context.
 #include "a2a/a2a_api.h"
 #include "a2a/task_store.h"
+#include "console/console_api.h"
+#include "console/sampler.h"
 #include "exposure.h"
 #include "exposure_config.h"
 #include "http/listener.h"
@@ -16,6 +18,7 @@
 #include "upstream.h"
 
 #include <agentd/client.h>
+#include <agentd/version.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
       return opts.cluster.empty() ? gateway::Upstream::server(opts.server.host, opts.server.port, client_opts)
                                   : gateway::Upstream::cluster(opts.cluster, client_opts);
     };
-    upstream = std::make_unique<gateway::Upstream>(connect, upstream_name, 2);
+    // Two blocking threads for lookups and listings, two more for the console's reads.
+    upstream = std::make_unique<gateway::Upstream>(connect, upstream_name, opts.no_console ? 2 : 4);
   } catch (const std::exception& e) {
     std::cerr << "agentd-gateway: " << (opts.cluster.empty() ? "--server " : "--cluster ") << upstream_name
               << ": " << e.what() << "\n";
@@ -104,8 +108,13 @@ int main(int argc, char** argv) {
   gateway::a2a::TaskStore tasks(opts.a2a_max_tasks, opts.a2a_task_ttl);
   gateway::a2a::A2aApi a2a(*upstream, exposure, opts.reply_timeout, tokens.enabled(), tasks);
 
+  // The web console: its own routes (the page is public, its API takes the token) and one
+  // sampler reading every server once a second for all viewers.
+  std::optional<gateway::console::Sampler> sampler;
+  std::optional<gateway::console::ConsoleApi> console;
   auto route = [&](std::shared_ptr<gateway::http::Exchange> ex) {
     const auto& req = ex->request();
+    if (console && console->handle(ex)) return;
     if (tokens.enabled() && !tokens.accepts(req[gateway::http::bhttp::field::authorization])) {
       auto e = gateway::openai::invalid_request(Status::unauthorized,
                                                 "missing or wrong bearer token (Authorization: Bearer TOKEN)",
@@ -134,7 +143,23 @@ int main(int argc, char** argv) {
               << e.what() << "\n";
     return 3;
   }
+  // Made before serving (route uses them), once the listener has its address.
+  const auto bound_at = listener->local_endpoint();
+  const std::string listening = (bound_at.address().is_v6() ? "[" + bound_at.address().to_string() + "]"
+                                                            : bound_at.address().to_string()) +
+                                ":" + std::to_string(bound_at.port());
+  if (!opts.no_console) {
+    nlohmann::json about = {{"version", agentd::version()},     {"listen", listening},
+                            {"upstream", upstream_name},        {"uptime_seconds", 0},
+                            {"auth", tokens.enabled()},         {"tls", tls.context != nullptr},
+                            {"send_enabled", opts.console_send}};
+    sampler.emplace(ioc, *upstream, std::move(about));
+    console.emplace(*upstream, *sampler, tokens,
+                    gateway::console::ConsoleSettings{opts.console_send, opts.reply_timeout});
+  }
+
   listener->start();
+  if (sampler) sampler->start();
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) {
@@ -160,6 +185,7 @@ int main(int argc, char** argv) {
   ioc.run();
   for (auto& t : threads) t.join();
   gateway::http::set_shutting_down();
+  if (sampler) sampler->stop();
   // The conversation agents are deleted (best effort, within seconds).
   exposure.stop();
   // The client first: its loop thread posts to the connections' strands, which live in ioc.

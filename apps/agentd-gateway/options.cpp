@@ -127,7 +127,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
      "A2A tasks held in memory; a new one evicts the finished task updated longest ago, and is "
      "refused when all are still working")
     ("a2a-task-ttl", po::value(&a2a_task_ttl)->default_value(a2a_task_ttl),
-     "seconds a finished A2A task is kept for GetTask and ListTasks");
+     "seconds a finished A2A task is kept for GetTask and ListTasks")
+    ("console-send", po::bool_switch(&out.console_send),
+     "let the web console (/console) send agents messages (POST /console/api/agents/ID/send); "
+     "without it the console only reads. Needs the same token as every other route")
+    ("no-console", po::bool_switch(&out.no_console),
+     "serve no web console: no /console routes, and the servers are not sampled once a second");
   // clang-format on
   try {
     po::variables_map vm;
@@ -152,6 +157,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     if (request_timeout <= 0 || write_timeout <= 0 || reply_timeout <= 0)
       throw std::invalid_argument("--request-timeout, --write-timeout and --reply-timeout must be positive");
     out.reply_timeout = std::chrono::seconds(reply_timeout);
+    if (out.console_send && out.no_console)
+      throw std::invalid_argument("--console-send and --no-console contradict each other: pick one");
     if (a2a_task_ttl <= 0 || out.a2a_max_tasks == 0)
       throw std::invalid_argument("--a2a-task-ttl and --a2a-max-tasks must be positive");
     out.a2a_task_ttl = std::chrono::seconds(a2a_task_ttl);

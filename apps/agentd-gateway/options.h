@@ -27,7 +27,9 @@ struct Options {
   std::string upstream_tls_cert;    // and a client certificate with its key (--tls-client-ca)
   std::string upstream_tls_key;
   bool allow_unauthenticated = false;
-  unsigned threads = 2;  // threads running the io_context
+  bool console_send = false;  // the web console may send agents messages (read-only otherwise)
+  bool no_console = false;    // no /console routes and no sampler
+  unsigned threads = 2;       // threads running the io_context
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_body_bytes = 4 * 1024 * 1024;
   std::size_t max_connections = 10000;

@@ -30,6 +30,16 @@ class ServerBackend final : public Backend {
   }
   void delete_agent(const std::string& id) override { client_.delete_agent(id); }
   std::string address() override { return client_.address(); }
+  std::size_t server_count() override { return 1; }
+  std::string server_address(std::size_t) override { return client_.address(); }
+  agentd::Client& server(std::size_t) override { return client_; }
+  InfoOrError server_info(std::size_t) override {
+    try {
+      return client_.info();
+    } catch (const std::exception& e) {
+      return as_error(e);
+    }
+  }
   void close() override { client_.close(); }
 
  private:
@@ -79,6 +89,22 @@ class ClusterBackend final : public Backend {
     std::string out;
     for (const auto& m : cluster_.members()) out += (out.empty() ? "" : ",") + m.address;
     return out;
+  }
+  std::size_t server_count() override { return cluster_.size(); }
+  std::string server_address(std::size_t i) override {
+    auto members = cluster_.members();
+    return i < members.size() ? members[i].address : std::string();
+  }
+  agentd::Client& server(std::size_t i) override { return cluster_.server(i); }
+  InfoOrError server_info(std::size_t i) override {
+    try {
+      if (auto info = cluster_.info(i)) return std::move(*info);
+      auto members = cluster_.members();
+      std::string why = i < members.size() ? members[i].error : std::string();
+      return agentd::Error(agentd::ErrorCode::disconnected, why.empty() ? "down" : why);
+    } catch (const std::exception& e) {
+      return as_error(e);
+    }
   }
   void refresh() override { cluster_.refresh(); }
   void close() override {
@@ -260,6 +286,14 @@ void Upstream::delete_agent(const std::string& id, std::function<void(std::optio
       }
     }
     done(std::move(result));
+  });
+}
+
+void Upstream::run_blocking(std::function<void(Backend*, const agentd::Error*)> fn) {
+  boost::asio::post(blocking_, [this, fn = std::move(fn)] {
+    auto c = backend();
+    if (auto* e = std::get_if<agentd::Error>(&c)) return fn(nullptr, e);
+    fn(std::get<Backend*>(c), nullptr);
   });
 }
 

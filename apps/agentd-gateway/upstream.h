@@ -37,6 +37,7 @@ namespace gateway {
 
 using AgentOrError = std::variant<agentd::AgentRef, agentd::Error>;
 using AgentsOrError = std::variant<std::vector<agentd::AgentInfo>, agentd::Error>;
+using InfoOrError = std::variant<agentd::ServerInfo, agentd::Error>;
 
 // What Upstream reaches agents through: one server or a cluster. Blocking calls, made on
 // Upstream's blocking threads.
@@ -50,6 +51,14 @@ class Backend {
                                         const std::string& id) = 0;
   virtual void delete_agent(const std::string& id) = 0;
   virtual std::string address() = 0;
+  // The servers behind it, for the console: one, or each member of a cluster (up or down), in a
+  // fixed order (indexes are valid until the next refresh()).
+  virtual std::size_t server_count() = 0;
+  virtual std::string server_address(std::size_t i) = 0;
+  // Server i's client; throws agentd::Error (disconnected, naming why) when it is down.
+  virtual agentd::Client& server(std::size_t i) = 0;
+  // Server i's info, or the error that says why it is down (never throws).
+  virtual InfoOrError server_info(std::size_t i) = 0;
   virtual void refresh() {}  // every few seconds, from the connecting thread
   virtual void close() = 0;
 };
@@ -80,6 +89,10 @@ class Upstream {
                     std::function<void(AgentOrError)> done);
   // Deletes the agent with this id; done (nullopt: deleted) runs on a blocking thread.
   void delete_agent(const std::string& id, std::function<void(std::optional<agentd::Error>)> done);
+  // fn(backend) on a blocking thread, for what the client library offers only synchronously
+  // (the console's reads: infos, pages of agents, traces, memory). Until connected, fn gets the
+  // error instead (backend null). fn must not throw.
+  void run_blocking(std::function<void(Backend* backend, const agentd::Error* not_connected)> fn);
   // fn(id) runs whenever forget(id) does (on forget's thread): whoever hands out the agent learns
   // that it is gone. Set before serving; fn must be quick and must not call forget.
   void on_forget(std::function<void(const std::string& id)> fn);

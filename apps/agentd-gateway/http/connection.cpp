@@ -102,6 +102,8 @@ asio::any_io_executor Exchange::executor() const { return conn_->executor_; }
 
 bool Exchange::client_gone() const { return conn_->gone_.load(); }
 
+std::size_t Exchange::unwritten() const { return conn_->unwritten_.load(); }
+
 bool Exchange::secure() const { return conn_->tls_ != nullptr; }
 
 void Exchange::respond(Status status, std::string content_type, std::string body) {
@@ -153,6 +155,7 @@ void Exchange::send(std::string piece) {
   item.exchange = seq_;
   item.kind = Connection::Item::chunk;
   item.data = std::make_shared<std::string>(std::move(piece));
+  ++conn_->unwritten_;
   asio::dispatch(conn_->executor_,
                  [c = conn_, item = std::move(item)]() mutable { c->enqueue(std::move(item)); });
 }
@@ -354,6 +357,15 @@ void Connection::fail_request(beast::error_code ec) {
 }
 
 void Connection::enqueue(Item item) {
+  // A chunk counts as unwritten until it is written (on_written's caller) or dropped here.
+  struct Dropped {
+    Connection* c;
+    bool chunk;
+    bool kept = false;
+    ~Dropped() {
+      if (chunk && !kept) --c->unwritten_;
+    }
+  } dropped{this, item.kind == Item::chunk};
   if (gone_.load()) return;
   // A piece of a stream that has ended (sent from another thread while the stream was ended,
   // e.g. at --reply-timeout) must not reach the wire after its last chunk, nor inside the next
@@ -369,6 +381,7 @@ void Connection::enqueue(Item item) {
       metrics().stream_closed();
     }
   }
+  dropped.kept = true;
   queue_.push_back(std::move(item));
   if (!writing_) write_next();
 }
@@ -383,6 +396,7 @@ void Connection::write_next() {
   queue_.pop_front();
   const bool ends = item->kind == Item::full || item->kind == Item::last;
   auto done = [self = shared_from_this(), item, ends](beast::error_code ec, std::size_t) {
+    if (item->kind == Item::chunk) --self->unwritten_;
     if (item->log) item->log->write(self->peer_, !ec);
     self->on_written(ec, ends, item->close_after);
   };

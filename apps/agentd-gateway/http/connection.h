@@ -93,6 +93,8 @@ class Exchange {
   void end_stream();
   // True once the client has gone (a write failed or the connection closed).
   bool client_gone() const;
+  // Pieces of this stream sent and not yet written to the client (a reader that falls behind).
+  std::size_t unwritten() const;
   // True when the request came over TLS (the client reached the gateway with https://).
   bool secure() const;
 
@@ -163,7 +165,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t exchanges_ = 0;  // exchanges started on this connection
   std::uint64_t streaming_ = 0;  // the exchange whose stream is open (0: none)
   std::atomic<bool> gone_{false};
-  std::string peer_;  // "address:port" of the client, for the request log
+  std::atomic<std::size_t> unwritten_{0};  // chunks sent (Exchange::send) and not yet written or dropped
+  std::string peer_;                       // "address:port" of the client, for the request log
 };
 
 }  // namespace gateway::http
