@@ -247,12 +247,15 @@ test("one agent: a message sent from the page, its reply streamed in", async () 
   await waitFor("the send form, enabled (--console-send)", `${tid("send-form")}[data-enabled="true"]`);
   const message = "hello from the browser test, please echo me";
   await page.locator(tid("send-input")).fill(message);
-  // Record every state send-output goes through, and the text it had in each.
+  // Record every state send-output goes through, and any text it showed before the end.
   await page.$eval(tid("send-output"), (el) => {
     window.__sendStates = [el.dataset.state];
+    window.__streamedText = "";
     new MutationObserver(() => {
       const last = window.__sendStates[window.__sendStates.length - 1];
       if (last !== el.dataset.state) window.__sendStates.push(el.dataset.state);
+      if (el.dataset.state === "streaming" && el.textContent.length > window.__streamedText.length)
+        window.__streamedText = el.textContent;
     }).observe(el, { attributes: true, childList: true, subtree: true, characterData: true });
   });
   await page.click(tid("send-button"));
@@ -267,8 +270,21 @@ test("one agent: a message sent from the page, its reply streamed in", async () 
   assert.ok(requests.some((u) => u.endsWith("/console/api/agents/chatty/send")), "the page posted to .../chatty/send");
   await shot("agent");
 
+  const streamed = await page.evaluate(() => window.__streamedText);
+  if (!streamed) console.log("# note: the chunks and the end arrived together; the page showed no partial text");
   const memory = (await apiJson("/console/api/agents/chatty")).memory.messages;
   assert.ok(memory.some((m) => m.content === message), "chatty's memory has the sent message");
+
+  // What the page read: chunk events with the reply's words, then done.
+  const r = await api("/console/api/agents/chatty/send", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ content: "one two three" }),
+  });
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get("content-type") ?? "", /^text\/event-stream/);
+  const events = [...(await r.text()).matchAll(/^event: (\w+)\ndata: (.*)$/gm)].map((m) => [m[1], JSON.parse(m[2])]);
+  const names = events.map(([e]) => e);
+  assert.ok(names.includes("chunk") && names.at(-1) === "done", `chunk events then done: ${names.join(" ")}`);
+  assert.equal(events.filter(([e]) => e === "chunk").map(([, d]) => d.text).join(""), "one two three", "the chunks make the reply");
 });
 
 test("calls view: timeline bars, producer -> consumer links across servers, filter by agent", async () => {
