@@ -18,6 +18,7 @@ checks the console against:
   different and in neither the order of the ids nor its reverse, so sorting by calls has one
   right order and it differs from the default (by id) both ways.
 - flaky (B, FlakyAgent): one failed call.
+- pinger (A, EchoAgent): no calls here; the test calls it to see the live numbers move.
 """
 import json
 import sys
@@ -51,6 +52,7 @@ def main():
     hostile = a.create_agent("DialogAgent", HOSTILE_NAME, {"model_config_name": "echo"}, id="hostile")
     b.create_agent("DialogAgent", "Chatty", {"model_config_name": "echo-slow"}, id="chatty")
     flaky = b.create_agent("FlakyAgent", "Flaky", id="flaky")
+    a.create_agent("EchoAgent", "Pinger", id="pinger")
     workers = []
     for i in range(WORKERS):
         server = a if i % 2 == 0 else b
@@ -75,7 +77,7 @@ def main():
         "servers": [sys.argv[1], sys.argv[2]],
         "agents": {
             "planner": sys.argv[1], "reviewer": sys.argv[2], "hostile": sys.argv[1],
-            "chatty": sys.argv[2], "flaky": sys.argv[2],
+            "chatty": sys.argv[2], "flaky": sys.argv[2], "pinger": sys.argv[1],
             **{f"worker-{i:02d}": sys.argv[1 + i % 2] for i in range(WORKERS)},
         },
         "worker_calls": {f"worker-{i:02d}": worker_calls(i) for i in range(WORKERS)},
