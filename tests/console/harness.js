@@ -1,7 +1,7 @@
 // Real processes for the console browser test: two as_server processes (A and B) with the echo
-// and dialog plugins, the work of workload.py done on them through the Python client, and an
-// agentd-gateway in front of both (--cluster A,B --token-file --console-send), all on free loopback
-// ports. CTest sets the paths (tests/console/CMakeLists.txt): AGENTD_AS_SERVER, AGENTD_GATEWAY,
+// and dialog plugins, an agentd-gateway in front of both (--cluster A,B --token-file
+// --console-send), and the work of workload.py done on them through the Python client, all on free
+// loopback ports. CTest sets the paths (tests/console/CMakeLists.txt): AGENTD_AS_SERVER, AGENTD_GATEWAY,
 // AGENTD_AGENTCTL, AGENTD_ECHO_PLUGIN, AGENTD_DIALOG_PLUGIN, AGENTD_PYTHON_DIR, and
 // AGENTD_PY_PRELOAD (the sanitizer runtimes python3 needs to load a sanitized module; only
 // python3 gets it, never node or chromium).
@@ -111,8 +111,6 @@ export async function startStack() {
       procs.push(s);
       servers.push(s.address);
     }
-    const work = await runWorkload(servers[0], servers[1]);
-
     const token = randomBytes(32).toString("hex");
     const tokens = join(dir, "tokens");
     writeFileSync(tokens, token + "\n", { mode: 0o600 });
@@ -121,6 +119,8 @@ export async function startStack() {
        "--token-file", tokens, "--console-send"],
       "agentd-gateway ready: listening on ");
     procs.push(gateway);
+    // The work runs with the gateway up, so its sampler sees it (the charts have it).
+    const work = await runWorkload(servers[0], servers[1]);
     return {
       base: `http://${gateway.address}`,
       token,
