@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package agentd needs to build, test and run, then the npm packages the
-# gateway's client tests use (tests/gateway/node: the official A2A and OpenAI clients, pinned by its
-# package-lock.json, installed into tests/gateway/node/node_modules, never globally). Idempotent:
-# what is installed already is skipped. Uses sudo when not run as root.
+# Installs every Debian 12 package agentd needs to build, test and run (chromium included: the
+# console's browser tests run it headless), then the npm packages of the JavaScript tests, each
+# pinned by its package-lock.json and installed into its own node_modules, never globally:
+# tests/gateway/node (the official A2A and OpenAI clients) and tests/console (puppeteer-core, which
+# drives Debian's chromium and downloads no browser). Idempotent: what is installed already is
+# skipped. Uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ PACKAGES=(
   clang libfuzzer-14-dev clang-format-14
   libnss-wrapper yamllint python3-yaml
   sqlite3 util-linux libjemalloc-dev
+  chromium fonts-liberation
 )
 
 missing=()
@@ -38,9 +41,10 @@ else
 fi
 
 # npm ci again only when the lock file changed since the last install.
-node_dir=tests/gateway/node
-if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
-  echo "setup: npm ci in $node_dir"
-  npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
-  cp "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed"
-fi
+for node_dir in tests/gateway/node tests/console; do
+  if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
+    echo "setup: npm ci in $node_dir"
+    npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
+    cp "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed"
+  fi
+done
