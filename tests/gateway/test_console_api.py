@@ -251,11 +251,15 @@ def test_one_agent_shows_its_info_memory_pages_and_calls(server, gateway, token)
     # The default is the last 50; mem_limit=1 alone: the last message.
     last = ok_json(gateway, "agents/memtest?mem_limit=1", token)["memory"]
     assert last["offset"] == total - 1 and last["messages"] == mem["messages"][-1:]
-    # Its calls, newest first, with what went in and came out (the console's own memory reads are
-    # spans of kind "memory").
-    assert {c["kind"] for c in d["calls"]} <= {"reply", "memory"}
-    calls = [c for c in d["calls"] if c["kind"] == "reply"]
-    assert len(calls) == 3 and all(c["agent_id"] == "memtest" for c in calls)
+    # Its calls, newest first, with what went in and came out. The console's own reads of its
+    # memory (four views above) are neither among them nor counted as its calls.
+    again = ok_json(gateway, "agents/memtest", token)
+    assert again["agent"]["calls"] == 3
+    calls = again["calls"]
+    assert [c["kind"] for c in calls] == ["reply"] * 3
+    assert all(c["agent_id"] == "memtest" for c in calls)
+    timeline = ok_json(gateway, "calls?agent=memtest", token)["spans"]
+    assert [c["kind"] for c in timeline] == ["reply"] * 3
     assert [c["input"] for c in calls] == ["message 2", "message 1", "message 0"]
     assert calls[0]["output"] == "message 2" and calls[0]["outcome"] == "ok"
     assert calls[0]["enqueued_unix_us"] >= calls[1]["enqueued_unix_us"]

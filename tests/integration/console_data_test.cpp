@@ -90,6 +90,9 @@ TEST_CASE("query_agents pages, filters and sorts a server's agents on the server
   CHECK(p.prompt_tokens == 3);
   CHECK(p.completion_tokens == 3);
   CHECK(p.last_call_unix_ms > 0);
+  // Reading an agent's memory (as a console does) is not one of its calls.
+  REQUIRE(ask.memory().size() >= 2);
+  CHECK(ask.info().completed_calls == 1);
   AgentPage recent = c.query_agents({.sort = Sort::last_call, .descending = true, .limit = 1});
   CHECK(recent.agents.at(0).id == "planner");  // the last call made
   CHECK(c.query_agents({.search = "worker-3", .limit = 1}).agents.at(0).last_call_unix_ms == 0);

@@ -17,6 +17,11 @@ namespace gateway::console {
 
 namespace {
 
+// The trace id of the console's own reads of an agent (its memory, for the one-agent view): the
+// server records them as calls of kind memory, which the console's call lists leave out, so
+// watching an agent does not fill its calls or the timeline.
+constexpr const char* kConsoleReadTrace = "agentd-console-read";
+
 using ExchangePtr = std::shared_ptr<http::Exchange>;
 using http::Status;
 using http::bhttp::verb;
@@ -388,7 +393,7 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
         try {
           agentd::AgentRef ref = b->agent(id);
           const agentd::AgentInfo info = ref.info();
-          const std::vector<agentd::Msg> memory = ref.memory();
+          const std::vector<agentd::Msg> memory = ref.with_trace_id(kConsoleReadTrace).memory();
           std::string server;
           const agentd::Value v = ref.to_value();
           if (v.contains("agentd_agent_ref") &&
@@ -407,7 +412,8 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
             if (!server.empty() && b->server_count() > 1 && address != server) continue;
             try {
               for (auto& s : b->server(i).traces())
-                if (s.agent_id == id) spans.push_back(Located{std::move(s), address});
+                if (s.agent_id == id && s.trace_id != kConsoleReadTrace)
+                  spans.push_back(Located{std::move(s), address});
             } catch (const agentd::Error&) {  // down: no spans from it
             }
           }
@@ -497,7 +503,8 @@ void ConsoleApi::calls(const ExchangePtr& ex, std::string_view query, bool chrom
       const std::string address = b->server_address(i);
       try {
         for (auto& s : b->server(i).traces())
-          if ((agent.empty() || s.agent_id == agent) && (trace.empty() || s.trace_id == trace))
+          if ((agent.empty() || s.agent_id == agent) && (trace.empty() || s.trace_id == trace) &&
+              s.trace_id != kConsoleReadTrace)
             spans.push_back(Located{std::move(s), address});
         ++up;
       } catch (const agentd::Error& e) {  // down: no spans from it

@@ -122,6 +122,7 @@ struct AgentInfo {
   std::string name;
   std::string class_name;
   std::uint32_t queued_calls = 0;
+  // Its calls that finished (reads of its memory not counted), and when the last one did.
   std::uint64_t completed_calls = 0;
   std::uint64_t failed_calls = 0;
   std::int64_t last_call_unix_ms = 0;  // when its last call finished (0: none since the server started)

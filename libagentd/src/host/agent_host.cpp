@@ -484,13 +484,17 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
     Locked lock(*this);
     call = mailboxes_.finish_head(*slot);
     watch_finish(*slot, *call);
-    if (call->out_error)
-      ++slot->failed;
-    else
-      ++slot->completed;
-    slot->last_call_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+    // An agent's own counts are of the calls that ran its code: a read of its memory (an
+    // operator's, a console's) is not one of them.
+    if (!reads_only(*call)) {
+      if (call->out_error)
+        ++slot->failed;
+      else
+        ++slot->completed;
+      slot->last_call_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    }
     sink = static_cast<bool>(span_sink_);
     const auto now = std::chrono::steady_clock::now();
     stats_.finished(*slot, *call, now, sink ? &span : nullptr);

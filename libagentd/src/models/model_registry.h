@@ -35,9 +35,10 @@ struct ModelUsage {
 class UsageCounter {
  public:
   // Upper bounds (seconds) of the latency buckets; calls past the last count only in calls.
-  static constexpr std::array<double, 12> kLatencyBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,
-                                                            2,    5,    10,  30,   60,  120};
-  // with_histogram: also count calls by latency (about 100 bytes; agents' own counters don't).
+  // From a millisecond (a local model) to two minutes (a long generation).
+  static constexpr std::array<double, 16> kLatencyBounds = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  // with_histogram: also count calls by latency (128 bytes; agents' own counters don't).
   explicit UsageCounter(bool with_histogram = false);
 
   void record(const ChatResponse& response);
