@@ -171,7 +171,9 @@ Value span_json(const agentd::TraceSpan& s) {
           {"completion_tokens", s.completion_tokens},
           {"outcome", s.outcome},
           {"error_message", s.error_message},
-          {"trace_id", s.trace_id}};
+          {"trace_id", s.trace_id},
+          {"input", s.input},
+          {"output", s.output}};
 }
 
 Value servers_json(const std::vector<LocalServer>& servers) {

@@ -154,8 +154,9 @@ int main(int argc, char** argv) {
                             {"auth", tokens.enabled()},         {"tls", tls.context != nullptr},
                             {"send_enabled", opts.console_send}};
     sampler.emplace(ioc, *upstream, std::move(about));
-    console.emplace(*upstream, *sampler, tokens,
-                    gateway::console::ConsoleSettings{opts.console_send, opts.reply_timeout});
+    console.emplace(
+        *upstream, *sampler, tokens,
+        gateway::console::ConsoleSettings{opts.console_send, opts.reply_timeout, opts.listen.host});
   }
 
   listener->start();

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <memory>
+#include <mutex>
 
 namespace gateway {
 
@@ -21,7 +23,8 @@ namespace {
 
 class ServerBackend final : public Backend {
  public:
-  explicit ServerBackend(agentd::Client c) : client_(std::move(c)) {}
+  ServerBackend(agentd::Client c, std::string host, std::uint16_t port, agentd::ClientOptions options)
+      : client_(std::move(c)), host_(std::move(host)), port_(port), options_(std::move(options)) {}
   agentd::AgentRef agent(const std::string& id) override { return client_.agent(id); }
   std::vector<agentd::AgentInfo> list_agents() override { return client_.list_agents(); }
   agentd::AgentRef create_agent(const std::string& class_name, const agentd::Value& args,
@@ -32,18 +35,54 @@ class ServerBackend final : public Backend {
   std::string address() override { return client_.address(); }
   std::size_t server_count() override { return 1; }
   std::string server_address(std::size_t) override { return client_.address(); }
-  agentd::Client& server(std::size_t) override { return client_; }
+  std::shared_ptr<agentd::Client> server(std::size_t) override {
+    return std::shared_ptr<agentd::Client>(std::shared_ptr<void>(), &client_);  // owned by this backend
+  }
+  // The console's reading, once a second, goes over a connection of its own that never waits
+  // for a reconnect: a server that went down shows as down, with the reason, at the next
+  // reading, instead of holding the reading for as long as the requests' connection waits for
+  // it to come back.
   InfoOrError server_info(std::size_t) override {
+    std::shared_ptr<agentd::Client> probe;
     try {
-      return client_.info();
+      {
+        std::lock_guard lock(probe_mu_);
+        if (probe_closed_) return agentd::Error(agentd::ErrorCode::disconnected, "the gateway is stopping");
+        if (!probe_) {
+          agentd::ClientOptions o = options_;
+          o.timeout = std::chrono::seconds(5);
+          o.connect_timeout = std::chrono::seconds(2);
+          o.reconnect_deadline = std::chrono::milliseconds(0);
+          probe_ = std::make_shared<agentd::Client>(agentd::Client::connect(host_, port_, o));
+        }
+        probe = probe_;
+      }
+      return probe->info();
     } catch (const std::exception& e) {
+      std::lock_guard lock(probe_mu_);
+      if (probe_ == probe) probe_.reset();  // connected again at the next reading
       return as_error(e);
     }
   }
-  void close() override { client_.close(); }
+  void close() override {
+    client_.close();
+    std::shared_ptr<agentd::Client> probe;
+    {
+      std::lock_guard lock(probe_mu_);
+      probe_closed_ = true;
+      probe.swap(probe_);
+    }
+    if (probe) probe->close();  // a reading in progress fails at once
+  }
 
  private:
   agentd::Client client_;
+  const std::string host_;
+  const std::uint16_t port_;
+  const agentd::ClientOptions options_;
+  std::mutex probe_mu_;
+  std::shared_ptr<agentd::Client> probe_;  // guarded by probe_mu_
+  bool probe_closed_ = false;              // guarded by probe_mu_
 };
 
 class ClusterBackend final : public Backend {
@@ -57,7 +96,7 @@ class ClusterBackend final : public Backend {
     std::size_t up = 0;
     for (std::size_t i = 0; i < cluster_.size(); ++i) {
       try {
-        auto some = cluster_.server(i).list_agents();
+        auto some = cluster_.server_shared(i)->list_agents();
         all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
         ++up;
       } catch (const agentd::Error& e) {
@@ -76,7 +115,7 @@ class ClusterBackend final : public Backend {
     std::optional<agentd::Error> failed;
     for (std::size_t i = 0; i < cluster_.size(); ++i) {
       try {
-        cluster_.server(i).delete_agent(id);
+        cluster_.server_shared(i)->delete_agent(id);
         return;
       } catch (const agentd::Error& e) {
         if (e.code() != agentd::ErrorCode::unknown_agent || !failed) failed = e;
@@ -95,7 +134,7 @@ class ClusterBackend final : public Backend {
     auto members = cluster_.members();
     return i < members.size() ? members[i].address : std::string();
   }
-  agentd::Client& server(std::size_t i) override { return cluster_.server(i); }
+  std::shared_ptr<agentd::Client> server(std::size_t i) override { return cluster_.server_shared(i); }
   InfoOrError server_info(std::size_t i) override {
     try {
       if (auto info = cluster_.info(i)) return std::move(*info);
@@ -124,7 +163,7 @@ class ClusterBackend final : public Backend {
 
 std::unique_ptr<Backend> Upstream::server(const std::string& host, std::uint16_t port,
                                           const agentd::ClientOptions& options) {
-  return std::make_unique<ServerBackend>(agentd::Client::connect(host, port, options));
+  return std::make_unique<ServerBackend>(agentd::Client::connect(host, port, options), host, port, options);
 }
 
 std::unique_ptr<Backend> Upstream::cluster(const std::string& spec, const agentd::ClientOptions& options) {
@@ -291,9 +330,14 @@ void Upstream::delete_agent(const std::string& id, std::function<void(std::optio
 
 void Upstream::run_blocking(std::function<void(Backend*, const agentd::Error*)> fn) {
   boost::asio::post(blocking_, [this, fn = std::move(fn)] {
-    auto c = backend();
-    if (auto* e = std::get_if<agentd::Error>(&c)) return fn(nullptr, e);
-    fn(std::get<Backend*>(c), nullptr);
+    // fn answers its own errors; what escapes it is logged here, not left to end the gateway.
+    try {
+      auto c = backend();
+      if (auto* e = std::get_if<agentd::Error>(&c)) return fn(nullptr, e);
+      fn(std::get<Backend*>(c), nullptr);
+    } catch (const std::exception& e) {
+      std::cerr << "agentd-gateway: a request's work failed: " << e.what() << "\n";
+    }
   });
 }
 

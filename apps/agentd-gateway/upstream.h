@@ -56,7 +56,8 @@ class Backend {
   virtual std::size_t server_count() = 0;
   virtual std::string server_address(std::size_t i) = 0;
   // Server i's client; throws agentd::Error (disconnected, naming why) when it is down.
-  virtual agentd::Client& server(std::size_t i) = 0;
+  // Shared: a cluster member dropped by refresh() meanwhile stays usable until released.
+  virtual std::shared_ptr<agentd::Client> server(std::size_t i) = 0;
   // Server i's info, or the error that says why it is down (never throws).
   virtual InfoOrError server_info(std::size_t i) = 0;
   virtual void refresh() {}  // every few seconds, from the connecting thread

@@ -111,6 +111,28 @@ def test_unknown_api_paths_and_wrong_methods_are_refused(gateway, token):
     assert api(gateway, "agents/echo/send", token, method="GET")[0] == 405
 
 
+def test_another_sites_page_can_neither_read_the_api_nor_send(gateway, token, open_gateway):
+    own = f"http://{gateway.host}:{gateway.port}"
+    # The console's own page (same origin, or no Origin at all: a script, curl) is answered.
+    assert request(gateway, "GET", "/console/api/overview", token=token, headers={"Origin": own})[0] == 200
+    assert request(gateway, "GET", "/console/api/overview", token=token,
+                   headers={"Sec-Fetch-Site": "same-origin"})[0] == 200
+    # Another site's page, even with the token (a leaked one, or a tokenless gateway), is not.
+    for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"},
+                    {"Origin": "null"}):
+        status, hdrs, body = request(gateway, "GET", "/console/api/overview", token=token, headers=headers)
+        assert status == 403 and error_of(body)["code"] == "cross_site_request", (headers, body)
+        assert_console_headers(hdrs)
+    # A tokenless gateway answers only for its own addresses, not for a name rebound to it.
+    assert request(open_gateway, "GET", "/console/api/overview",
+                   headers={"Host": f"localhost:{open_gateway.port}"})[0] == 200
+    status, _, body = request(open_gateway, "GET", "/console/api/overview",
+                              headers={"Host": f"rebound.example:{open_gateway.port}"})
+    assert status == 403 and "DNS rebinding" in error_of(body)["message"]
+    # The page itself stays public everywhere.
+    assert request(open_gateway, "GET", "/console", headers={"Host": "rebound.example"})[0] == 200
+
+
 # --- the overview of a cluster with a server down ------------------------------------------------
 
 def test_the_overview_reports_a_server_that_is_down_with_its_reason():
@@ -140,6 +162,51 @@ def test_the_overview_reports_a_server_that_is_down_with_its_reason():
         page = ok_json(g, "agents?limit=1000")
         assert page["total"] == up["agents"]
         assert {r["server"] for r in page["agents"]} == {up["address"]}
+    finally:
+        g.close()
+        a.close()
+        b.close()
+
+
+def test_a_single_server_that_stops_is_reported_down_within_seconds_and_up_again():
+    s = start_server()
+    address = f"{s.host}:{s.port}"
+    g = Gateway(s)
+    try:
+        assert ok_json(g, "overview")["servers"][0]["up"]
+        s.close()
+        started = time.monotonic()
+
+        def down():
+            o = ok_json(g, "overview")
+            return o if not o["servers"][0]["up"] else None
+        o = wait_for(down, "the stopped server to be reported down")
+        # Not after the requests' connection gives up on it (--reply-timeout): at a reading.
+        assert time.monotonic() - started < 10
+        assert o["servers"][0]["address"] == address and o["servers"][0]["down_reason"]
+        assert o["totals"]["servers_up"] == 0
+        # Started again on its port: up at a later reading.
+        s = start_server(port=int(address.rsplit(":", 1)[1]))
+        wait_for(lambda: ok_json(g, "overview")["servers"][0]["up"] or None, "the server to be up again")
+    finally:
+        g.close()
+        s.close()
+
+
+def test_a_clusters_pages_in_descending_order_have_every_agent_once():
+    a, b = start_server(), start_server()
+    g = Gateway(cluster=f"{a.host}:{a.port},{b.host}:{b.port}")
+    try:
+        for s in (a, b):
+            agentctl(s, "create", "EchoAgent", "tie", "--count", "20")
+        total = ok_json(g, "agents?limit=1")["total"]
+        # Most agents tie at 0 calls: the merge must order ties as each member did (by id).
+        for sort in ("calls", "errors", "tokens", "id"):
+            seen = []
+            for offset in range(0, total, 7):
+                page = ok_json(g, f"agents?sort={sort}&order=desc&offset={offset}&limit=7")
+                seen += [r["id"] for r in page["agents"]]
+            assert len(seen) == total and len(set(seen)) == total, sort
     finally:
         g.close()
         a.close()
@@ -284,6 +351,17 @@ def sse(body):
             data = json.loads("".join(l[len("data: "):] for l in lines if l.startswith("data: ")))
             out.append((event, data))
     return out
+
+
+def test_a_message_sent_as_anything_but_json_is_refused(tmpdir_session, server, token):
+    from conftest import write_secret
+    g = Gateway(server, ["--token-file", write_secret(tmpdir_session, "tokens-send", token), "--console-send"])
+    try:
+        status, _, body = request(g, "POST", "/console/api/agents/echo/send", token=token,
+                                  raw=b'{"content": "hi", "x": "="}', headers={"Content-Type": "text/plain"})
+        assert status == 415 and "application/json" in error_of(body)["message"]
+    finally:
+        g.close()
 
 
 def test_sending_is_refused_on_a_read_only_console(gateway, token):

@@ -153,7 +153,8 @@ TEST_CASE("spans preview a call's input and output, and export as a Chrome trace
   big.get();
 
   std::vector<TraceSpan> spans = c.traces();
-  auto find = [&](const std::string& id) {
+  auto find = [&spans, &c](const std::string& id) {
+    spans = c.traces();
     auto it = std::find_if(spans.begin(), spans.end(), [&](const TraceSpan& t) { return t.call_id == id; });
     REQUIRE(it != spans.end());
     return *it;
@@ -164,8 +165,23 @@ TEST_CASE("spans preview a call's input and output, and export as a Chrome trace
   const TraceSpan s2 = find(p2.call_id());
   CHECK(s2.consumed == std::vector<std::string>{p1.call_id()});
   const TraceSpan sb = find(big.call_id());
-  CHECK(sb.input.size() <= TraceSpan::kSpanPreviewBytes + 3);
+  CHECK(sb.input.size() <= TraceSpan::kSpanPreviewBytes);
   CHECK(sb.input.rfind("zzz", 0) == 0);
+  CHECK(sb.input.ends_with("\u2026"));  // the mark of a cut
+
+  // Content that is not text previews as JSON, cut inside a string of multi-byte characters
+  // at a character boundary (the server once threw there, ending the process).
+  std::string cjk;
+  for (int i = 0; i < 200; ++i) cjk += "\u5b57";  // 3 bytes each
+  Placeholder parts =
+      first.reply(Msg("user", agentd::Value::array({{{"type", "text"}, {"text", cjk}}}), "user"));
+  parts.get();
+  const TraceSpan sp = find(parts.call_id());
+  CHECK(sp.input.size() <= TraceSpan::kSpanPreviewBytes);
+  CHECK(sp.input.rfind("[{\"text\":\"\u5b57", 0) == 0);
+  CHECK(sp.input.ends_with("\u2026"));
+  CHECK_NOTHROW(agentd::Value(sp.input).dump());  // valid UTF-8
+  CHECK(first.info().completed_calls == 3);       // and the server lives on
 
   const std::string json = agentd::to_chrome_trace({{"server-a", spans}});
   const agentd::Value trace = agentd::Value::parse(json);

@@ -60,6 +60,8 @@ TEST_CASE("the metrics port serves Prometheus text with call counters and latenc
   for (int i = 0; i < 5; ++i) CHECK(echo.reply(Msg("user", "hi")).get().content == "hi");
   auto e = error_of([&] { flaky.reply(Msg("user", "fail")).get(); });
   CHECK(e.code() == agentd::ErrorCode::agent_failed);
+  // Reading an agent's memory (agentctl memory, the console) is not one of its calls.
+  CHECK_FALSE(echo.memory().empty());
 
   auto response = get(metrics_port, "/metrics");
   REQUIRE_THAT(response, Contains("HTTP/1.1 200 OK\r\n"));

@@ -5,7 +5,11 @@
 #include "console/console_json.h"
 #include "openai/chat_mapping.h"
 
+#include "options.h"
+
 #include <agentd/trace_export.h>
+
+#include <arpa/inet.h>
 
 #include <algorithm>
 #include <charconv>
@@ -21,6 +25,7 @@ namespace {
 // server records them as calls of kind memory, which the console's call lists leave out, so
 // watching an agent does not fill its calls or the timeline.
 constexpr const char* kConsoleReadTrace = "agentd-console-read";
+constexpr std::chrono::seconds kMemoryReadTimeout{5};
 
 using ExchangePtr = std::shared_ptr<http::Exchange>;
 using http::Status;
@@ -39,6 +44,19 @@ void fail(const ExchangePtr& ex, Status status, const std::string& message, cons
 void fail(const ExchangePtr& ex, const agentd::Error& e) {
   auto a = upstream_error(e);
   ex->respond_json(a.status, a.body);
+}
+
+// fn, for Upstream::run_blocking: what it throws besides what it answers itself is answered as
+// a 500 instead of escaping from the blocking thread.
+template <typename Fn>
+auto answering_failures(ExchangePtr ex, Fn fn) {
+  return [ex = std::move(ex), fn = std::move(fn)](Backend* b, const agentd::Error* not_connected) mutable {
+    try {
+      fn(b, not_connected);
+    } catch (const std::exception& failure) {
+      fail(ex, agentd::Error(agentd::ErrorCode::internal, failure.what()));
+    }
+  };
 }
 
 void bad_param(const ExchangePtr& ex, const std::string& param, const std::string& message) {
@@ -157,7 +175,7 @@ int three_way(const T& a, const T& b) {
   return a < b ? -1 : (b < a ? 1 : 0);
 }
 
-// The order the servers sort in (AgentQuery), to merge a cluster's pages: ties by id.
+// The order the servers sort in (AgentQuery, AgentHost::query), to merge a cluster's pages.
 bool sorts_before(const agentd::AgentInfo& a, const agentd::AgentInfo& b, agentd::AgentQuery::Sort sort,
                   bool descending) {
   using S = agentd::AgentQuery::Sort;
@@ -187,8 +205,11 @@ bool sorts_before(const agentd::AgentInfo& a, const agentd::AgentInfo& b, agentd
       c = three_way(a.prompt_tokens + a.completion_tokens, b.prompt_tokens + b.completion_tokens);
       break;
   }
-  if (c == 0) c = three_way(a.id, b.id);
-  return descending ? c > 0 : c < 0;
+  if (c != 0) return descending ? c > 0 : c < 0;
+  // Ties by id ascending whatever the direction, as AgentHost::query orders them: the merge must
+  // order each member's rows as the member did, or pages repeat and skip agents.
+  const int by_id = three_way(a.id, b.id);
+  return sort == S::id && descending ? by_id > 0 : by_id < 0;
 }
 
 // The most a cluster's members are each asked for (offset + limit): merging deeper pages would
@@ -200,7 +221,53 @@ struct Located {
   std::string server;
 };
 
+// The host part of a Host header ("name:port", "[v6]:port", "name").
+std::string_view host_of(std::string_view host) {
+  if (host.starts_with('[')) {
+    const auto end = host.find(']');
+    return end == std::string_view::npos ? host : host.substr(1, end - 1);
+  }
+  const auto colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+bool is_ip_literal(std::string_view host) {
+  const std::string h(host);
+  unsigned char buf[16];
+  return ::inet_pton(AF_INET, h.c_str(), buf) == 1 || ::inet_pton(AF_INET6, h.c_str(), buf) == 1;
+}
+
 }  // namespace
+
+// Why a request to /console/api/ from a browser must be refused, or empty. A page of another
+// site must neither read the console's data nor make it send a message: refused when the
+// browser says the request is cross-site (Sec-Fetch-Site) or names another origin (Origin). A
+// gateway without tokens also refuses a Host it does not know (not loopback, not an IP address,
+// not --listen's host): a DNS name rebound to this machine by an attacker's page.
+std::string ConsoleApi::cross_site_refusal(const http::Request& req) const {
+  const std::string_view host = req[http::bhttp::field::host];
+  const std::string_view fetch_site = req["Sec-Fetch-Site"];
+  if (fetch_site == "cross-site" || fetch_site == "same-site")
+    return "a request from another site's page (Sec-Fetch-Site: " + std::string(fetch_site) +
+           "): the console's API answers its own page only";
+  const std::string_view origin = req[http::bhttp::field::origin];
+  if (!origin.empty()) {
+    const auto scheme = origin.find("://");
+    if (scheme == std::string_view::npos || origin.substr(scheme + 3) != host)
+      return "a request from the page of another origin (Origin: " + std::string(origin) +
+             "): the console's API answers its own page only";
+  }
+  if (!tokens_.enabled()) {
+    const std::string_view name = host_of(host);
+    if (!name.empty() && !is_loopback(std::string(name)) && !is_ip_literal(name) &&
+        name != settings_.listen_host)
+      return "Host '" + std::string(host) +
+             "' is not this gateway's address: without --token-file the console answers only "
+             "requests for localhost, an IP address or --listen's host (a guard against DNS rebinding); "
+             "use that address, or give the gateway a token";
+  }
+  return {};
+}
 
 bool ConsoleApi::handle(const ExchangePtr& ex) {
   const auto& req = ex->request();
@@ -214,6 +281,10 @@ bool ConsoleApi::handle(const ExchangePtr& ex) {
   ex->add_header("X-Content-Type-Options", "nosniff");
   ex->add_header("Referrer-Policy", "no-referrer");
   if (path.starts_with("/console/api/")) {
+    if (const std::string why = cross_site_refusal(req); !why.empty()) {
+      fail(ex, Status::forbidden, why, "cross_site_request");
+      return true;
+    }
     if (tokens_.enabled() && !tokens_.accepts(req[http::bhttp::field::authorization])) {
       fail(ex, Status::unauthorized, "missing or wrong bearer token (Authorization: Bearer TOKEN)",
            "invalid_api_key");
@@ -305,77 +376,78 @@ void ConsoleApi::agents(const ExchangePtr& ex, std::string_view query) {
   const bool server_given = p.has("server");
   std::string server = p.text("server");
   if (!p.ok()) return;
-  upstream_.run_blocking([ex, q, server, server_given](Backend* b, const agentd::Error* not_connected) {
-    if (!b) return fail(ex, *not_connected);
-    const std::size_t n = b->server_count();
-    std::vector<std::size_t> members;
-    std::vector<std::string> addresses;
-    for (std::size_t i = 0; i < n; ++i) {
-      addresses.push_back(b->server_address(i));
-      if (!server_given || addresses.back() == server) members.push_back(i);
-    }
-    if (server_given && members.empty()) {
-      std::string list;
-      for (const auto& a : addresses) list += (list.empty() ? "" : ", ") + a;
-      return bad_param(ex, "server", "names no server of this gateway (its servers: " + list + ")");
-    }
-    nlohmann::json rows = nlohmann::json::array();
-    std::uint64_t total = 0, matched = 0;
-    if (members.size() == 1) {
-      try {
-        auto page = b->server(members[0]).query_agents(q);
-        for (const auto& a : page.agents) rows.push_back(agent_row(a, addresses[members[0]]));
-        total = page.total;
-        matched = page.matched;
-      } catch (const agentd::Error& e) {
-        return fail(ex, e);
-      }
-    } else {
-      if (q.offset + q.limit > kClusterDepth)
-        return bad_param(
-            ex, "offset",
-            "plus limit must be at most " + std::to_string(kClusterDepth) +
-                " across a cluster: narrow the list (q, class) or pick one server (server=ADDRESS)");
-      const std::uint64_t want = q.offset + q.limit;
-      std::vector<std::pair<agentd::AgentInfo, std::size_t>> all;
-      std::optional<agentd::Error> failed;
-      std::size_t up = 0;
-      for (std::size_t i : members) {
-        try {
-          agentd::AgentQuery mq = q;
-          mq.offset = 0;
-          std::uint64_t got = 0;
-          while (got < want) {
-            mq.limit = static_cast<std::uint32_t>(std::min<std::uint64_t>(1000, want - got));
-            auto page = b->server(i).query_agents(mq);
-            if (mq.offset == 0) {
-              total += page.total;
-              matched += page.matched;
-            }
-            for (auto& a : page.agents) all.emplace_back(std::move(a), i);
-            got += page.agents.size();
-            mq.offset += page.agents.size();
-            if (page.agents.empty() || mq.offset >= page.matched) break;
-          }
-          ++up;
-        } catch (const agentd::Error& e) {  // a member down: its agents are left out
-          if (!failed) failed = e;
+  upstream_.run_blocking(
+      answering_failures(ex, [ex, q, server, server_given](Backend* b, const agentd::Error* not_connected) {
+        if (!b) return fail(ex, *not_connected);
+        const std::size_t n = b->server_count();
+        std::vector<std::size_t> members;
+        std::vector<std::string> addresses;
+        for (std::size_t i = 0; i < n; ++i) {
+          addresses.push_back(b->server_address(i));
+          if (!server_given || addresses.back() == server) members.push_back(i);
         }
-      }
-      if (up == 0 && failed) return fail(ex, *failed);
-      std::sort(all.begin(), all.end(), [&q](const auto& x, const auto& y) {
-        return sorts_before(x.first, y.first, q.sort, q.descending);
-      });
-      for (std::uint64_t k = q.offset; k < all.size() && k < want; ++k)
-        rows.push_back(agent_row(all[k].first, addresses[all[k].second]));
-    }
-    nlohmann::json out = {{"total", total},
-                          {"matched", matched},
-                          {"offset", q.offset},
-                          {"limit", q.limit},
-                          {"agents", std::move(rows)}};
-    ex->respond_json(Status::ok, dump(out));
-  });
+        if (server_given && members.empty()) {
+          std::string list;
+          for (const auto& a : addresses) list += (list.empty() ? "" : ", ") + a;
+          return bad_param(ex, "server", "names no server of this gateway (its servers: " + list + ")");
+        }
+        nlohmann::json rows = nlohmann::json::array();
+        std::uint64_t total = 0, matched = 0;
+        if (members.size() == 1) {
+          try {
+            auto page = b->server(members[0])->query_agents(q);
+            for (const auto& a : page.agents) rows.push_back(agent_row(a, addresses[members[0]]));
+            total = page.total;
+            matched = page.matched;
+          } catch (const agentd::Error& e) {
+            return fail(ex, e);
+          }
+        } else {
+          if (q.offset + q.limit > kClusterDepth)
+            return bad_param(
+                ex, "offset",
+                "plus limit must be at most " + std::to_string(kClusterDepth) +
+                    " across a cluster: narrow the list (q, class) or pick one server (server=ADDRESS)");
+          const std::uint64_t want = q.offset + q.limit;
+          std::vector<std::pair<agentd::AgentInfo, std::size_t>> all;
+          std::optional<agentd::Error> failed;
+          std::size_t up = 0;
+          for (std::size_t i : members) {
+            try {
+              agentd::AgentQuery mq = q;
+              mq.offset = 0;
+              std::uint64_t got = 0;
+              while (got < want) {
+                mq.limit = static_cast<std::uint32_t>(std::min<std::uint64_t>(1000, want - got));
+                auto page = b->server(i)->query_agents(mq);
+                if (mq.offset == 0) {
+                  total += page.total;
+                  matched += page.matched;
+                }
+                for (auto& a : page.agents) all.emplace_back(std::move(a), i);
+                got += page.agents.size();
+                mq.offset += page.agents.size();
+                if (page.agents.empty() || mq.offset >= page.matched) break;
+              }
+              ++up;
+            } catch (const agentd::Error& e) {  // a member down: its agents are left out
+              if (!failed) failed = e;
+            }
+          }
+          if (up == 0 && failed) return fail(ex, *failed);
+          std::sort(all.begin(), all.end(), [&q](const auto& x, const auto& y) {
+            return sorts_before(x.first, y.first, q.sort, q.descending);
+          });
+          for (std::uint64_t k = q.offset; k < all.size() && k < want; ++k)
+            rows.push_back(agent_row(all[k].first, addresses[all[k].second]));
+        }
+        nlohmann::json out = {{"total", total},
+                              {"matched", matched},
+                              {"offset", q.offset},
+                              {"limit", q.limit},
+                              {"agents", std::move(rows)}};
+        ex->respond_json(Status::ok, dump(out));
+      }));
 }
 
 void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view query) {
@@ -387,13 +459,22 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
   const std::uint64_t mem_offset = p.number("mem_offset", 0, 1'000'000'000'000ULL, 0);
   const std::uint64_t mem_limit = p.number("mem_limit", 1, 1000, 50);
   if (!p.ok()) return;
-  upstream_.run_blocking(
-      [ex, id, offset_given, mem_offset, mem_limit](Backend* b, const agentd::Error* not_connected) {
+  upstream_.run_blocking(answering_failures(
+      ex, [ex, id, offset_given, mem_offset, mem_limit](Backend* b, const agentd::Error* not_connected) {
         if (!b) return fail(ex, *not_connected);
         try {
           agentd::AgentRef ref = b->agent(id);
           const agentd::AgentInfo info = ref.info();
-          const std::vector<agentd::Msg> memory = ref.with_trace_id(kConsoleReadTrace).memory();
+          // Read in the agent's order, after the calls queued on it: a busy agent's memory waits
+          // at most kMemoryReadTimeout (the view says so), not for as long as its calls run.
+          std::vector<agentd::Msg> memory;
+          std::string unavailable;
+          try {
+            memory = ref.with_trace_id(kConsoleReadTrace).with_timeout(kMemoryReadTimeout).memory();
+          } catch (const agentd::Error& e) {
+            if (e.code() != agentd::ErrorCode::timeout) throw;
+            unavailable = e.what();
+          }
           std::string server;
           const agentd::Value v = ref.to_value();
           if (v.contains("agentd_agent_ref") &&
@@ -411,7 +492,7 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
             const std::string address = b->server_address(i);
             if (!server.empty() && b->server_count() > 1 && address != server) continue;
             try {
-              for (auto& s : b->server(i).traces())
+              for (auto& s : b->server(i)->traces())
                 if (s.agent_id == id && s.trace_id != kConsoleReadTrace)
                   spans.push_back(Located{std::move(s), address});
             } catch (const agentd::Error&) {  // down: no spans from it
@@ -426,7 +507,11 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
           nlohmann::json out = {
               {"agent", agent_row(info, server)},
               {"memory",
-               {{"total", total}, {"offset", from}, {"limit", mem_limit}, {"messages", std::move(messages)}}},
+               {{"total", total},
+                {"offset", from},
+                {"limit", mem_limit},
+                {"messages", std::move(messages)},
+                {"unavailable", unavailable.empty() ? nlohmann::json() : nlohmann::json(unavailable)}}},
               {"calls", std::move(calls)}};
           ex->respond_json(Status::ok, dump(out));
         } catch (const agentd::Error& e) {
@@ -434,7 +519,7 @@ void ConsoleApi::agent(const ExchangePtr& ex, std::string id, std::string_view q
         } catch (const std::exception& e) {
           fail(ex, agentd::Error(agentd::ErrorCode::internal, e.what()));
         }
-      });
+      }));
 }
 
 void ConsoleApi::send(const ExchangePtr& ex, std::string id) {
@@ -442,6 +527,12 @@ void ConsoleApi::send(const ExchangePtr& ex, std::string id) {
     return fail(ex, Status::forbidden,
                 "the console is read-only: sending messages needs the gateway started with --console-send",
                 "console_read_only");
+  // JSON only: a form of another site can post text/plain without asking the browser first.
+  const std::string_view type = ex->request()[http::bhttp::field::content_type];
+  if (!type.starts_with("application/json"))
+    return fail(ex, Status::unsupported_media_type,
+                "send the message as Content-Type: application/json, not '" + std::string(type) + "'",
+                "invalid_request");
   const auto body = nlohmann::json::parse(ex->request().body(), nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return fail(ex, Status::bad_request, "the request body must be a JSON object {\"content\": \"text\"}",
@@ -494,43 +585,45 @@ void ConsoleApi::calls(const ExchangePtr& ex, std::string_view query, bool chrom
   const std::string trace = p.text("trace");
   const std::uint64_t limit = p.number("limit", 1, 10000, chrome ? 10000 : 500);
   if (!p.ok()) return;
-  upstream_.run_blocking([ex, agent, trace, limit, chrome](Backend* b, const agentd::Error* not_connected) {
-    if (!b) return fail(ex, *not_connected);
-    std::vector<Located> spans;
-    std::optional<agentd::Error> failed;
-    std::size_t up = 0;
-    for (std::size_t i = 0; i < b->server_count(); ++i) {
-      const std::string address = b->server_address(i);
-      try {
-        for (auto& s : b->server(i).traces())
-          if ((agent.empty() || s.agent_id == agent) && (trace.empty() || s.trace_id == trace) &&
-              s.trace_id != kConsoleReadTrace)
-            spans.push_back(Located{std::move(s), address});
-        ++up;
-      } catch (const agentd::Error& e) {  // down: no spans from it
-        if (!failed) failed = e;
-      }
-    }
-    if (up == 0 && failed) return fail(ex, *failed);
-    std::stable_sort(spans.begin(), spans.end(), [](const Located& x, const Located& y) {
-      return x.span.enqueued_unix_ns < y.span.enqueued_unix_ns;
-    });
-    if (spans.size() > limit) spans.erase(spans.begin(), spans.end() - static_cast<std::ptrdiff_t>(limit));
-    if (chrome) {
-      std::vector<agentd::ServerSpans> servers;
-      for (auto& s : spans) {
-        auto it = std::find_if(servers.begin(), servers.end(),
-                               [&s](const agentd::ServerSpans& x) { return x.server == s.server; });
-        if (it == servers.end()) it = servers.insert(servers.end(), agentd::ServerSpans{s.server, {}});
-        it->spans.push_back(std::move(s.span));
-      }
-      ex->add_header("Content-Disposition", "attachment; filename=\"agentd-trace.json\"");
-      return ex->respond_json(Status::ok, agentd::to_chrome_trace(servers));
-    }
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& s : spans) list.push_back(span_json(s.span, s.server));
-    ex->respond_json(Status::ok, dump({{"spans", std::move(list)}}));
-  });
+  upstream_.run_blocking(answering_failures(
+      ex, [ex, agent, trace, limit, chrome](Backend* b, const agentd::Error* not_connected) {
+        if (!b) return fail(ex, *not_connected);
+        std::vector<Located> spans;
+        std::optional<agentd::Error> failed;
+        std::size_t up = 0;
+        for (std::size_t i = 0; i < b->server_count(); ++i) {
+          const std::string address = b->server_address(i);
+          try {
+            for (auto& s : b->server(i)->traces())
+              if ((agent.empty() || s.agent_id == agent) && (trace.empty() || s.trace_id == trace) &&
+                  s.trace_id != kConsoleReadTrace)
+                spans.push_back(Located{std::move(s), address});
+            ++up;
+          } catch (const agentd::Error& e) {  // down: no spans from it
+            if (!failed) failed = e;
+          }
+        }
+        if (up == 0 && failed) return fail(ex, *failed);
+        std::stable_sort(spans.begin(), spans.end(), [](const Located& x, const Located& y) {
+          return x.span.enqueued_unix_ns < y.span.enqueued_unix_ns;
+        });
+        if (spans.size() > limit)
+          spans.erase(spans.begin(), spans.end() - static_cast<std::ptrdiff_t>(limit));
+        if (chrome) {
+          std::vector<agentd::ServerSpans> servers;
+          for (auto& s : spans) {
+            auto it = std::find_if(servers.begin(), servers.end(),
+                                   [&s](const agentd::ServerSpans& x) { return x.server == s.server; });
+            if (it == servers.end()) it = servers.insert(servers.end(), agentd::ServerSpans{s.server, {}});
+            it->spans.push_back(std::move(s.span));
+          }
+          ex->add_header("Content-Disposition", "attachment; filename=\"agentd-trace.json\"");
+          return ex->respond_json(Status::ok, agentd::to_chrome_trace(servers));
+        }
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& s : spans) list.push_back(span_json(s.span, s.server));
+        ex->respond_json(Status::ok, dump({{"spans", std::move(list)}}));
+      }));
 }
 
 void ConsoleApi::events(const ExchangePtr& ex) {

@@ -16,6 +16,7 @@
 #include "upstream.h"
 
 #include <chrono>
+#include <string>
 #include <memory>
 
 namespace gateway::console {
@@ -23,6 +24,7 @@ namespace gateway::console {
 struct ConsoleSettings {
   bool send_enabled = false;                // --console-send
   std::chrono::seconds reply_timeout{600};  // a sent message's reply
+  std::string listen_host;                  // --listen's host: a Host header the API accepts
 };
 
 class ConsoleApi {
@@ -35,6 +37,7 @@ class ConsoleApi {
   bool handle(const std::shared_ptr<http::Exchange>& ex);
 
  private:
+  std::string cross_site_refusal(const http::Request& req) const;
   void asset(const std::shared_ptr<http::Exchange>& ex, std::string_view name);
   void api(const std::shared_ptr<http::Exchange>& ex, std::string_view path, std::string_view query);
   void agents(const std::shared_ptr<http::Exchange>& ex, std::string_view query);

@@ -1,13 +1,15 @@
-# Writes OUT, a C++ file holding every file of the console's web/ folder as bytes (console/assets.h):
-#   cmake -DOUT=assets_data.cpp -DWEB_DIR=.../web -P embed_assets.cmake
-# Run at build time by add_custom_command (apps/agentd-gateway/CMakeLists.txt), again whenever a
-# file there changes. The ETag is the file's SHA-256 (its first 16 hex digits), computed here.
+# Writes OUT, a C++ file holding the console's web files as bytes (console/assets.h):
+#   cmake -DOUT=assets_data.cpp -DWEB_DIR=.../web -DFILES=index.html,app.js,... -P embed_assets.cmake
+# Run at build time by add_custom_command (apps/agentd-gateway/CMakeLists.txt, which lists the
+# files), again whenever one changes. The ETag is the file's SHA-256 (its first 16 hex digits).
 cmake_minimum_required(VERSION 3.22)
-set(files)
-if(IS_DIRECTORY "${WEB_DIR}")
-  file(GLOB_RECURSE files RELATIVE "${WEB_DIR}" "${WEB_DIR}/*")
-  list(SORT files)
-endif()
+string(REPLACE "," ";" files "${FILES}")
+list(SORT files)
+foreach(name ${files})
+  if(NOT EXISTS "${WEB_DIR}/${name}")
+    message(FATAL_ERROR "embed_assets.cmake: ${WEB_DIR}/${name} is listed but missing")
+  endif()
+endforeach()
 set(body "")
 set(table "")
 set(i 0)

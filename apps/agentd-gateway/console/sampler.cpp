@@ -1,5 +1,7 @@
 #include "console/sampler.h"
 
+#include <iostream>
+
 #include "console/console_json.h"
 
 #include <chrono>
@@ -35,7 +37,15 @@ void Sampler::arm(std::chrono::steady_clock::time_point at) {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    upstream_.run_blocking([this](Backend* b, const agentd::Error* e) { read(b, e); });
+    upstream_.run_blocking([this](Backend* b, const agentd::Error* e) {
+      try {
+        read(b, e);
+      } catch (const std::exception& failure) {  // the next reading is still taken
+        std::cerr << "agentd-gateway: console: a reading of the servers failed: " << failure.what() << "\n";
+        std::lock_guard lock(mu_);
+        if (!stopping_) arm(std::chrono::steady_clock::now() + kInterval);  // replaces an armed wait
+      }
+    });
   });
 }
 

@@ -137,6 +137,7 @@ struct AgentInfo {
 struct AgentQuery {
   enum class Sort { id, name, class_name, calls, errors, queued, last_call, tokens };
   std::string search;      // ASCII case-insensitive substring of the id, name or class; empty: all
+                           // (over 1024 bytes: matches nothing)
   std::string class_name;  // exactly this class; empty: any
   Sort sort = Sort::id;    // calls: completed + failed; tokens: prompt + completion; ties by id
   bool descending = false;

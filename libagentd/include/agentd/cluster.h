@@ -101,6 +101,9 @@ class Cluster {
   std::size_t refresh();
   // The client of member i; Error(disconnected) naming why when it is down.
   Client& server(std::size_t i);
+  // server(i), shared: the Client stays valid after refresh() drops the member (a member that
+  // went down), for a caller that uses it on another thread while refresh() may run.
+  std::shared_ptr<Client> server_shared(std::size_t i);
   // Member i's ServerInfo, nullopt when it is down (or goes down when asked).
   std::optional<ServerInfo> info(std::size_t i);
 

@@ -37,9 +37,9 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
   struct Where {
     int pid;
     int tid;
-    double end_us;
+    double ts;  // inside the call's run slice: where an arrow binds to it
   };
-  std::map<std::string, Where> producer;  // call id -> where its call ended
+  std::map<std::string, Where> producer;  // call id -> its call
   std::vector<std::pair<const TraceSpan*, Where>> consumers;
   int pid = 0;
   for (const ServerSpans& server : servers) {
@@ -59,7 +59,9 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
       }
       const double queued = us(s.enqueued_unix_ns);
       const double started = queued + us(s.queue_wait_ns);
-      const double ended = started + us(s.run_ns);
+      // Arrows bind to the slice that encloses their timestamp: the middle of the run, never a
+      // boundary it shares with the queue wait before it.
+      const double middle = started + us(s.run_ns) / 2;
       if (s.queue_wait_ns > 0) {
         events.push_back({{"ph", "X"},
                           {"name", "queued"},
@@ -93,12 +95,12 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
                         {"ts", started},
                         {"dur", us(s.run_ns)},
                         {"args", std::move(args)}});
-      if (!s.call_id.empty()) producer[s.call_id] = Where{pid, tid, ended};
-      if (!s.consumed.empty()) consumers.emplace_back(&s, Where{pid, tid, started});
+      if (!s.call_id.empty()) producer[s.call_id] = Where{pid, tid, middle};
+      if (!s.consumed.empty()) consumers.emplace_back(&s, Where{pid, tid, middle});
     }
   }
-  // A flow arrow per consumed placeholder whose producing call is in the file: it starts where
-  // the producer ended and ends where the consumer started (binding to the enclosing slices).
+  // A flow arrow per consumed placeholder whose producing call is in the file, from the
+  // producer's run to the consumer's.
   std::uint64_t flow = 0;
   for (const auto& [s, at] : consumers) {
     for (const std::string& id : s->consumed) {
@@ -111,7 +113,7 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
                         {"id", flow},
                         {"pid", p->second.pid},
                         {"tid", p->second.tid},
-                        {"ts", p->second.end_us}});
+                        {"ts", p->second.ts}});
       events.push_back({{"ph", "f"},
                         {"bp", "e"},
                         {"name", "placeholder"},
@@ -119,7 +121,7 @@ std::string to_chrome_trace(const std::vector<ServerSpans>& servers) {
                         {"id", flow},
                         {"pid", at.pid},
                         {"tid", at.tid},
-                        {"ts", at.end_us}});
+                        {"ts", at.ts}});
     }
   }
   Value out = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};

@@ -174,7 +174,7 @@ std::vector<ClusterMember> Cluster::members() const {
   return out;
 }
 
-Client& Cluster::server(std::size_t i) {
+std::shared_ptr<Client> Cluster::server_shared(std::size_t i) {
   std::lock_guard lock(s_->mu);
   if (i >= s_->members.size())
     throw Error(ErrorCode::bad_args,
@@ -183,8 +183,10 @@ Client& Cluster::server(std::size_t i) {
   if (!m.info.up || !m.client)
     throw Error::retryable(ErrorCode::disconnected, fmt::format("cluster member {} ({}) is down: {}", i,
                                                                 m.info.address, m.info.error));
-  return *m.client;
+  return m.client;
 }
+
+Client& Cluster::server(std::size_t i) { return *server_shared(i); }
 
 std::optional<ServerInfo> Cluster::info(std::size_t i) {
   auto c = s_->up_client(i);

@@ -229,6 +229,10 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
   for (char& c : needle)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   const std::size_t limit = std::min<std::size_t>(q.limit, kMaxQueryLimit);
+  if (needle.size() > kMaxQuerySearch) {  // matches no id, name or class worth a scan
+    Locked lock(*this);
+    return AgentPageRows{.rows = {}, .matched = 0, .total = agents_.size()};
+  }
   const bool numeric = q.sort != Sort::id && q.sort != Sort::name && q.sort != Sort::class_name;
 
   Locked lock(*this);

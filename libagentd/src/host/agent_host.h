@@ -204,6 +204,7 @@ class AgentHost : private CallRunner::Host {
   // A page of the agents, filtered and ordered as query says (limit capped at kMaxQueryLimit).
   // Linear in the number of agents (selection, not a full sort), under the host lock.
   static constexpr std::uint32_t kMaxQueryLimit = 1000;
+  static constexpr std::size_t kMaxQuerySearch = 1024;  // a longer search matches nothing
   AgentPageRows query(const AgentQuery& query) const;
   std::size_t size() const;
 

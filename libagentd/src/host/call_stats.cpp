@@ -23,40 +23,47 @@ void LatencyHistogram::observe(double seconds) {
 
 namespace {
 
-// At most max bytes of text, cut at a UTF-8 character boundary, "…" marking a cut.
-void append_cut(std::string& out, std::string_view text, std::size_t max) {
+constexpr std::string_view kCutMark = "\u2026";  // "…", 3 bytes
+
+// Appends text to out (at most max bytes, as out is): when it does not fit, as much as fits
+// before a "…" that marks the cut, cut at a UTF-8 character boundary. False once cut.
+bool append_cut(std::string& out, std::string_view text, std::size_t max) {
   if (out.size() + text.size() <= max) {
     out.append(text);
-    return;
+    return true;
   }
-  std::size_t n = max > out.size() ? max - out.size() : 0;
-  while (n > 0 && n < text.size() && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  out.append(text.substr(0, n));
-  out.append("\u2026");
+  out.append(text.substr(0, max + 1));  // past max: the cut below is inside what is there
+  std::size_t n = max - kCutMark.size();
+  while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80) --n;
+  out.resize(n);
+  out.append(kCutMark);
+  return false;
 }
 
-// A preview of v's JSON text in at most about max bytes, without writing out a big value first.
-void append_preview(std::string& out, const Value& v, std::size_t max) {
-  if (out.size() >= max) return;
-  if (v.is_string()) {
-    append_cut(out, Value(v.get_ref<const std::string&>().substr(0, max + 4)).dump(), max);
-  } else if (v.is_array() || v.is_object()) {
-    out.push_back(v.is_array() ? '[' : '{');
-    bool first = true;
-    for (auto it = v.begin(); it != v.end() && out.size() < max; ++it) {
-      if (!first) out.push_back(',');
-      first = false;
-      if (v.is_object()) {
-        append_cut(out, Value(it.key()).dump(), max);
-        out.push_back(':');
-      }
-      append_preview(out, it.value(), max);
-    }
-    if (out.size() >= max) return;
-    out.push_back(v.is_array() ? ']' : '}');
-  } else {
-    append_cut(out, v.dump(), max);
+// The JSON string literal of s's first bytes (at most max, at a character boundary); bytes
+// that are not UTF-8 become U+FFFD instead of throwing.
+std::string quoted_prefix(const std::string& s, std::size_t max) {
+  std::size_t n = std::min(s.size(), max);
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return Value(s.substr(0, n)).dump(-1, ' ', false, Value::error_handler_t::replace);
+}
+
+// v's JSON text appended to out, cut at max bytes, without writing out a big value first.
+// False once cut.
+bool append_preview(std::string& out, const Value& v, std::size_t max) {
+  if (v.is_string()) return append_cut(out, quoted_prefix(v.get_ref<const std::string&>(), max), max);
+  if (!v.is_array() && !v.is_object())
+    return append_cut(out, v.dump(-1, ' ', false, Value::error_handler_t::replace), max);
+  if (!append_cut(out, v.is_array() ? "[" : "{", max)) return false;
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!first && !append_cut(out, ",", max)) return false;
+    first = false;
+    if (v.is_object() && (!append_cut(out, quoted_prefix(it.key(), max), max) || !append_cut(out, ":", max)))
+      return false;
+    if (!append_preview(out, it.value(), max)) return false;
   }
+  return append_cut(out, v.is_array() ? "]" : "}", max);
 }
 
 std::string preview(const Msg& m) {
@@ -99,7 +106,10 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
     s.outcome = "ok";
   }
   const std::chrono::duration<double> run_time = finished - call.started;
-  const SpanRecord& kept = record(slot.class_name, !call.out_error, run_time.count(), std::move(s));
+  // A read of the agent's memory keeps its span but is not counted as one of the server's calls:
+  // the counts (and rates, and latency) are of agent work, not of who looked at an agent.
+  const SpanRecord& kept =
+      record(slot.class_name, !call.out_error, run_time.count(), std::move(s), /*counted=*/!reads_only(call));
   if (span_out != nullptr) *span_out = kept;
 }
 
@@ -109,16 +119,18 @@ void CallStats::failed_without_running(const std::string& class_name) {
 }
 
 const SpanRecord& CallStats::record(const std::string& class_name, bool ok, double run_seconds,
-                                    SpanRecord span) {
-  auto& counts = by_class_[class_name];
-  if (ok) {
-    ++completed_;
-    ++counts.first;
-  } else {
-    ++failed_;
-    ++counts.second;
+                                    SpanRecord span, bool counted) {
+  if (counted) {
+    auto& counts = by_class_[class_name];
+    if (ok) {
+      ++completed_;
+      ++counts.first;
+    } else {
+      ++failed_;
+      ++counts.second;
+    }
+    latency_.observe(run_seconds);
   }
-  latency_.observe(run_seconds);
   span.seq = ++span_seq_;
   if (spans_.size() < max_spans_) {
     spans_.push_back(std::move(span));

@@ -44,9 +44,10 @@ class CallStats {
   // A call failed without running (an unknown agent, a failed input, the server stopping, a
   // deadline passed in the mailbox): counted as failed under class_name ("(none)" when empty).
   void failed_without_running(const std::string& class_name);
-  // Counts one finished call (finished() does it too) and keeps span; its seq is set here.
-  // Returns the kept span.
-  const SpanRecord& record(const std::string& class_name, bool ok, double run_seconds, SpanRecord span);
+  // Counts one finished call (finished() does it too; not when !counted: a read of an agent's
+  // memory) and keeps span; its seq is set here. Returns the kept span.
+  const SpanRecord& record(const std::string& class_name, bool ok, double run_seconds, SpanRecord span,
+                           bool counted = true);
 
   std::uint64_t completed() const { return completed_; }
   std::uint64_t failed() const { return failed_; }

@@ -1,4 +1,4 @@
-// Pieces shared by the views: error banners, key/value lists, outcome classes, refresh timers.
+// Pieces shared by the views: error banners, key/value lists, outcome classes, refreshing on change.
 
 import { h, replace } from './dom.js';
 
@@ -37,19 +37,36 @@ export function text_block(text, attrs) {
   return h('pre', Object.assign({ class: 'text-block' }, attrs || {}), text === undefined || text === null ? '' : String(text));
 }
 
-// Runs fn every ms while the page is visible (and once when it becomes visible again).
-// fn may be async; a run is skipped while the previous one is still going. Returns stop().
-export function every(ms, fn) {
+// Runs fn again when the live stream shows the system changed (agents, calls finished, queued or
+// running: each tick's totals), at most once per ms, and when the page becomes visible again: a
+// view's data follows what happens, with no request while nothing does. fn may be async; a run
+// is skipped while the previous one is still going. Returns stop().
+export function on_change(live, ms, fn) {
   let busy = false;
+  let last_key = null;
+  let last_run = 0;
+  let pending = false;
   const run = async () => {
-    if (busy || document.hidden) return;
+    if (busy || document.hidden) { pending = true; return; }
     busy = true;
+    pending = false;
+    last_run = Date.now();
     try { await fn(); } catch (e) { /* the view shows its own errors */ } finally { busy = false; }
   };
-  const timer = setInterval(run, ms);
+  let timer = 0;
+  const unsub = live.subscribe(ov => {
+    const t = (ov && ov.totals) || {};
+    const key = [t.agents, t.calls_completed, t.calls_failed, t.calls_queued, t.calls_running, t.servers_up].join('/');
+    if (last_key === null) { last_key = key; return; }  // the view loaded itself when mounted
+    if (key === last_key && !pending) return;
+    last_key = key;
+    const wait = Math.max(0, last_run + ms - Date.now());
+    clearTimeout(timer);
+    if (wait === 0) run(); else timer = setTimeout(run, wait);
+  });
   const vis = () => { if (!document.hidden) run(); };
   document.addEventListener('visibilitychange', vis);
-  return () => { clearInterval(timer); document.removeEventListener('visibilitychange', vis); };
+  return () => { unsub(); clearTimeout(timer); document.removeEventListener('visibilitychange', vis); };
 }
 
 // The agent page's route for an id.

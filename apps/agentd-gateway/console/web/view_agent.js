@@ -1,11 +1,11 @@
 // One agent: its info, its memory (paged, newest last), its recent calls, and a form that sends
-// it a message and shows the reply as it streams in. Info, memory and calls refresh every few
-// seconds while visible; the send form is left alone by refreshes.
+// it a message and shows the reply as it streams in. Info, memory and calls are read again when
+// the live stream shows calls finished (ui.js on_change); the send form is left alone by that.
 
 import { h, replace } from './dom.js';
 import { get_json, request, read_sse, url } from './api.js';
 import { int, num, ago, stamp, us } from './format.js';
-import { error_slot, every, kv, mono, text_block, outcome_class } from './ui.js';
+import { error_slot, on_change, kv, mono, text_block, outcome_class } from './ui.js';
 
 const REFRESH_MS = 5000;
 const MEM_LIMIT = 50;
@@ -118,7 +118,9 @@ export function mount(root, { live, arg: id }) {
     const m = d.memory || { total: 0, offset: 0, limit: MEM_LIMIT, messages: [] };
     mem_info = m;
     const msgs = m.messages || [];
-    replace(mem_list, msgs.length ? msgs.map(memory_message) : h('li', { class: 'empty' }, 'No messages in memory.'));
+    replace(mem_list, m.unavailable
+      ? h('li', { class: 'empty', testid: 'memory-unavailable' }, 'Memory not read: the agent is busy (' + m.unavailable + '); it is read again when its calls finish.')
+      : msgs.length ? msgs.map(memory_message) : h('li', { class: 'empty' }, 'No messages in memory.'));
     mem_range.textContent = msgs.length ? `${int(m.offset + 1)}–${int(m.offset + msgs.length)} of ${int(m.total)}` : `0 of ${int(m.total)}`;
     older.disabled = m.offset <= 0;
     newer.disabled = m.offset + msgs.length >= m.total;
@@ -227,6 +229,6 @@ export function mount(root, { live, arg: id }) {
   const unsub = live.subscribe(() => set_enabled());
   set_enabled();
   load();
-  const stop = every(REFRESH_MS, load);
+  const stop = on_change(live, REFRESH_MS, load);
   return { unmount() { alive = false; unsub(); stop(); } };
 }

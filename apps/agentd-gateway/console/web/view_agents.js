@@ -1,11 +1,11 @@
 // Agents view: one server-side page of agents (the server filters, sorts and cuts, so this
 // stays fast with a million agents). Search, class and server filters, sortable headers, a pager.
-// Refreshed every few seconds while the page is visible.
+// Read again when the live stream shows agents or calls changed (ui.js on_change).
 
 import { h, replace, debounce } from './dom.js';
 import { get_json } from './api.js';
 import { int, num, ago, stamp } from './format.js';
-import { error_slot, every, agent_href, mono } from './ui.js';
+import { error_slot, on_change, agent_href, mono } from './ui.js';
 
 const REFRESH_MS = 3000;
 const PAGE_SIZES = [50, 100, 200, 500];
@@ -155,6 +155,6 @@ export function mount(root, { live }) {
   const unsub = live.subscribe(ov => fill_filters(ov));
   headers();
   load();
-  const stop = every(REFRESH_MS, load);
+  const stop = on_change(live, REFRESH_MS, load);
   return { unmount() { unsub(); stop(); seq++; } };
 }

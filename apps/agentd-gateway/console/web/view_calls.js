@@ -7,7 +7,7 @@
 import { h, s, replace, debounce } from './dom.js';
 import { get_json, request, url } from './api.js';
 import { int, num, us, stamp } from './format.js';
-import { error_slot, every, kv, mono, text_block, outcome_class, agent_href } from './ui.js';
+import { error_slot, on_change, kv, mono, text_block, outcome_class, agent_href } from './ui.js';
 
 const REFRESH_MS = 3000;
 const LIMIT = 500;
@@ -33,7 +33,7 @@ function tick_step(range, want) {
   return 10 * p;
 }
 
-export function mount(root, { params }) {
+export function mount(root, { params, live }) {
   const err = error_slot();
   const f_agent = h('input', { type: 'search', class: 'input', testid: 'calls-agent-filter', placeholder: 'agent id', value: params.get('agent') || '', 'aria-label': 'filter by agent id', spellcheck: 'false' });
   const f_trace = h('input', { type: 'search', class: 'input', testid: 'calls-trace-filter', placeholder: 'trace id', value: params.get('trace') || '', 'aria-label': 'filter by trace id', spellcheck: 'false' });
@@ -265,6 +265,6 @@ export function mount(root, { params }) {
   window.addEventListener('resize', on_resize);
 
   load(true);
-  const stop = every(REFRESH_MS, () => auto.checked ? load(false) : null);
+  const stop = on_change(live, REFRESH_MS, () => auto.checked ? load(false) : null);
   return { unmount() { alive = false; stop(); window.removeEventListener('resize', on_resize); } };
 }

@@ -1,12 +1,12 @@
 // Models view: a row per model config of each server (counted since the server started, from
-// /console/api/models, refreshed every few seconds while visible) and charts per config over time
+// /console/api/models, read again when the live stream shows calls finished) and charts per config over time
 // from the live samples' `models` map (summed over servers).
 
 import { h, replace } from './dom.js';
 import { get_json } from './api.js';
 import { int, num, secs } from './format.js';
 import { line_chart, pick } from './chart.js';
-import { error_slot, every, mono } from './ui.js';
+import { error_slot, on_change, mono } from './ui.js';
 
 const REFRESH_MS = 5000;
 
@@ -74,6 +74,6 @@ export function mount(root, { live }) {
       : h('p', { class: 'muted' }, 'No model samples yet.'));
   });
   load();
-  const stop = every(REFRESH_MS, load);
+  const stop = on_change(live, REFRESH_MS, load);
   return { unmount() { alive = false; unsub(); stop(); } };
 }
