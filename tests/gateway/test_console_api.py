@@ -200,12 +200,13 @@ def test_a_clusters_pages_in_descending_order_have_every_agent_once():
         for s in (a, b):
             agentctl(s, "create", "EchoAgent", "tie", "--count", "20")
         total = ok_json(g, "agents?limit=1")["total"]
-        # Most agents tie at 0 calls: the merge must order ties as each member did (by id).
+        # Most agents tie at 0 calls: the merge must order ties as each member did (by id). The
+        # fixture's agents have the same ids on both servers: an agent is its server and id.
         for sort in ("calls", "errors", "tokens", "id"):
             seen = []
             for offset in range(0, total, 7):
                 page = ok_json(g, f"agents?sort={sort}&order=desc&offset={offset}&limit=7")
-                seen += [r["id"] for r in page["agents"]]
+                seen += [(r["server"], r["id"]) for r in page["agents"]]
             assert len(seen) == total and len(set(seen)) == total, sort
     finally:
         g.close()

@@ -91,7 +91,7 @@ TEST_CASE("query_agents pages, filters and sorts a server's agents on the server
   CHECK(p.completion_tokens == 3);
   CHECK(p.last_call_unix_ms > 0);
   // Reading an agent's memory (as a console does) is not one of its calls.
-  REQUIRE(ask.memory().size() >= 2);
+  REQUIRE_FALSE(ask.memory().empty());
   CHECK(ask.info().completed_calls == 1);
   AgentPage recent = c.query_agents({.sort = Sort::last_call, .descending = true, .limit = 1});
   CHECK(recent.agents.at(0).id == "planner");  // the last call made
