@@ -44,7 +44,7 @@ export function text_block(text, attrs) {
 export function on_change(live, ms, fn) {
   let busy = false;
   let last_key = null;
-  let last_run = 0;
+  let last_run = Date.now();  // the view has just loaded itself
   let pending = false;
   const run = async () => {
     if (busy || document.hidden) { pending = true; return; }

@@ -8,6 +8,12 @@ import { int, num, secs } from './format.js';
 import { line_chart, pick } from './chart.js';
 import { error_slot, on_change, mono } from './ui.js';
 
+// A model's latency is counted in whole milliseconds (and its histogram's first bucket ends at
+// 1 ms): an estimate within that bucket says only "under a millisecond".
+function model_secs(sec) {
+  return sec !== null && sec !== undefined && sec <= 0.001 ? '≤ 1 ms' : secs(sec);
+}
+
 const REFRESH_MS = 5000;
 
 function row(m) {
@@ -19,9 +25,9 @@ function row(m) {
     h('td', null, mono(m.model_name)),
     h('td', { class: 'num' }, int(m.calls)),
     h('td', { class: 'num' + (m.errors ? ' text-fail' : '') }, int(m.errors)),
-    h('td', { class: 'num' }, secs(lat.p50)),
-    h('td', { class: 'num' }, secs(lat.p95)),
-    h('td', { class: 'num' }, secs(lat.p99)),
+    h('td', { class: 'num' }, model_secs(lat.p50)),
+    h('td', { class: 'num' }, model_secs(lat.p95)),
+    h('td', { class: 'num' }, model_secs(lat.p99)),
     h('td', { class: 'num', title: int(m.prompt_tokens) }, num(m.prompt_tokens)),
     h('td', { class: 'num', title: int(m.completion_tokens) }, num(m.completion_tokens)));
 }
