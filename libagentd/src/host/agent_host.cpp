@@ -214,11 +214,23 @@ bool contains_ascii_nocase(std::string_view haystack, std::string_view needle) {
   return false;
 }
 
-// What a page is ordered by: a number, or a string of the slot (valid under the host lock).
+// The first 8 bytes of s as a big-endian number (zero-padded): ordering by it orders by s's
+// first 8 bytes, so most comparisons of strings need not read the strings.
+std::uint64_t prefix_key(std::string_view s) {
+  std::uint64_t k = 0;
+  for (std::size_t i = 0; i < 8; ++i) k = (k << 8) | (i < s.size() ? static_cast<unsigned char>(s[i]) : 0u);
+  return k;
+}
+
+// A number as an unsigned key in the same order.
+std::uint64_t number_key(std::int64_t n) { return static_cast<std::uint64_t>(n) ^ (1ull << 63); }
+
+// One agent as a page is ordered: its key (a number, or a string's prefix), its id's prefix
+// (ties), and its slot (for full strings when the prefixes tie; valid under the host lock).
 struct Keyed {
-  std::int64_t number = 0;
-  std::string_view text;
-  const AgentSlot* slot = nullptr;
+  std::uint64_t key;
+  std::uint64_t id_key;
+  const AgentSlot* slot;
 };
 
 }  // namespace
@@ -229,64 +241,72 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
   for (char& c : needle)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   const std::size_t limit = std::min<std::size_t>(q.limit, kMaxQueryLimit);
-  if (needle.size() > kMaxQuerySearch) {  // matches no id, name or class worth a scan
-    Locked lock(*this);
-    return AgentPageRows{.rows = {}, .matched = 0, .total = agents_.size()};
-  }
-  const bool numeric = q.sort != Sort::id && q.sort != Sort::name && q.sort != Sort::class_name;
+  const bool text = q.sort == Sort::id || q.sort == Sort::name || q.sort == Sort::class_name;
+  const auto text_of = [&q](const AgentSlot& s) -> const std::string& {
+    return q.sort == Sort::name ? s.name : q.sort == Sort::class_name ? s.class_name : s.id;
+  };
 
   Locked lock(*this);
   AgentPageRows page;
-  page.total = agents_.size();
+  page.total = dense_.size();
+  if (needle.size() > kMaxQuerySearch) return page;  // matches no id, name or class worth a scan
   std::vector<Keyed> keyed;
-  keyed.reserve(needle.empty() && q.class_name.empty() ? agents_.size() : 1024);
-  for (const auto& [id, sp] : agents_) {
-    const AgentSlot& s = *sp;
+  keyed.reserve(needle.empty() && q.class_name.empty() ? dense_.size() : 1024);
+  // The slots are scattered over the heap: each is prefetched kAhead agents before its turn,
+  // and its id and name (heap strings) kAhead / 2 before, so the misses overlap.
+  constexpr std::size_t kAhead = 16;
+  const std::size_t n = dense_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(dense_[i + kAhead]);
+    if (i + kAhead / 2 < n) {
+      const AgentSlot* ahead = dense_[i + kAhead / 2];
+      __builtin_prefetch(ahead->id.data());
+      if (!needle.empty() || q.sort == Sort::name) __builtin_prefetch(ahead->name.data());
+    }
+    const AgentSlot& s = *dense_[i];
     if (!q.class_name.empty() && s.class_name != q.class_name) continue;
     if (!needle.empty() && !contains_ascii_nocase(s.id, needle) && !contains_ascii_nocase(s.name, needle) &&
         !contains_ascii_nocase(s.class_name, needle))
       continue;
-    Keyed k{.number = 0, .text = s.id, .slot = &s};
+    std::int64_t number = 0;
     switch (q.sort) {
       case Sort::id:
-        break;
       case Sort::name:
-        k.text = s.name;
-        break;
       case Sort::class_name:
-        k.text = s.class_name;
         break;
       case Sort::calls:
-        k.number = static_cast<std::int64_t>(s.completed + s.failed);
+        number = static_cast<std::int64_t>(s.completed + s.failed);
         break;
       case Sort::errors:
-        k.number = static_cast<std::int64_t>(s.failed);
+        number = static_cast<std::int64_t>(s.failed);
         break;
       case Sort::queued:
-        k.number = static_cast<std::int64_t>(s.mailbox.size());
+        number = static_cast<std::int64_t>(s.mailbox.size());
         break;
       case Sort::last_call:
-        k.number = s.last_call_unix_ms;
+        number = s.last_call_unix_ms;
         break;
       case Sort::tokens:
         if (s.usage) {
           const ModelUsage u = s.usage->snapshot();
-          k.number = u.prompt_tokens + u.completion_tokens;
+          number = u.prompt_tokens + u.completion_tokens;
         }
         break;
     }
-    keyed.push_back(k);
+    keyed.push_back(Keyed{text ? prefix_key(text_of(s)) : number_key(number), prefix_key(s.id), &s});
   }
   page.matched = keyed.size();
   if (q.offset >= keyed.size() || limit == 0) return page;
 
-  // Ascending by the key, ties by id; descending reverses the key only (ties stay by id).
+  // Ascending by the key, ties by id ascending; descending reverses the key only (ties stay by
+  // id). The full strings are read only when the prefixes tie.
   const auto before = [&](const Keyed& a, const Keyed& b) {
-    if (numeric) {
-      if (a.number != b.number) return q.descending ? a.number > b.number : a.number < b.number;
-    } else if (a.text != b.text) {
-      return q.descending ? a.text > b.text : a.text < b.text;
+    if (a.key != b.key) return q.descending ? a.key > b.key : a.key < b.key;
+    if (text) {
+      const int c = text_of(*a.slot).compare(text_of(*b.slot));
+      if (c != 0) return q.descending ? c > 0 : c < 0;
     }
+    if (a.id_key != b.id_key) return a.id_key < b.id_key;
     return a.slot->id < b.slot->id;
   };
   // Selection, not a full sort: the page's first element in place, then the page sorted.
@@ -298,6 +318,18 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
   page.rows.reserve(static_cast<std::size_t>(last - first));
   for (auto it = first; it != last; ++it) page.rows.push_back(row_of(*it->slot));
   return page;
+}
+
+void AgentHost::index_add(AgentSlot& slot) {
+  slot.dense_index = static_cast<std::uint32_t>(dense_.size());
+  dense_.push_back(&slot);
+}
+
+void AgentHost::index_remove(AgentSlot& slot) {
+  AgentSlot* moved = dense_.back();
+  dense_[slot.dense_index] = moved;
+  moved->dense_index = slot.dense_index;
+  dense_.pop_back();
 }
 
 // ---- The state store ----

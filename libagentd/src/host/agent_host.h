@@ -343,6 +343,11 @@ class AgentHost : private CallRunner::Host {
   mutable ResultPool::Ready deferred_;
   ResultPool results_;
   std::unordered_map<std::string, std::shared_ptr<AgentSlot>> agents_;
+  // The same slots in a dense array (AgentSlot::dense_index), for query(): a scan of a million
+  // agents that walks a vector, prefetching ahead, instead of chasing the map's nodes.
+  std::vector<AgentSlot*> dense_;
+  void index_add(AgentSlot& slot);
+  void index_remove(AgentSlot& slot);
   Mailboxes mailboxes_;
   CallStats stats_;
   std::function<void(const SpanRecord&)> span_sink_;

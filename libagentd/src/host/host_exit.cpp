@@ -31,6 +31,7 @@ void AgentHost::remove_all_at_exit() {
   {
     Locked lock(*this);
     agents.swap(agents_);
+    dense_.clear();
     idle->reserve(agents.size());
     for (auto& [id, slot] : agents) {
       slot->removed = true;

@@ -49,6 +49,7 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
   slot->class_name = class_name;
   slot->usage = services_.usage_counter(id);
   agents_.emplace(id, slot);
+  index_add(*slot);
   mailboxes_.constructor_started();
   AgentInit init{slot->id, slot->name, class_name, std::move(args), &services_};
   AgentFactory factory = cls->factory;
@@ -79,7 +80,10 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
       if (err) {
         Error e(err->code() == ErrorCode::agent_failed ? ErrorCode::bad_args : err->code(), err->message(),
                 slot->id, slot->class_name);
-        if (!slot->removed) agents_.erase(slot->id);
+        if (!slot->removed) {
+          agents_.erase(slot->id);
+          index_remove(*slot);
+        }
         slot->removed = true;
         for (auto& c : mailboxes_.take_waiting(*slot)) fail(c, e);  // all: none started
         if (*done_ptr) defer([done_ptr, e]() { (*done_ptr)(e); });
@@ -166,6 +170,7 @@ bool AgentHost::remove_one(const std::string& id, bool save) {
   if (it == agents_.end()) return false;
   auto slot = it->second;
   agents_.erase(it);
+  index_remove(*slot);
   services_.forget_agent(id);  // a new agent under this id starts from zero
   if (StateStore* store = store_.load(); store != nullptr && save) {
     StateStore::Change c;

@@ -111,6 +111,7 @@ struct AgentSlot {
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
   std::int64_t last_call_unix_ms = 0;  // when a call of it last finished (wall clock); 0: none
+  std::uint32_t dense_index = 0;       // its place in the host's dense array of agents
   // What the state store holds of this agent (touched only by the thread running its call):
   // the memory's clear count and length at the last save, and a hash of its saved state.
   std::uint64_t saved_clears = 0;
