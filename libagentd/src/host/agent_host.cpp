@@ -14,6 +14,7 @@
 #include "worker_pool.h"
 
 #include <algorithm>
+#include <array>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -203,16 +204,37 @@ std::vector<AgentInfoRow> AgentHost::list() const {
 
 namespace {
 
-bool contains_ascii_nocase(std::string_view haystack, std::string_view needle) {
-  if (needle.size() > haystack.size()) return false;
-  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  for (std::size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
-    std::size_t j = 0;
-    while (j < needle.size() && lower(haystack[i + j]) == needle[j]) ++j;
-    if (j == needle.size()) return true;
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// An ASCII case-insensitive substring search for one (lower-case) needle, set up once per query:
+// Horspool's, which on a mismatch skips ahead by up to the needle's length (a table of 256).
+class NoCaseSearch {
+ public:
+  explicit NoCaseSearch(std::string_view lower_needle) : needle_(lower_needle) {
+    const std::size_t m = needle_.size();
+    skip_.fill(m == 0 ? 1 : m);
+    for (std::size_t i = 0; i + 1 < m; ++i) {
+      const auto c = static_cast<unsigned char>(needle_[i]);
+      skip_[c] = m - 1 - i;
+      if (c >= 'a' && c <= 'z') skip_[c - 'a' + 'A'] = m - 1 - i;  // the text's upper case too
+    }
   }
-  return false;
-}
+  bool in(std::string_view text) const {
+    const std::size_t m = needle_.size();
+    if (m == 0) return true;
+    for (std::size_t at = 0; at + m <= text.size();
+         at += skip_[static_cast<unsigned char>(text[at + m - 1])]) {
+      std::size_t j = m;
+      while (j > 0 && ascii_lower(text[at + j - 1]) == needle_[j - 1]) --j;
+      if (j == 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::string needle_;
+  std::array<std::size_t, 256> skip_{};
+};
 
 // The first 8 bytes of s as a big-endian number (zero-padded): ordering by it orders by s's
 // first 8 bytes, so most comparisons of strings need not read the strings.
@@ -246,6 +268,8 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
     return q.sort == Sort::name ? s.name : q.sort == Sort::class_name ? s.class_name : s.id;
   };
 
+  const NoCaseSearch search(needle);
+
   Locked lock(*this);
   AgentPageRows page;
   page.total = dense_.size();
@@ -265,9 +289,7 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
     }
     const AgentSlot& s = *dense_[i];
     if (!q.class_name.empty() && s.class_name != q.class_name) continue;
-    if (!needle.empty() && !contains_ascii_nocase(s.id, needle) && !contains_ascii_nocase(s.name, needle) &&
-        !contains_ascii_nocase(s.class_name, needle))
-      continue;
+    if (!needle.empty() && !search.in(s.id) && !search.in(s.name) && !search.in(s.class_name)) continue;
     std::int64_t number = 0;
     switch (q.sort) {
       case Sort::id:
