@@ -158,9 +158,10 @@ def test_the_overview_reports_a_server_that_is_down_with_its_reason():
         assert up["up"] and up["server_id"] and up["version"]
         assert o["totals"]["servers"] == 2 and o["totals"]["servers_up"] == 1
         assert o["totals"]["agents"] == up["agents"]
-        # The agents view still answers with the members up.
+        # The agents view still answers with the members up, and says which one it left out.
         page = ok_json(g, "agents?limit=1000")
         assert page["total"] == up["agents"]
+        assert page["servers_down"] == [down_address] and page["max_depth"] == 10000
         assert {r["server"] for r in page["agents"]} == {up["address"]}
     finally:
         g.close()

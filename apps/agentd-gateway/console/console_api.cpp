@@ -393,6 +393,7 @@ void ConsoleApi::agents(const ExchangePtr& ex, std::string_view query) {
         }
         nlohmann::json rows = nlohmann::json::array();
         std::uint64_t total = 0, matched = 0;
+        nlohmann::json down = nlohmann::json::array();  // members whose agents are left out
         if (members.size() == 1) {
           try {
             auto page = b->server(members[0])->query_agents(q);
@@ -432,6 +433,7 @@ void ConsoleApi::agents(const ExchangePtr& ex, std::string_view query) {
               ++up;
             } catch (const agentd::Error& e) {  // a member down: its agents are left out
               if (!failed) failed = e;
+              down.push_back(addresses[i]);
             }
           }
           if (up == 0 && failed) return fail(ex, *failed);
@@ -441,11 +443,14 @@ void ConsoleApi::agents(const ExchangePtr& ex, std::string_view query) {
           for (std::uint64_t k = q.offset; k < all.size() && k < want; ++k)
             rows.push_back(agent_row(all[k].first, addresses[all[k].second]));
         }
-        nlohmann::json out = {{"total", total},
-                              {"matched", matched},
-                              {"offset", q.offset},
-                              {"limit", q.limit},
-                              {"agents", std::move(rows)}};
+        nlohmann::json out = {
+            {"total", total},
+            {"matched", matched},
+            {"offset", q.offset},
+            {"limit", q.limit},
+            {"max_depth", members.size() > 1 ? nlohmann::json(kClusterDepth) : nlohmann::json()},
+            {"servers_down", std::move(down)},
+            {"agents", std::move(rows)}};
         ex->respond_json(Status::ok, dump(out));
       }));
 }

@@ -118,11 +118,17 @@ export function mount(root, { live }) {
       : h('tr', null, h('td', { colspan: COLUMNS.length + 1, class: 'empty' }, page.matched === 0 && page.total > 0 ? 'No agent matches.' : 'No agents.')));
     const from = agents.length ? page.offset + 1 : 0;
     const to = page.offset + agents.length;
-    pager_text.textContent = `${int(from)}–${int(to)} of ${int(page.matched)} matched · ${int(page.total)} total`;
+    const down = page.servers_down || [];
+    pager_text.textContent = `${int(from)}–${int(to)} of ${int(page.matched)} matched · ${int(page.total)} total` +
+      (down.length ? ` · not counting ${down.join(', ')} (down)` : '');
     pager_text.dataset.total = page.total;
     pager_text.dataset.matched = page.matched;
     prev.disabled = page.offset <= 0;
-    next.disabled = to >= page.matched;
+    // Across a cluster the gateway merges pages up to max_depth agents deep: past it, filter or
+    // pick a server.
+    const deepest = page.max_depth == null ? Infinity : page.max_depth;
+    next.disabled = to >= page.matched || to + state.limit > deepest;
+    next.title = next.disabled && to < page.matched ? `pages go ${int(deepest)} agents deep across servers: search, or pick a server` : '';
   }
 
   async function load() {
