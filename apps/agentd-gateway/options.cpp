@@ -60,6 +60,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
       "  GET  /a2a/ID/.well-known/agent-card.json   the agent's card (/.well-known/agent-card.json:\n"
       "                              the gateway's, listing them all)\n"
       "  GET  /metrics               Prometheus metrics\n"
+      "  GET  /console               the web console: servers, agents, calls and models, live (the\n"
+      "                              page is public; its data, /console/api/..., wants the token)\n"
       "\n"
       "It is a client of as_server (as agentctl is). When it listens it prints\n"
       "  agentd-gateway ready: listening on HOST:PORT server=HOST:PORT pid=PID url=URL\n"

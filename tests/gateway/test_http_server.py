@@ -82,6 +82,7 @@ def test_the_gateway_still_serves_after_bad_input(open_gateway):
 def test_help_and_refusals():
     out = subprocess.run([GATEWAY, "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "/v1/chat/completions" in out.stdout and "/a2a/ID/" in out.stdout
+    assert "/console" in out.stdout and "--console-send" in out.stdout
     out = subprocess.run([GATEWAY, "--listen", "0.0.0.0:0", "--server", "127.0.0.1:1"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "--token-file" in out.stderr
