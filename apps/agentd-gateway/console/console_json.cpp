@@ -132,8 +132,7 @@ json overview_json(json gateway, const std::vector<ServerSnapshot>& servers) {
 namespace {
 
 json quantile_or_null(const agentd::Histogram& h, double q) {
-  if (h.count == 0) return nullptr;
-  auto v = h.quantile(q);
+  auto v = h.quantile(q);  // none without observations
   return v ? json(*v) : json(nullptr);
 }
 

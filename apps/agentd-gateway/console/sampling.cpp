@@ -51,11 +51,6 @@ struct ModelSums {
   agentd::Histogram latency;
 };
 
-std::optional<double> quantile(const agentd::Histogram& h, double q) {
-  if (h.count == 0) return std::nullopt;
-  return h.quantile(q);
-}
-
 }  // namespace
 
 Sample make_sample(const std::vector<ServerSnapshot>& before, const std::vector<ServerSnapshot>& now,
@@ -97,16 +92,16 @@ Sample make_sample(const std::vector<ServerSnapshot>& before, const std::vector<
   s.failed_per_s = failed * per;
   s.prompt_tokens_per_s = prompt * per;
   s.completion_tokens_per_s = completion * per;
-  s.latency_p50 = quantile(latency, 0.5);
-  s.latency_p95 = quantile(latency, 0.95);
+  s.latency_p50 = latency.quantile(0.5);
+  s.latency_p95 = latency.quantile(0.95);
   for (const auto& [name, sum] : models) {
     ModelRates& r = s.models[name];
     r.calls_per_s = sum.calls * per;
     r.errors_per_s = sum.errors * per;
     r.prompt_tokens_per_s = sum.prompt * per;
     r.completion_tokens_per_s = sum.completion * per;
-    r.latency_p50 = quantile(sum.latency, 0.5);
-    r.latency_p95 = quantile(sum.latency, 0.95);
+    r.latency_p50 = sum.latency.quantile(0.5);
+    r.latency_p95 = sum.latency.quantile(0.95);
   }
   return s;
 }
