@@ -65,6 +65,8 @@ enum ErrorCode {
                      # saved): safe to retry
   interrupted @21;   # the call may have run, in whole or in part (it was running when its
                      # server died, or the server can no longer tell): not safe to retry blindly
+  toolError @22;     # an MCP tool server failed (it could not start, died, answered garbage or
+                     # too much, or refused the request)
 }
 
 struct Error {
@@ -263,6 +265,46 @@ struct Span {
   traceId @15 :Text;           # the trace the caller made the call in (CallSpec.traceId); empty: none
   input @16 :Text;             # the input message's content, cut to 256 bytes (UTF-8 safe)
   output @17 :Text;            # the reply's content (reply, methodAsync), cut the same way
+  toolCalls @18 :List(ToolCallSpan);  # the MCP tool calls the agent made during this call
+}
+
+struct ToolCallSpan {
+  tool @0 :Text;               # "SERVER/TOOL"
+  startUnixNs @1 :Int64;
+  durationNs @2 :Int64;
+  outcome @3 :Text;            # "ok", "is_error" (the tool reported a failure), or an error code
+  errorMessage @4 :Text;
+}
+
+struct ToolUsage {
+  calls @0 :UInt64;
+  failures @1 :UInt64;
+  latencyUsTotal @2 :Int64;
+}
+
+struct ToolInfo {
+  server @0 :Text;
+  name @1 :Text;
+  title @2 :Text;
+  description @3 :Text;
+  inputSchema @4 :Value;
+  outputSchema @5 :Value;      # unset: none declared
+  annotations @6 :Value;       # unset: none
+  usage @7 :ToolUsage;
+}
+
+struct ToolServerInfo {
+  # One MCP tool server configured on the server (as_server --tool-config-path).
+  name @0 :Text;
+  transport @1 :Text;          # stdio, http
+  state @2 :Text;              # idle, starting, running, restarting, failed, stopped
+  error @3 :Text;
+  protocolVersion @4 :Text;
+  serverName @5 :Text;
+  serverVersion @6 :Text;
+  restarts @7 :UInt32;
+  tools @8 :List(ToolInfo);
+  usage @9 :ToolUsage;
 }
 
 enum CallKind {
@@ -380,6 +422,14 @@ interface AgentServer {
   # (and, with --state-dir, is saved).
   queryAgents @13 (query :AgentQuery) -> (agents :List(AgentInfo), matched :UInt64, total :UInt64);
   # A page of the agents (a console's view of a server with a million of them).
+  listTools @14 (start :Bool) -> (servers :List(ToolServerInfo));
+  # The configured MCP tool servers and their tools. start: start those not running yet (idle,
+  # or waiting to restart) and wait for them to initialize, so their tools are listed.
+  callTool @15 (server :Text, tool :Text, args :Value, timeoutMs :UInt32)
+      -> (result :Value, error :Error);
+  # Calls one tool (an operator's call: it belongs to no agent). result: the CallToolResult as a
+  # value ({"content": [...], "isError": ..., "structuredContent": ...}). timeoutMs 0: the tool
+  # server's call_timeout.
 }
 
 interface Gate {

@@ -12,6 +12,7 @@ ErrorCode = Literal[
     "duplicate_call_id", "unknown_method", "disconnected", "timeout", "overloaded",
     "bad_request", "model_error", "unauthenticated", "duplicate_agent", "stopping",
     "unknown_call", "config_error", "plugin_error", "too_large", "not_applied", "interrupted",
+    "tool_error",
 ]
 
 class Error(RuntimeError):

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <agentd/model.h>
+#include <agentd/tool.h>
 #include <agentd/msg.h>
 #include <agentd/task.h>
 #include <agentd/value.h>
@@ -95,6 +96,13 @@ class Agent {
   // chat types answer chat()/stream(), embedding types embed() (see agentd/model.h). Throws agentd::Error
   // (config_error) naming the known configs when there is none.
   std::shared_ptr<ChatModel> model(const std::string& config_name);
+
+  // The tools of the MCP servers configured on the hosting server (--tool-config-path; see
+  // agentd/tool.h): tools()->list({"fs/*"}), tools()->call("fs/read_file", {{"path", p}}), or
+  // co_await tools()->call_async(...) in an asynchronous agent. Each call is recorded in the
+  // running call's span. A server without tool servers answers an empty list. Throws
+  // agentd::Error(config_error) for an agent not hosted by a server.
+  std::shared_ptr<Tools> tools();
 
   // Names of the methods register_method() added, sorted.
   std::vector<std::string> method_names() const;

@@ -7,6 +7,7 @@
 #include <agentd/error.h>
 #include <agentd/model.h>
 #include <agentd/msg.h>
+#include <agentd/tool.h>
 #include <agentd/value.h>
 #include <agentd/value_limits.h>
 #include <agentd/version.h>

@@ -13,6 +13,7 @@
 #include <agentd/error.h>
 #include <agentd/model.h>
 #include <agentd/msg.h>
+#include <agentd/tool.h>
 #include <agentd/value.h>
 
 #include <chrono>
@@ -248,6 +249,7 @@ struct TraceSpan {
   static constexpr std::size_t kSpanPreviewBytes = 256;
   std::string input;
   std::string output;
+  std::vector<ToolCallSpan> tool_calls;  // the MCP tool calls the agent made during the call
 };
 
 class ChunkRange;
@@ -486,6 +488,16 @@ class Client {
   std::uint64_t set_model_configs(const std::string& text);
   // The server's most recent trace spans (at most limit; 0: all it keeps), oldest first.
   std::vector<TraceSpan> traces(std::uint32_t limit = 0);
+
+  // The server's MCP tool servers (as_server --tool-config-path) and their tools, in config
+  // order (`agentctl tools`). start: start those not running yet and wait for them (up to their
+  // start_timeout), so every one that can start lists its tools; false: what is known now.
+  std::vector<ToolServerInfo> tools(bool start = true);
+  // Calls one tool on the server, as an operator (`agentctl tool SERVER TOOL [JSON]`): the
+  // call belongs to no agent. Throws what Tools::call throws (agentd/tool.h). timeout: the tool
+  // server's call_timeout when unset.
+  ToolResult call_tool(const std::string& server, const std::string& tool, const Value& arguments = Value::object(),
+                       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   ClientStats stats();
 

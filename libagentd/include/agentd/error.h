@@ -32,6 +32,8 @@ enum class ErrorCode {
                       // not be saved): retrying it is safe
   interrupted,        // the call may have run, in whole or in part (it was running when its
                       // server died, or the server can no longer tell): not safe to retry blindly
+  tool_error,         // an MCP tool server failed (agentd/tool.h): it could not start, died,
+                      // answered garbage or too much, or refused the request
 };
 
 // The stable lowercase name of a code ("unknown_agent", ...), and back (internal if unknown).

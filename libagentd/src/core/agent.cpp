@@ -37,6 +37,12 @@ std::shared_ptr<ChatModel> Agent::model(const std::string& config_name) {
   return init_.services->model(config_name, id());
 }
 
+std::shared_ptr<Tools> Agent::tools() {
+  if (init_.services == nullptr)
+    throw Error(ErrorCode::config_error, "this agent is not hosted by a server; no tools", id(), class_name());
+  return init_.services->tools(id());
+}
+
 std::vector<std::string> Agent::method_names() const {
   std::vector<std::string> out;
   for (const auto& [n, _] : methods_) out.push_back(n);

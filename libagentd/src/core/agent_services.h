@@ -6,6 +6,7 @@
 #pragma once
 
 #include <agentd/model.h>
+#include <agentd/tool.h>
 #include <agentd/value.h>
 
 #include <functional>
@@ -30,6 +31,10 @@ class AgentServices {
   // Thread-safe: agents call it on worker threads. A handle on config_name whose calls count
   // toward agent_id's usage and the config's. Throws Error(config_error) naming the known configs.
   virtual std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id) = 0;
+
+  // Thread-safe: the tools of the server's MCP tool servers for agent agent_id, whose calls are
+  // recorded in that agent's running call's span (through its usage counter).
+  virtual std::shared_ptr<Tools> tools(const std::string& agent_id) = 0;
 
   // Thread-safe: agent_id's own usage counter, created on first use. The host keeps it with the
   // agent so it can read the usage of each call without a lookup.

@@ -7,7 +7,7 @@ namespace agentd {
 
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 22> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 23> kNames{{
     {ErrorCode::internal, "internal"},
     {ErrorCode::unknown_agent, "unknown_agent"},
     {ErrorCode::unknown_class, "unknown_class"},
@@ -30,6 +30,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 22> kNames{{
     {ErrorCode::too_large, "too_large"},
     {ErrorCode::not_applied, "not_applied"},
     {ErrorCode::interrupted, "interrupted"},
+    {ErrorCode::tool_error, "tool_error"},
 }};
 
 std::string describe(ErrorCode code, const std::string& message, const std::string& agent_id,

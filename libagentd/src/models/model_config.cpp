@@ -1,6 +1,6 @@
 #include "model_config.h"
 
-#include "model_config_text.h"
+#include "config_text.h"
 
 #include <agentd/error.h>
 

@@ -285,6 +285,8 @@ wire::ErrorCode to_wire(ErrorCode code) {
       return wire::ErrorCode::NOT_APPLIED;
     case ErrorCode::interrupted:
       return wire::ErrorCode::INTERRUPTED;
+    case ErrorCode::tool_error:
+      return wire::ErrorCode::TOOL_ERROR;
   }
   return wire::ErrorCode::INTERNAL;
 }
@@ -335,6 +337,8 @@ ErrorCode from_wire(wire::ErrorCode code) {
       return ErrorCode::not_applied;
     case wire::ErrorCode::INTERRUPTED:
       return ErrorCode::interrupted;
+    case wire::ErrorCode::TOOL_ERROR:
+      return ErrorCode::tool_error;
   }
   return ErrorCode::internal;
 }

@@ -1,5 +1,5 @@
-// Model config documents as text (private to src/models): YAML or AgentScope's JSON read into a
-// Value, with ${ENV} substitution and the line and column of every key and value for messages.
+// Config documents as text (model configs, tool configs): YAML or JSON (AgentScope's model
+// configs) read into a Value, with ${ENV} substitution and the line and column of every key and value for messages.
 // Pure functions; any thread.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Model config documents as text: YAML or JSON to a Value, with positions and ${ENV} substitution.
-#include "model_config_text.h"
+// Config documents as text: YAML or JSON to a Value, with positions and ${ENV} substitution.
+#include "config_text.h"
 
 #include <agentd/error.h>
 
@@ -82,7 +82,7 @@ void check_nesting(std::string_view text, std::string_view source) {
     if (line_start) {
       if (c == ' ' || c == '\t' || c == '-' || c == '?' || c == ':') {
         if (++lead > kMaxIndent)
-          fail(here(i) + ": nested deeper than a model config can be (more than " +
+          fail(here(i) + ": nested deeper than a config can be (more than " +
                std::to_string(kMaxIndent) + " columns of indentation)");
         continue;
       }
@@ -112,7 +112,7 @@ void check_nesting(std::string_view text, std::string_view source) {
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxNesting)
         fail(here(i) + ": nested deeper than " + std::to_string(kMaxNesting) +
-             " levels of [ ] and { }, more than a model config needs");
+             " levels of [ ] and { }, more than a config needs");
     } else if (c == ']' || c == '}') {
       if (depth > 0) --depth;
     }
@@ -262,7 +262,7 @@ class YamlReader {
     } leave{depth_};
     if (++nodes_ > kMaxNodes)
       fail(format_pos(source_, pos_of(node.Mark())) + ": more than " + std::to_string(kMaxNodes) +
-           " values once aliases (*name) are expanded; a model config needs far fewer");
+           " values once aliases (*name) are expanded; a config needs far fewer");
     positions_.values.emplace(pointer, pos_of(node.Mark()));
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
