@@ -28,6 +28,31 @@ UsageCounter::UsageCounter(bool with_histogram) {
     buckets_ = std::make_unique<std::array<std::atomic<std::uint64_t>, kLatencyBounds.size()>>();
 }
 
+struct UsageCounter::ToolLog {
+  std::mutex mu;
+  std::vector<ToolCallSpan> spans;
+};
+
+UsageCounter::~UsageCounter() { delete tool_calls_.load(); }
+
+void UsageCounter::record_tool(const ToolCallSpan& span) {
+  ToolLog* log = tool_calls_.load(std::memory_order_acquire);
+  if (log == nullptr) {
+    auto fresh = std::make_unique<ToolLog>();
+    if (tool_calls_.compare_exchange_strong(log, fresh.get(), std::memory_order_acq_rel)) log = fresh.release();
+  }
+  std::lock_guard lock(log->mu);
+  // A call that makes thousands of tool calls keeps the first 1000 in its span.
+  if (log->spans.size() < 1000) log->spans.push_back(span);
+}
+
+std::vector<ToolCallSpan> UsageCounter::take_tool_calls() {
+  ToolLog* log = tool_calls_.load(std::memory_order_acquire);
+  if (log == nullptr) return {};
+  std::lock_guard lock(log->mu);
+  return std::exchange(log->spans, {});
+}
+
 void UsageCounter::observe(std::chrono::milliseconds latency) {
   latency_ms_.fetch_add(latency.count(), std::memory_order_relaxed);
   if (!buckets_) return;

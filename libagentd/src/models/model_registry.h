@@ -2,6 +2,7 @@
 #pragma once
 
 #include <agentd/model.h>
+#include <agentd/tool.h>
 
 #include "model_config.h"
 
@@ -46,6 +47,16 @@ class UsageCounter {
   void record_error(std::chrono::milliseconds latency);
   ModelUsage snapshot() const;
 
+  // The agent's MCP tool calls (agentd/tool.h), kept until the host takes them into the span of
+  // the call that made them. Any thread. Costs a pointer until the first tool call.
+  void record_tool(const ToolCallSpan& span);
+  std::vector<ToolCallSpan> take_tool_calls();
+  bool has_tool_calls() const { return tool_calls_.load(std::memory_order_acquire) != nullptr; }
+
+  ~UsageCounter();
+  UsageCounter(const UsageCounter&) = delete;
+  UsageCounter& operator=(const UsageCounter&) = delete;
+
  private:
   std::atomic<std::uint64_t> calls_{0};
   std::atomic<std::uint64_t> errors_{0};
@@ -53,6 +64,8 @@ class UsageCounter {
   std::atomic<std::int64_t> completion_tokens_{0};
   std::atomic<std::int64_t> latency_ms_{0};
   std::unique_ptr<std::array<std::atomic<std::uint64_t>, kLatencyBounds.size()>> buckets_;
+  struct ToolLog;
+  std::atomic<ToolLog*> tool_calls_{nullptr};  // made at the first tool call, freed with the counter
 
   void observe(std::chrono::milliseconds latency);
 };

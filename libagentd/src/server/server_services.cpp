@@ -17,6 +17,23 @@ std::shared_ptr<UsageCounter> ServerServices::usage_counter(const std::string& a
   return c;
 }
 
+void ServerServices::set_tools(std::shared_ptr<ToolRegistryHandle> tools) {
+  std::lock_guard lock(connector_mu_);
+  tools_ = std::move(tools);
+}
+
+std::shared_ptr<Tools> ServerServices::tools(const std::string& agent_id) {
+  std::shared_ptr<ToolRegistryHandle> registry;
+  {
+    std::lock_guard lock(connector_mu_);
+    registry = tools_;
+  }
+  std::weak_ptr<UsageCounter> counter = usage_counter(agent_id);
+  return make_agent_tools(std::move(registry), [counter](const ToolCallSpan& span) {
+    if (auto c = counter.lock()) c->record_tool(span);
+  });
+}
+
 ModelUsage ServerServices::agent_usage(const std::string& agent_id) const {
   std::lock_guard lock(usage_mu_);
   auto it = usage_.find(agent_id);

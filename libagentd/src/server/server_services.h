@@ -4,6 +4,7 @@
 
 #include "agent_services.h"
 #include "model_registry.h"
+#include "tool_registry.h"
 
 #include <map>
 #include <memory>
@@ -21,9 +22,12 @@ class ServerServices final : public AgentServices {
 
   // Loop thread, before agents run.
   void set_connector(AgentConnector connector);
+  // Any thread: the tool servers agents reach (null: none configured).
+  void set_tools(std::shared_ptr<ToolRegistryHandle> tools);
 
   std::shared_ptr<ChatModel> model(const std::string& config_name, const std::string& agent_id) override;
   std::shared_ptr<UsageCounter> usage_counter(const std::string& agent_id) override;
+  std::shared_ptr<Tools> tools(const std::string& agent_id) override;
   void forget_agent(const std::string& agent_id) override;
   std::shared_ptr<AgentLink> link_to(const std::string& host, std::uint16_t port,
                                      const std::string& server_id) override;
@@ -44,6 +48,7 @@ class ServerServices final : public AgentServices {
   ModelRegistry& models_;
   std::mutex connector_mu_;  // guards connector_
   AgentConnector connector_;
+  std::shared_ptr<ToolRegistryHandle> tools_;  // guarded by connector_mu_
   mutable std::mutex usage_mu_;  // guards usage_
   // By agent id. Hashed: a million agents' deletions each cost a search (a tree of long string
   // keys took microseconds per search, seconds in all).

@@ -44,6 +44,9 @@ class NoServices final : public AgentServices {
     return std::make_shared<UsageCounter>();
   }
   void forget_agent(const std::string&) override {}
+  std::shared_ptr<agentd::Tools> tools(const std::string&) override {
+    throw Error(ErrorCode::config_error, "no tools in this test");
+  }
   std::shared_ptr<agentd::detail::AgentLink> link_to(const std::string&, std::uint16_t,
                                                      const std::string&) override {
     throw Error(ErrorCode::bad_args, "no other agents in this test");
