@@ -198,6 +198,31 @@ std::vector<CommandSpec> command_table() {
        0,
        0,
        cmd_trace},
+      {"tools",
+       {},
+       "",
+       "list the server's MCP tool servers, their state and their tools",
+       "One block per tool server of the server's --tool-config-path: its name, transport,\n"
+       "state (idle: starts at first use; running; restarting; failed: why), the MCP version\n"
+       "and server it reports, calls and failures, then one line per tool with its calls and\n"
+       "description. Servers not running yet are started first (so their tools show) unless\n"
+       "--no-start. --json prints everything, input schemas included.",
+       {{"--no-start", "", "show what is known now; start nothing"}},
+       0,
+       0,
+       cmd_tools},
+      {"tool",
+       {},
+       "SERVER TOOL [JSON]",
+       "call one tool of one of the server's MCP tool servers and print its result",
+       "JSON is the tool's arguments, an object (default {}). Prints the result's text (text\n"
+       "blocks; other blocks as JSON lines); --json prints the whole result (content,\n"
+       "structuredContent, isError). A result the tool marks isError is printed to stderr and\n"
+       "exits 1. The call belongs to no agent; it counts in the server's tool metrics.",
+       {{"--tool-timeout", "SECONDS", "give the tool this long (default: the tool server's call_timeout)"}},
+       2,
+       3,
+       cmd_tool},
       {"up",
        {},
        "N [-- AS_SERVER_OPTIONS...]",

@@ -548,6 +548,94 @@ int cmd_trace(const Invocation& inv) {
   return kExitOk;
 }
 
+namespace {
+
+Value tool_usage_json(const agentd::ToolUsage& u) {
+  return {{"calls", u.calls}, {"failures", u.failures}, {"latency_us_total", u.latency_us_total}};
+}
+
+Value tool_server_json(const agentd::ToolServerInfo& s) {
+  return {{"name", s.name},
+          {"transport", s.transport},
+          {"state", s.state},
+          {"error", s.error},
+          {"protocol_version", s.protocol_version},
+          {"server_name", s.server_name},
+          {"server_version", s.server_version},
+          {"restarts", s.restarts},
+          {"usage", tool_usage_json(s.usage)},
+          {"tools", json_array(s.tools, [](const agentd::ToolInfo& t) {
+             Value v = {{"name", t.name},
+                        {"title", t.title},
+                        {"description", t.description},
+                        {"input_schema", t.input_schema},
+                        {"usage", tool_usage_json(t.usage)}};
+             if (!t.output_schema.is_null()) v["output_schema"] = t.output_schema;
+             if (!t.annotations.is_null()) v["annotations"] = t.annotations;
+             return v;
+           })}};
+}
+
+// The first line of a description (they can be long), at most 100 characters.
+std::string summary(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > 100) line = line.substr(0, 97) + "...";
+  return line;
+}
+
+}  // namespace
+
+int cmd_tools(const Invocation& inv) {
+  auto c = connect(inv);
+  const auto servers = c.tools(!inv.flag("--no-start"));
+  if (inv.g.json) {
+    print_json(json_array(servers, tool_server_json));
+    return kExitOk;
+  }
+  if (servers.empty()) {
+    std::cout << "no tool servers on " << c.address()
+              << " (as_server --tool-config-path FILE; see config/tools.yaml)\n";
+    return kExitOk;
+  }
+  for (const auto& s : servers) {
+    std::cout << fmt::format("{} ({}): {}", s.name, s.transport, s.state);
+    if (!s.error.empty()) std::cout << ": " << s.error;
+    std::cout << "\n";
+    if (!s.server_name.empty())
+      std::cout << fmt::format("  {} {}, MCP {}, {} call(s), {} failed, {} restart(s)\n", s.server_name,
+                               s.server_version, s.protocol_version, s.usage.calls, s.usage.failures,
+                               s.restarts);
+    for (const auto& t : s.tools)
+      std::cout << fmt::format("  {}/{}  [{} call(s)]  {}\n", s.name, t.name, t.usage.calls,
+                               summary(t.description));
+  }
+  return kExitOk;
+}
+
+int cmd_tool(const Invocation& inv) {
+  Value args = Value::object();
+  if (inv.args.size() > 2) {
+    args = parse_json_arg(inv, "JSON", inv.args[2]);
+    if (!args.is_object())
+      throw inv.usage("JSON must be an object of the tool's arguments, e.g. '{\"path\": \"a.txt\"}'");
+  }
+  std::optional<std::chrono::milliseconds> timeout;
+  if (auto t = inv.value("--tool-timeout")) {
+    auto n = parse_whole(*t, 1, 86400);
+    if (!n)
+      throw inv.usage(
+          fmt::format("--tool-timeout must be a number of seconds from 1 to 86400, not '{}'", *t));
+    timeout = std::chrono::seconds(*n);
+  }
+  auto c = connect(inv);
+  const agentd::ToolResult r = c.call_tool(inv.args[0], inv.args[1], args, timeout);
+  if (inv.g.json)
+    print_json(r.to_value());
+  else
+    (r.is_error ? std::cerr : std::cout) << r.text() << "\n";
+  return r.is_error ? kExitFailed : kExitOk;
+}
+
 // ---- local development servers ----
 
 namespace {

@@ -21,6 +21,8 @@ int cmd_reload(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_ping(const Invocation& inv);
 int cmd_trace(const Invocation& inv);
+int cmd_tools(const Invocation& inv);
+int cmd_tool(const Invocation& inv);
 
 // Local development servers (local_servers.h).
 int cmd_up(const Invocation& inv);

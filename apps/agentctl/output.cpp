@@ -156,24 +156,34 @@ std::string state_text(const agentd::ServerInfo& i) {
 }  // namespace
 
 Value span_json(const agentd::TraceSpan& s) {
-  return {{"seq", s.seq},
-          {"call_id", s.call_id},
-          {"agent_id", s.agent_id},
-          {"agent_class", s.agent_class},
-          {"kind", s.kind},
-          {"method", s.method},
-          {"consumed", s.consumed},
-          {"enqueued_unix_ns", s.enqueued_unix_ns},
-          {"queue_wait_ns", s.queue_wait_ns},
-          {"run_ns", s.run_ns},
-          {"model_calls", s.model_calls},
-          {"prompt_tokens", s.prompt_tokens},
-          {"completion_tokens", s.completion_tokens},
-          {"outcome", s.outcome},
-          {"error_message", s.error_message},
-          {"trace_id", s.trace_id},
-          {"input", s.input},
-          {"output", s.output}};
+  Value out = {{"seq", s.seq},
+               {"call_id", s.call_id},
+               {"agent_id", s.agent_id},
+               {"agent_class", s.agent_class},
+               {"kind", s.kind},
+               {"method", s.method},
+               {"consumed", s.consumed},
+               {"enqueued_unix_ns", s.enqueued_unix_ns},
+               {"queue_wait_ns", s.queue_wait_ns},
+               {"run_ns", s.run_ns},
+               {"model_calls", s.model_calls},
+               {"prompt_tokens", s.prompt_tokens},
+               {"completion_tokens", s.completion_tokens},
+               {"outcome", s.outcome},
+               {"error_message", s.error_message},
+               {"trace_id", s.trace_id},
+               {"input", s.input},
+               {"output", s.output}};
+  if (!s.tool_calls.empty())
+    out["tool_calls"] = json_array(s.tool_calls, [](const agentd::ToolCallSpan& t) {
+      Value v = {{"tool", t.tool},
+                 {"start_unix_ns", t.start_unix_ns},
+                 {"duration_ns", t.duration_ns},
+                 {"outcome", t.outcome}};
+      if (!t.error_message.empty()) v["error_message"] = t.error_message;
+      return v;
+    });
+  return out;
 }
 
 Value servers_json(const std::vector<LocalServer>& servers) {

@@ -9,6 +9,7 @@
 
 #include <agentd/client.h>
 #include <agentd/model.h>
+#include <agentd/tool.h>
 
 #include <coroutine>
 #include <exception>
@@ -145,6 +146,68 @@ py::object start_chat(PyModel& self, const py::object& messages, const py::objec
   return fut;
 }
 
+// The tools of the hosting server's MCP tool servers (agentd/tool.h), for a hosted agent.
+struct PyTools {
+  std::shared_ptr<Tools> tools;
+};
+
+py::dict tool_info_dict(const ToolInfo& t) {
+  py::dict d;
+  d["name"] = t.qualified_name();
+  d["server"] = t.server;
+  d["tool"] = t.name;
+  d["title"] = t.title;
+  d["description"] = t.description;
+  d["input_schema"] = from_value(t.input_schema);
+  d["output_schema"] = from_value(t.output_schema);
+  d["annotations"] = from_value(t.annotations);
+  return d;
+}
+
+std::vector<std::string> tool_patterns(const py::object& patterns) {
+  std::vector<std::string> out;
+  if (patterns.is_none()) return out;
+  if (py::isinstance<py::str>(patterns)) return {patterns.cast<std::string>()};
+  for (auto p : patterns) out.push_back(py::cast<std::string>(p));
+  return out;
+}
+
+ToolCallOptions tool_options(std::optional<double> timeout) {
+  ToolCallOptions o;
+  if (timeout) o.timeout = to_millis(*timeout);
+  return o;
+}
+
+Value tool_arguments(const py::object& arguments) {
+  if (arguments.is_none()) return Value::object();
+  Value v = to_value(arguments);
+  if (!v.is_object()) throw py::type_error("agentd: a tool's arguments are a dict (JSON object)");
+  return v;
+}
+
+// Runs on the server's event loop: the tool call without a thread while it waits.
+Detached run_tool_call(std::shared_ptr<Tools> tools, std::string name, Value arguments,
+                       ToolCallOptions options, std::weak_ptr<Completions> weak, std::uint64_t token) {
+  std::optional<ToolResult> r;
+  std::optional<Error> err;
+  try {
+    r.emplace(co_await tools->call_async(std::move(name), std::move(arguments), std::move(options)));
+  } catch (const Error& e) {
+    err.emplace(e);
+  } catch (const std::exception& e) {
+    err.emplace(Error(ErrorCode::tool_error, e.what()));
+  }
+  auto c = weak.lock();
+  if (!c) co_return;
+  c->post([weak, token, r = std::move(r), err = std::move(err)]() mutable {
+    auto self = weak.lock();
+    if (!self) return;
+    py::object fut = self->take(token);
+    if (err) return set_future_exception(fut, to_python(*err));
+    set_future_result(fut, py::cast(std::move(*r)));
+  });
+}
+
 // A hosted agent's memory, through its context (an error, not a dangling reference, once the
 // agent is deleted).
 struct PyMemory {
@@ -274,6 +337,75 @@ void bind_agent_context(py::module_& m) {
       .def("size", [](PyMemory& mem) { return mem.get().size(); })
       .def("__len__", [](PyMemory& mem) { return mem.get().size(); });
 
+  py::class_<ToolResult>(m, "ToolResult",
+                         "What an MCP tool answered (Agent.tools.call): content blocks, structured "
+                         "content, and whether the tool reports a failure of its own (is_error).")
+      .def_property_readonly("content", [](const ToolResult& r) { return from_value(r.content); })
+      .def_property_readonly("structured_content",
+                             [](const ToolResult& r) { return from_value(r.structured_content); })
+      .def_readonly("is_error", &ToolResult::is_error)
+      .def_property_readonly("text", &ToolResult::text,
+                             "The text blocks joined by newlines (others as JSON).")
+      .def("to_dict", [](const ToolResult& r) { return from_value(r.to_value()); })
+      .def("__repr__", [](const ToolResult& r) {
+        return "agentd.ToolResult(is_error=" + std::string(r.is_error ? "True" : "False") +
+               ", text=" + py::repr(py::str(r.text())).cast<std::string>() + ")";
+      });
+
+  py::class_<PyTools>(m, "Tools",
+                      "The tools of the MCP servers configured on the hosting server "
+                      "(as_server --tool-config-path), named SERVER/TOOL (Agent.tools).")
+      .def(
+          "list",
+          [](const PyTools& t, const py::object& patterns) {
+            auto wanted = tool_patterns(patterns);
+            std::vector<ToolInfo> found;
+            {
+              py::gil_scoped_release release;
+              found = t.tools->list(wanted);
+            }
+            py::list out;
+            for (const auto& i : found) out.append(tool_info_dict(i));
+            return out;
+          },
+          py::arg("patterns") = py::none(),
+          "The tools matching patterns ('fs/*'; all when None) as dicts: name (SERVER/TOOL), server, "
+          "tool, title, description, input_schema, output_schema, annotations.")
+      .def(
+          "call",
+          [](const PyTools& t, const std::string& name, const py::object& arguments,
+             std::optional<double> timeout) {
+            Value args = tool_arguments(arguments);
+            py::gil_scoped_release release;
+            return t.tools->call(name, args, tool_options(timeout));
+          },
+          py::arg("name"), py::arg("arguments") = py::none(), py::arg("timeout") = py::none(),
+          "Calls SERVER/TOOL with arguments (a dict) and waits, without the GIL; raises agentd.Error "
+          "(tool_error, timeout). A blocking agent's form: an async agent awaits call_async.")
+      .def(
+          "call_async",
+          [](const PyTools& t, const std::string& name, const py::object& arguments,
+             std::optional<double> timeout) {
+            Value args = tool_arguments(arguments);
+            auto completions = completions_of_running_loop();
+            py::object fut = completions->loop().attr("create_future")();
+            detail::AsyncLoop* server = HostState::get().server_loop();
+            if (server == nullptr)
+              throw Error(ErrorCode::bad_request,
+                          "tools.call_async runs on as_server's event loop and is for asynchronous agents "
+                          "(async def reply); a blocking agent calls tools.call()");
+            std::uint64_t token = completions->park(fut);
+            server->post([tools = t.tools, name, args = std::move(args), options = tool_options(timeout),
+                          weak = std::weak_ptr<Completions>(completions), token]() mutable {
+              run_tool_call(std::move(tools), std::move(name), std::move(args), std::move(options),
+                            std::move(weak), token);
+            });
+            return fut;
+          },
+          py::arg("name"), py::arg("arguments") = py::none(), py::arg("timeout") = py::none(),
+          "await tools.call_async('fs/read_file', {'path': p}): the call on the server's event loop, "
+          "no thread held while it runs.");
+
   py::class_<AgentContext, std::shared_ptr<AgentContext>>(m, "_AgentContext")
       .def_property_readonly("id", [](const AgentContext& c) { return c.get().agent().id(); })
       .def_property_readonly("memory", [](const std::shared_ptr<AgentContext>& c) { return PyMemory{c}; })
@@ -283,6 +415,7 @@ void bind_agent_context(py::module_& m) {
            [](const std::shared_ptr<AgentContext>& c, const std::string& config) {
              return PyModel{c->get().agent().model(config), c};
            })
+      .def("tools", [](const AgentContext& c) { return PyTools{c.get().agent().tools()}; })
       .def("connect", [](const AgentContext& c, const py::object& ref) {
         Value v = to_value(ref);
         Agent& a = c.get().agent();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -114,6 +115,43 @@ class AskAgent : public agentd::AsyncAgent {
   }
 };
 AGENTD_REGISTER_AGENT(AskAgent);
+
+// Calls the MCP tools of the hosting server (as_server --tool-config-path; agentd/tool.h)
+// without holding a thread: the input is {"tool": "SERVER/TOOL", "arguments": {...}}, the reply's
+// content the tool's result ({"content": [...], "isError": ...}). A thousand of these waiting on
+// slow tools hold no worker. Method "repeat" {"tool", "arguments", "n"} makes n calls one after
+// another and answers each one's time in microseconds ({"us": [...]}: agentd-bench W16).
+class AsyncToolAgent : public agentd::AsyncAgent {
+ public:
+  explicit AsyncToolAgent(agentd::AgentInit init) : AsyncAgent(std::move(init)) {
+    register_async_method("repeat", [this](const agentd::Value& a) { return repeat(a); });
+  }
+
+  agentd::Task<agentd::Msg> reply_async(const agentd::Msg& x) override {
+    agentd::ToolResult r = co_await tools()->call_async(
+        x.content.at("tool").get<std::string>(), x.content.value("arguments", agentd::Value::object()));
+    co_return agentd::Msg(name(), r.to_value());
+  }
+
+ private:
+  agentd::Task<agentd::Value> repeat(agentd::Value a) {
+    const std::string tool = a.at("tool").get<std::string>();
+    const agentd::Value arguments = a.value("arguments", agentd::Value::object());
+    const std::int64_t n = a.value("n", std::int64_t{1});
+    agentd::Value us = agentd::Value::array();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      agentd::ToolResult r = co_await tools()->call_async(tool, arguments);
+      if (r.is_error)
+        throw agentd::Error(agentd::ErrorCode::agent_failed, "the tool reported an error: " + r.text());
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    agentd::Value out = agentd::Value::object();
+    out["us"] = std::move(us);
+    co_return out;
+  }
+};
+AGENTD_REGISTER_AGENT(AsyncToolAgent);
 
 // Forwards its input to the agent args["target"] names (an AgentRef::to_value(), on this server
 // or another) and awaits that agent's placeholder: "x" -> "relayed: <target's reply>".

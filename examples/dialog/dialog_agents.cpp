@@ -185,6 +185,10 @@ ReActAgent::ReActAgent(AgentInit init) : ModelAgent(std::move(init)) {
     }
   }
   for (const auto& n : wanted) {
+    if (n.find('/') != std::string::npos) {  // "SERVER/TOOL" or a pattern: an MCP tool
+      mcp_patterns_.push_back(n);
+      continue;
+    }
     bool found = false;
     for (const auto& b : builtin_tools()) {
       if (n == b.name) {
@@ -193,10 +197,15 @@ ReActAgent::ReActAgent(AgentInit init) : ModelAgent(std::move(init)) {
       }
     }
     if (!found)
-      throw Error(ErrorCode::bad_args,
-                  "no built-in tool named '" + n + "'; built-in tools: " + join(builtin_tool_names()));
+      throw Error(ErrorCode::bad_args, "no built-in tool named '" + n +
+                                           "'; built-in tools: " + join(builtin_tool_names()) +
+                                           "; MCP tools are named SERVER/TOOL (e.g. fs/read_file, fs/*)");
   }
-  register_method("tools", [this](const Value&) { return tool_definitions(); });
+  register_method("tools", [this](const Value&) {
+    Value all = tool_definitions();
+    for (auto& d : mcp_definitions()) all.push_back(std::move(d));
+    return all;
+  });
 }
 
 std::vector<std::string> ReActAgent::builtin_tool_names() {
@@ -221,7 +230,33 @@ Value ReActAgent::tool_definitions() const {
   return out;
 }
 
+Value ReActAgent::mcp_definitions() {
+  mcp_functions_.clear();
+  if (mcp_patterns_.empty()) return Value::array();
+  const std::vector<ToolInfo> found = tools()->list(mcp_patterns_);
+  for (const auto& p : mcp_patterns_) {
+    if (std::none_of(found.begin(), found.end(),
+                     [&](const ToolInfo& t) { return tool_name_matches(p, t.qualified_name()); }))
+      throw Error(ErrorCode::tool_error,
+                  "tools: '" + p +
+                      "' names no tool of this server's MCP tool servers (`agentctl tools` "
+                      "lists them and says why a server is not running)");
+  }
+  Value defs = agentd::tool_definitions(found);
+  for (std::size_t i = 0; i < found.size(); ++i)
+    mcp_functions_[defs[i]["function"]["name"].get<std::string>()] = found[i].qualified_name();
+  return defs;
+}
+
 std::string ReActAgent::run_tool(const std::string& tool_name, const Value& arguments) {
+  if (auto m = mcp_functions_.find(tool_name); m != mcp_functions_.end()) {
+    try {
+      const ToolResult r = tools()->call(m->second, arguments.is_object() ? arguments : Value::object());
+      return r.is_error ? "error: " + m->second + ": " + r.text() : r.text();
+    } catch (const std::exception& e) {
+      return "error: " + m->second + ": " + e.what();
+    }
+  }
   auto it = tools_.find(tool_name);
   if (it == tools_.end()) {
     std::vector<std::string> known;
@@ -240,6 +275,8 @@ Msg ReActAgent::reply(const Msg& x) {
   if (!is_empty(x)) memory().add(x);
   ChatOptions options;
   options.tools = tool_definitions();
+  // The MCP tools are listed again for each reply: tool servers may have changed them.
+  for (auto& d : mcp_definitions()) options.tools.push_back(std::move(d));
   Value tool_results = Value::array();
 
   for (int iter = 1; iter <= max_iters_; ++iter) {

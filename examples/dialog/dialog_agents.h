@@ -6,7 +6,10 @@
 //                [system prompt] + memory + the new message and answers with what it says.
 //                Called with AgentRef::reply_stream, it streams the model's answer as chunks.
 //   ReActAgent   args {"sys_prompt": "...", "model_config_name": "echo", "max_iters": 10,
-//                      "tools": ["calculator", ...]}   (default: every built-in tool)
+//                      "tools": ["calculator", "fs/*", ...]}   (default: every built-in tool)
+//                "tools" names built-in tools, and MCP tools of the hosting server's tool
+//                servers (as_server --tool-config-path) as SERVER/TOOL or patterns ("fs/*");
+//                the model sees an MCP tool as the function SERVER__TOOL.
 //                A reason-act loop over the model API's tool calls: the model asks for tools,
 //                the agent runs them and sends the results back, until the model answers in
 //                plain text or max_iters model calls have been made.
@@ -111,8 +114,14 @@ class ReActAgent : public ModelAgent {
   // throws goes back as "error: <what>" so the model can correct itself.
   void add_tool(std::string name, std::string description, Value parameters, ToolFn fn);
 
-  // Runs one requested tool. Never throws: failures become "error: ..." text for the model.
+  // Runs one requested tool (a built-in one, one added with add_tool, or an MCP tool by its
+  // function name). Never throws: failures become "error: ..." text for the model.
   virtual std::string run_tool(const std::string& tool_name, const Value& arguments);
+
+  // The definitions of the MCP tools args.tools names (SERVER/TOOL patterns), listed now from
+  // the hosting server's tool servers (agentd/tool.h), and remembers their function names for
+  // run_tool. Throws Error(tool_error) for a pattern that matches no tool.
+  Value mcp_definitions();
 
  private:
   struct Tool {
@@ -122,6 +131,8 @@ class ReActAgent : public ModelAgent {
   };
   int max_iters_ = 10;
   std::map<std::string, Tool, std::less<>> tools_;
+  std::vector<std::string> mcp_patterns_;             // args.tools entries with a '/'
+  std::map<std::string, std::string> mcp_functions_;  // function name -> "SERVER/TOOL"
 };
 
 }  // namespace agentd::dialog

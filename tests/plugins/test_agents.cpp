@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -119,3 +121,28 @@ class BlockAgent : public agentd::Agent {
   }
 };
 AGENTD_REGISTER_AGENT(BlockAgent);
+
+// Calls one MCP tool of the hosting server per reply (agentd/tool.h), holding its worker: the
+// input is {"tool": "SERVER/TOOL", "arguments": {...}}; the reply's content is the result
+// (ToolResult::to_value()). What the call throws fails the agent call (tool_error, timeout).
+// (Its asynchronous form is examples/async_agents' AsyncToolAgent.)
+// Method "list" (args: a list of patterns) answers the matching tools' qualified names.
+class ToolAgent : public agentd::Agent {
+ public:
+  explicit ToolAgent(agentd::AgentInit init) : Agent(std::move(init)) {
+    register_method("list", [this](const agentd::Value& patterns) {
+      std::vector<std::string> wanted;
+      if (patterns.is_array())
+        for (const auto& p : patterns) wanted.push_back(p.get<std::string>());
+      agentd::Value names = agentd::Value::array();
+      for (const auto& t : tools()->list(wanted)) names.push_back(t.qualified_name());
+      return names;
+    });
+  }
+  agentd::Msg reply(const agentd::Msg& x) override {
+    const agentd::ToolResult r = tools()->call(x.content.at("tool").get<std::string>(),
+                                               x.content.value("arguments", agentd::Value::object()));
+    return agentd::Msg(name(), r.to_value());
+  }
+};
+AGENTD_REGISTER_AGENT(ToolAgent);

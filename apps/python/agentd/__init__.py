@@ -28,6 +28,8 @@ from ._agentd import (  # noqa: F401
     Msg,
     Placeholder,
     ServerInfo,
+    ToolResult,
+    Tools,
     __version__,
 )
 from .agent import Agent, method  # noqa: F401  (agents written in Python; agent.py)
@@ -36,7 +38,7 @@ Agent.__module__ = "agentd"
 method.__module__ = "agentd"
 
 __all__ = ["Agent", "AgentInfo", "AgentRef", "ChatResponse", "Client", "Cluster", "Error", "Model",
-           "Msg", "Placeholder", "ServerInfo", "method"]
+           "Msg", "Placeholder", "ServerInfo", "ToolResult", "Tools", "method"]
 
 # Child mode in a build tree: use the as_server built beside this package (build/bin) unless
 # $AGENTD_AS_SERVER or server_path says otherwise; installed, the library finds the installed one.

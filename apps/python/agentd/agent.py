@@ -124,6 +124,19 @@ class Agent(metaclass=_AgentMeta):
                 f"to_dist()", "config_error")
         return ctx.model(config_name)
 
+    @property
+    def tools(self):
+        """The tools of the MCP servers configured on the hosting server (--tool-config-path),
+        named SERVER/TOOL: an agentd.Tools with list(patterns), call(name, arguments) and, for
+        async agents, call_async(). Each call is recorded in the running call's span."""
+        ctx = self._agentd_ctx
+        if ctx is None:
+            raise _agentd.Error(
+                f"agent '{self.name}' runs in this process, where no tool servers are configured: "
+                f"tools belong to as_server (--tool-config-path); move the agent there with "
+                f"to_dist()", "config_error")
+        return ctx.tools()
+
     def emit_chunk(self, text):
         """Sends text to a caller that streams this reply (reply_stream) as its next chunk;
         dropped when nobody streams it."""

@@ -38,14 +38,14 @@ struct ToolUsage {
 };
 
 struct ToolInfo {
-  std::string server;                      // the tool server's name in the config ("fs")
-  std::string name;                        // the tool's name on that server ("read_file")
-  std::string title;                       // empty: none given
+  std::string server;  // the tool server's name in the config ("fs")
+  std::string name;    // the tool's name on that server ("read_file")
+  std::string title;   // empty: none given
   std::string description;
-  Value input_schema = Value::object();    // JSON Schema of its arguments
-  Value output_schema;                     // null: none declared
-  Value annotations;                       // null: none given (readOnlyHint, destructiveHint, ...)
-  ToolUsage usage;                         // filled in for operators (Client::tools())
+  Value input_schema = Value::object();  // JSON Schema of its arguments
+  Value output_schema;                   // null: none declared
+  Value annotations;                     // null: none given (readOnlyHint, destructiveHint, ...)
+  ToolUsage usage;                       // filled in for operators (Client::tools())
 
   std::string qualified_name() const { return server + "/" + name; }
   friend bool operator==(const ToolInfo&, const ToolInfo&) = default;
@@ -82,13 +82,13 @@ struct ToolServerInfo {
   // (it died; the next start is due), "failed" (it could not start or initialize; see error),
   // "stopped" (the server is stopping).
   std::string state;
-  std::string error;              // why it failed or last died; empty when it never did
-  std::string protocol_version;   // the MCP version agreed on ("2025-11-25"); empty before
-  std::string server_name;        // what its initialize answer calls it (serverInfo.name)
+  std::string error;             // why it failed or last died; empty when it never did
+  std::string protocol_version;  // the MCP version agreed on ("2025-11-25"); empty before
+  std::string server_name;       // what its initialize answer calls it (serverInfo.name)
   std::string server_version;
-  std::uint32_t restarts = 0;     // times it was started again after dying
-  std::vector<ToolInfo> tools;    // the tools it offers (the config's allow_tools applied)
-  ToolUsage usage;                // all its tools together
+  std::uint32_t restarts = 0;   // times it was started again after dying
+  std::vector<ToolInfo> tools;  // the tools it offers (the config's allow_tools applied)
+  ToolUsage usage;              // all its tools together
 
   friend bool operator==(const ToolServerInfo&, const ToolServerInfo&) = default;
 };
@@ -98,8 +98,8 @@ struct ToolCallSpan {
   std::string tool;                // "SERVER/TOOL"
   std::int64_t start_unix_ns = 0;  // wall clock when the tool call was sent
   std::int64_t duration_ns = 0;
-  std::string outcome;             // "ok", "is_error" (the tool reported a failure), or the error
-                                   // code's name ("tool_error", "timeout")
+  std::string outcome;  // "ok", "is_error" (the tool reported a failure), or the error
+                        // code's name ("tool_error", "timeout")
   std::string error_message;
 
   friend bool operator==(const ToolCallSpan&, const ToolCallSpan&) = default;

@@ -14,6 +14,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -196,6 +198,39 @@ std::vector<TraceSpan> Client::traces(std::uint32_t limit) {
           std::vector<TraceSpan> out;
           for (auto s : r.getSpans()) out.push_back(detail::read_trace_span(s));
           st.set(std::move(out));
+        });
+      });
+}
+
+std::vector<ToolServerInfo> Client::tools(bool start) {
+  return core_->sync<std::vector<ToolServerInfo>>(
+      "tools", [start](LoopState& loop, Sync<std::vector<ToolServerInfo>>& st) -> kj::Promise<void> {
+        auto req = loop.server.listToolsRequest();
+        req.setStart(start);
+        return req.send().then([&st](capnp::Response<wire::AgentServer::ListToolsResults> r) {
+          std::vector<ToolServerInfo> out;
+          for (auto s : r.getServers()) out.push_back(detail::read_tool_server_info(s));
+          st.set(std::move(out));
+        });
+      });
+}
+
+ToolResult Client::call_tool(const std::string& server, const std::string& tool, const Value& arguments,
+                             std::optional<std::chrono::milliseconds> timeout) {
+  const auto ms =
+      timeout ? static_cast<std::uint32_t>(std::clamp<std::int64_t>(timeout->count(), 1, UINT32_MAX)) : 0u;
+  return core_->sync<ToolResult>(
+      "call tool", [server, tool, arguments, ms](LoopState& loop, Sync<ToolResult>& st) -> kj::Promise<void> {
+        auto req = loop.server.callToolRequest();
+        req.setServer(detail::to_kj(server));
+        req.setTool(detail::to_kj(tool));
+        detail::write_value(arguments, req.initArgs());
+        req.setTimeoutMs(ms);
+        return req.send().then([&st](capnp::Response<wire::AgentServer::CallToolResults> r) {
+          if (r.hasError())
+            st.fail(detail::read_error(r.getError()));
+          else
+            st.set(ToolResult::from_value(detail::read_value(r.getResult())));
         });
       });
 }

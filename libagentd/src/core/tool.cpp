@@ -30,8 +30,8 @@ Value ToolResult::to_value() const {
 
 ToolResult ToolResult::from_value(const Value& v) {
   if (!v.is_object())
-    throw Error(ErrorCode::tool_error, "a tool result must be an object with a content list, not " +
-                                           std::string(v.type_name()));
+    throw Error(ErrorCode::tool_error,
+                "a tool result must be an object with a content list, not " + std::string(v.type_name()));
   ToolResult r;
   if (auto c = v.find("content"); c != v.end()) {
     if (!c->is_array())
@@ -68,7 +68,8 @@ bool tool_name_matches(std::string_view pattern, std::string_view name) {
 std::string tool_function_name(const ToolInfo& tool) {
   std::string out = tool.server + "__" + tool.name;
   for (char& c : out) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok) c = '_';
   }
   if (out.size() > 64) out.resize(64);

@@ -162,6 +162,7 @@ CallRunner::Run CallRunner::drive(std::shared_ptr<AgentSlot> slot, std::shared_p
   AgentSlot& s = *slot;
   Call& c = *call;
   const ModelUsage before = s.usage->snapshot();
+  if (s.usage->has_tool_calls()) s.usage->take_tool_calls();  // made outside a call (a constructor)
   c.started = std::chrono::steady_clock::now();
   StateStore* store = host_.store();
   if (store != nullptr && !c.call_id.empty()) c.journal_slot = store->journal().begin(c.call_id, s.id);
@@ -211,6 +212,7 @@ CallRunner::Run CallRunner::drive(std::shared_ptr<AgentSlot> slot, std::shared_p
   c.model_calls = after.calls - before.calls;
   c.prompt_tokens = after.prompt_tokens - before.prompt_tokens;
   c.completion_tokens = after.completion_tokens - before.completion_tokens;
+  if (s.usage->has_tool_calls()) c.tool_calls = s.usage->take_tool_calls();
   if (host_.store() != nullptr) record_change(s, c);  // save_state(): agent code
   host_.finished(slot, std::move(call));
 }

@@ -96,6 +96,7 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
   s.prompt_tokens = call.prompt_tokens;
   s.completion_tokens = call.completion_tokens;
   s.trace_id = call.trace_id;
+  s.tool_calls = call.tool_calls;
   if (call.input)
     if (const Msg* in = std::get_if<Msg>(call.input.get())) s.input = preview(*in);
   if (call.out_msg) s.output = preview(*call.out_msg);

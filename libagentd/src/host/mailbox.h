@@ -75,6 +75,7 @@ struct Call {
   std::uint64_t model_calls = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
+  std::vector<ToolCallSpan> tool_calls;  // its MCP tool calls, for its span
 
   // reply / method_async: set when the caller reads the reply's chunks (Agent::emit_chunk).
   // Runs on the loop thread, once per chunk in emission order, all before the call's outcome

@@ -3,6 +3,8 @@
 // the whole host.
 #pragma once
 
+#include <agentd/tool.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,9 +27,10 @@ struct SpanRecord {
   std::uint64_t model_calls = 0;  // model calls made while this call ran, with their tokens
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
-  std::string trace_id;  // the caller's (CallSpec.traceId); empty: none
-  std::string input;     // the input's content, cut (span_preview)
-  std::string output;    // the reply's content, cut
+  std::string trace_id;                  // the caller's (CallSpec.traceId); empty: none
+  std::string input;                     // the input's content, cut (span_preview)
+  std::string output;                    // the reply's content, cut
+  std::vector<ToolCallSpan> tool_calls;  // its MCP tool calls
 };
 
 }  // namespace agentd::detail

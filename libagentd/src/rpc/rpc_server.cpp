@@ -3,6 +3,7 @@
 #include "agent_host.h"
 #include "call_queue.h"
 #include "info_codec.h"
+#include "kj_errors.h"
 #include "session_impl.h"
 #include "trace_codec.h"
 #include "value_codec.h"
@@ -71,6 +72,7 @@ TraceSpan trace_span(const SpanRecord& s) {
   t.trace_id = s.trace_id;
   t.input = s.input;
   t.output = s.output;
+  t.tool_calls = s.tool_calls;
   return t;
 }
 
@@ -373,6 +375,33 @@ class AgentServerImpl final : public wire::AgentServer::Server {
   kj::Promise<void> stop(StopContext) override {
     if (ctx_.request_stop) ctx_.request_stop();
     return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listTools(ListToolsContext context) override {
+    if (!ctx_.list_tools) return kj::READY_NOW;
+    return ctx_.list_tools(context.getParams().getStart())
+        .then([context](std::vector<ToolServerInfo> servers) mutable {
+          auto list = context.getResults().initServers(static_cast<unsigned>(servers.size()));
+          for (unsigned i = 0; i < servers.size(); ++i) write_tool_server_info(servers[i], list[i]);
+        });
+  }
+
+  kj::Promise<void> callTool(CallToolContext context) override {
+    auto p = context.getParams();
+    if (!ctx_.call_tool) {
+      write_error(Error(ErrorCode::tool_error, "this server has no tool servers"),
+                  context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    std::optional<std::chrono::milliseconds> timeout;
+    if (p.getTimeoutMs() > 0) timeout = std::chrono::milliseconds(p.getTimeoutMs());
+    Value args = p.hasArgs() ? read_value(p.getArgs()) : Value::object();
+    return ctx_.call_tool(to_std(p.getServer()), to_std(p.getTool()), std::move(args), timeout)
+        .then(
+            [context](ToolResult r) mutable { write_value(r.to_value(), context.getResults().initResult()); },
+            [context](kj::Exception&& e) mutable {
+              write_error(error_from_kj(e), context.getResults().initError());
+            });
   }
 
   kj::Promise<void> setModelConfigs(SetModelConfigsContext context) override {

@@ -9,7 +9,9 @@
 
 #include <kj/async.h>
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace agentd::detail {
@@ -26,6 +28,11 @@ struct RpcContext {
   std::function<ServerInfo()> server_info;
   std::function<void()> request_stop;                                       // the stop RPC
   std::function<std::uint64_t(const std::string& yaml)> set_model_configs;  // throws Error
+  // AgentServer.listTools / callTool: the server's tool registry (empty: no tools).
+  std::function<kj::Promise<std::vector<ToolServerInfo>>(bool start)> list_tools;
+  std::function<kj::Promise<ToolResult>(std::string server, std::string tool, Value args,
+                                        std::optional<std::chrono::milliseconds> timeout)>
+      call_tool;
   // What one client may leave unread: completions queued for it or sent and not yet answered
   // (bytes, about). Past it the connection is closed through close_connection.
   std::size_t client_backlog_limit = std::size_t{1} << 30;

@@ -72,6 +72,7 @@ kj::Promise<void> Server::signal_loop(int signo) {
         spdlog::error("SIGHUP: kept the previous model configs: {}", e.message());
       }
       reload_tokens_logged("SIGHUP");
+      reload_tools_logged("SIGHUP");
     } else {
       spdlog::info("{}: stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
       request_stop();
@@ -101,7 +102,9 @@ kj::Promise<void> Server::run() {
     if (host_.running_calls() > 0)
       spdlog::info("waiting up to {} s for {} running call(s)", options_.shutdown_grace,
                    host_.running_calls());
-    return drain(deadline).then([this, deadline]() { return settle(deadline); });
+    return drain(deadline).then([this, deadline]() { return settle(deadline); }).then([this]() {
+      return tools_.stop(2 * kj::SECONDS);
+    });  // stdin closed, then signals
   });
 }
 

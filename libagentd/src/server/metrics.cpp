@@ -22,6 +22,20 @@ void sample(std::string& out, const char* name, const char* labels, T value) {
     fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
 }
 
+// A label value as the text format wants it: backslash, quote and newline escaped.
+std::string label_escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_metrics(const ServerStats& s) {
@@ -90,6 +104,29 @@ std::string render_metrics(const ServerStats& s) {
   sample(o, "agentd_call_duration_seconds_bucket", "le=\"+Inf\"", s.latency.count);
   sample(o, "agentd_call_duration_seconds_sum", "", s.latency.sum);
   sample(o, "agentd_call_duration_seconds_count", "", s.latency.count);
+  if (!s.tools.empty()) {
+    // A row per tool server (tool="": all its tools) and per tool called so far.
+    auto labels = [](const ToolMetrics& t) {
+      return "server=\"" + label_escape(t.server) + "\",tool=\"" + label_escape(t.tool) + "\"";
+    };
+    metric(o, "agentd_tool_calls_total", "counter", "MCP tool calls finished, failed ones included.");
+    for (const auto& t : s.tools) sample(o, "agentd_tool_calls_total", labels(t).c_str(), t.usage.calls);
+    metric(o, "agentd_tool_failures_total", "counter",
+           "MCP tool calls that failed (errors and results with isError).");
+    for (const auto& t : s.tools)
+      sample(o, "agentd_tool_failures_total", labels(t).c_str(), t.usage.failures);
+    metric(o, "agentd_tool_call_duration_seconds", "histogram",
+           "Time from sending a tool call to its answer.");
+    for (const auto& t : s.tools) {
+      const std::string l = labels(t);
+      for (std::size_t i = 0; i < kToolLatencyBounds.size(); ++i)
+        sample(o, "agentd_tool_call_duration_seconds_bucket",
+               fmt::format("{},le=\"{}\"", l, kToolLatencyBounds[i]).c_str(), t.buckets[i]);
+      sample(o, "agentd_tool_call_duration_seconds_bucket", (l + ",le=\"+Inf\"").c_str(), t.usage.calls);
+      sample(o, "agentd_tool_call_duration_seconds_sum", l.c_str(), t.usage.latency_us_total / 1e6);
+      sample(o, "agentd_tool_call_duration_seconds_count", l.c_str(), t.usage.calls);
+    }
+  }
   return o;
 }
 

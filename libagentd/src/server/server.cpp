@@ -81,6 +81,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       lifecycle_(1, lifecycle_workers(options_)),
       scheduler_(io.provider->getTimer(), bridge_, workers_),
       model_http_(io, &workers_, &bridge_),
+      tools_(io, model_http_, bridge_,
+             options_.tool_config_path.empty() ? ToolConfig{} : read_tool_config(options_.tool_config_path)),
+      tool_handle_(std::make_shared<ToolRegistryHandle>(tools_, bridge_)),
       host_(catalog_, services_, workers_, lifecycle_, bridge_, scheduler_, pool_limits(options_)),
       peers_(io,
              PeerPool::Options{.connect_timeout = seconds_to_ms(options_.peer_connect_timeout),
@@ -99,9 +102,17 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
                  auto version =
                      models_.replace(configs_for_reload(yaml, "setModelConfigs", loaded_model_names()));
                  spdlog::info("model configs replaced over RPC (version {})", version);
-                 // `agentctl reload` reloads what SIGHUP does: the token file too.
+                 // `agentctl reload` reloads what SIGHUP does: the token file and tool configs too.
                  reload_tokens_logged("agentctl reload");
+                 reload_tools_logged("agentctl reload");
                  return version;
+               },
+           .list_tools = [this](bool start) { return tools_.servers(start); },
+           .call_tool =
+               [this](std::string server, std::string tool, Value args,
+                      std::optional<std::chrono::milliseconds> t) {
+                 return tools_.call(std::move(server), std::move(tool), std::move(args),
+                                    ToolCallOptions{.timeout = t});
                },
            .client_backlog_limit = options_.max_client_backlog_mb << 20,
            .max_message_bytes = options_.max_message_bytes,
@@ -142,6 +153,9 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
   tasks_.add(sweep_loop());
   if (options_.stop_on_stdin_eof) tasks_.add(watch_stdin());
   if (connector) services_.set_connector(connector(*this));
+  services_.set_tools(tool_handle_);
+  if (tools_.size() > 0) spdlog::info("tool servers from {}: {}", options_.tool_config_path, tools_.size());
+  tools_.start();
   if (store_) restore();
 }
 
@@ -196,6 +210,7 @@ Server::~Server() {
     store_->close();
   }
   if (unix_listener_) ::unlink(options_.unix_socket.c_str());
+  tool_handle_->close();  // agents' tool calls from now on fail with stopping
   bridge_.close();
   host_.remove_all_at_exit();
   lifecycle_.submit([usage = std::make_shared<ServerServices::UsageMap>(services_.take_usage())]() mutable {
@@ -216,6 +231,16 @@ void Server::reload_tokens_logged(const char* why) {
         why, options_.auth_token_file, closed);
   } catch (const Error& e) {
     spdlog::error("{}: kept the previous tokens: {}", why, e.message());
+  }
+}
+
+void Server::reload_tools_logged(const char* why) {
+  if (options_.tool_config_path.empty()) return;
+  try {
+    tools_.reconfigure(read_tool_config(options_.tool_config_path));
+    spdlog::info("{}: reloaded the tool servers from {} ({})", why, options_.tool_config_path, tools_.size());
+  } catch (const Error& e) {
+    spdlog::error("{}: kept the previous tool servers: {}", why, e.message());
   }
 }
 

@@ -7,6 +7,7 @@
 #include "agent_host.h"
 #include "server_services.h"
 #include "async_http.h"
+#include "tool_registry.h"
 #include "async_loop.h"
 #include "bridge.h"
 #include "login_gate.h"
@@ -102,6 +103,9 @@ class Server {
   // Re-reads --model-config-path (SIGHUP). Returns the new version; throws Error(config_error).
   // An empty file is refused while configs are loaded (model_reload.h).
   std::uint64_t reload_models();
+  // Re-reads --tool-config-path (if any) into the tool registry; a bad file keeps the old one
+  // (logged at error, saying `why`).
+  void reload_tools_logged(const char* why);
   // Re-reads --auth-token-file (SIGHUP; nothing without one): from now on its tokens are the
   // ones that log in, and the connections logged in with a token no longer there are closed
   // (returns how many). Throws Error(config_error), keeping the tokens there were, when the file
@@ -183,7 +187,11 @@ class Server {
   WorkerPool lifecycle_;     // agent constructors and destructors (never behind blocked calls)
   LoopScheduler scheduler_;  // where asynchronous agents run (this thread's AsyncLoop)
   AsyncHttp model_http_;     // their model calls (this thread's current_async_http())
-  AgentHost host_;           // before the two above: its suspended calls may use them
+  // --tool-config-path's MCP tool servers (none configured: an empty registry), and the handle
+  // agents' Tools hold (closed before the registry goes).
+  ToolRegistry tools_;
+  std::shared_ptr<ToolRegistryHandle> tool_handle_;
+  AgentHost host_;  // before the two above: its suspended calls may use them
   PeerPool peers_;
   RpcContext rpc_;
   wire::AgentServer::Client bootstrap_;

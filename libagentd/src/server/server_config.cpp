@@ -38,6 +38,9 @@ po::options_description make_description(ServerOptions& o) {
      "(default: host:port, or the machine's hostname when listening on 0.0.0.0)")
     ("model-config-path", po::value<std::string>(&o.model_config_path)->value_name("FILE"),
      "model configs (YAML, or AgentScope's JSON); default: only the built-in 'echo' model")
+    ("tool-config-path", po::value<std::string>(&o.tool_config_path)->value_name("FILE"),
+     "MCP tool servers every agent may use (YAML or JSON: the 'mcpServers' map tool servers' "
+     "READMEs give, plus agentd's keys; see config/tools.yaml); SIGHUP re-reads it; default: none")
     ("plugin", po::value<std::vector<std::string>>(&o.plugins)->composing()->value_name("PATH"),
      "agent plugin shared object to load (repeatable); a bare name is looked for in the current "
      "directory, the --plugin-dir directories, then the plugins shipped with agentd")

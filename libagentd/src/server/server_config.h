@@ -15,6 +15,7 @@ struct ServerOptions {
   int port = 12310;               // 0: pick a free port
   std::string advertise_address;  // what peers and clients use; default host:port
   std::string model_config_path;  // empty: only the built-in echo model
+  std::string tool_config_path;   // empty: no MCP tool servers
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> agent_dirs;  // folders of Python agent classes (libagentd_python.so)

@@ -37,6 +37,7 @@ ServerStats Server::stats() const {
   s.calls_timed_out = watch.timed_out;
   s.python_loop_stalls = plugins_.python_loop_stalls();
   s.latency = host_.call_latency();
+  s.tools = tools_.metrics();
   const auto results = host_.result_stats();
   s.result_pool_size = results.size;
   s.result_pool_evictions = results.evictions;

@@ -10,6 +10,7 @@
 #include "call_stats.h"
 #include "counting_stream.h"
 #include "model_registry.h"
+#include "tool_registry.h"
 
 #include <cstdint>
 #include <map>
@@ -57,6 +58,8 @@ struct ServerStats {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::vector<ModelInfo> models;  // each config, sorted by name, with its usage
+  // MCP tool calls: a row per server (tool empty) and per tool called so far.
+  std::vector<ToolMetrics> tools;
   Traffic bytes;
   // Worker threads.
   std::uint64_t workers = 0;

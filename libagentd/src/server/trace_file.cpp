@@ -84,6 +84,20 @@ std::string span_json_line(const SpanRecord& s, const std::string& server_id) {
       {"links", std::move(links)},
       {"status", std::move(status)},
   };
+  // Its MCP tool calls as span events, one per call, at the time each was sent.
+  if (!s.tool_calls.empty()) {
+    auto events = nlohmann::ordered_json::array();
+    for (const auto& t : s.tool_calls) {
+      auto a = nlohmann::ordered_json::array({string_attr("agentd.tool", t.tool),
+                                              int_attr("agentd.tool_duration_ns", t.duration_ns),
+                                              string_attr("agentd.tool_outcome", t.outcome)});
+      if (!t.error_message.empty()) a.push_back(string_attr("agentd.tool_error", t.error_message));
+      events.push_back({{"timeUnixNano", std::to_string(t.start_unix_ns)},
+                        {"name", "agentd.tool_call"},
+                        {"attributes", std::move(a)}});
+    }
+    line["events"] = std::move(events);
+  }
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

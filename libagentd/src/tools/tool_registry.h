@@ -38,14 +38,15 @@ class Bridge;
 
 // Latency buckets of tool calls (upper bounds, seconds), as in /metrics.
 inline constexpr std::array<double, 14> kToolLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                              0.1,    0.25,  0.5,    1,     2.5,   10,   60};
+                                                              0.1,    0.25,  0.5,    1,     2.5,  10,    60};
 
 // One tool's (or one server's) counters, for /metrics.
 struct ToolMetrics {
   std::string server;
   std::string tool;  // empty: the server's total
   ToolUsage usage;
-  std::array<std::uint64_t, kToolLatencyBounds.size()> buckets{};  // cumulative counts per bound
+  // Calls that took at most each bound (cumulative, as Prometheus histograms count).
+  std::array<std::uint64_t, kToolLatencyBounds.size()> buckets{};
 };
 
 class ToolRegistry {

@@ -160,4 +160,69 @@ ServerInfo read_server_info(wire::ServerInfo::Reader in) {
   return s;
 }
 
+namespace {
+
+void write_tool_usage(const ToolUsage& u, wire::ToolUsage::Builder out) {
+  out.setCalls(u.calls);
+  out.setFailures(u.failures);
+  out.setLatencyUsTotal(u.latency_us_total);
+}
+
+ToolUsage read_tool_usage(wire::ToolUsage::Reader in) {
+  return ToolUsage{
+      .calls = in.getCalls(), .failures = in.getFailures(), .latency_us_total = in.getLatencyUsTotal()};
+}
+
+}  // namespace
+
+void write_tool_server_info(const ToolServerInfo& s, wire::ToolServerInfo::Builder out) {
+  out.setName(to_kj(s.name));
+  out.setTransport(to_kj(s.transport));
+  out.setState(to_kj(s.state));
+  out.setError(to_kj(s.error));
+  out.setProtocolVersion(to_kj(s.protocol_version));
+  out.setServerName(to_kj(s.server_name));
+  out.setServerVersion(to_kj(s.server_version));
+  out.setRestarts(s.restarts);
+  write_tool_usage(s.usage, out.initUsage());
+  auto tools = out.initTools(static_cast<unsigned>(s.tools.size()));
+  for (unsigned i = 0; i < tools.size(); ++i) {
+    const ToolInfo& t = s.tools[i];
+    tools[i].setServer(to_kj(t.server));
+    tools[i].setName(to_kj(t.name));
+    tools[i].setTitle(to_kj(t.title));
+    tools[i].setDescription(to_kj(t.description));
+    write_value(t.input_schema, tools[i].initInputSchema());
+    if (!t.output_schema.is_null()) write_value(t.output_schema, tools[i].initOutputSchema());
+    if (!t.annotations.is_null()) write_value(t.annotations, tools[i].initAnnotations());
+    write_tool_usage(t.usage, tools[i].initUsage());
+  }
+}
+
+ToolServerInfo read_tool_server_info(wire::ToolServerInfo::Reader in) {
+  ToolServerInfo s;
+  s.name = to_std(in.getName());
+  s.transport = to_std(in.getTransport());
+  s.state = to_std(in.getState());
+  s.error = to_std(in.getError());
+  s.protocol_version = to_std(in.getProtocolVersion());
+  s.server_name = to_std(in.getServerName());
+  s.server_version = to_std(in.getServerVersion());
+  s.restarts = in.getRestarts();
+  s.usage = read_tool_usage(in.getUsage());
+  for (auto t : in.getTools()) {
+    ToolInfo info;
+    info.server = to_std(t.getServer());
+    info.name = to_std(t.getName());
+    info.title = to_std(t.getTitle());
+    info.description = to_std(t.getDescription());
+    info.input_schema = t.hasInputSchema() ? read_value(t.getInputSchema()) : Value::object();
+    if (t.hasOutputSchema()) info.output_schema = read_value(t.getOutputSchema());
+    if (t.hasAnnotations()) info.annotations = read_value(t.getAnnotations());
+    info.usage = read_tool_usage(t.getUsage());
+    s.tools.push_back(std::move(info));
+  }
+  return s;
+}
+
 }  // namespace agentd::detail

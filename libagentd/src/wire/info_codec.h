@@ -19,4 +19,7 @@ Histogram read_histogram(wire::Histogram::Reader in);
 void write_server_info(const ServerInfo& s, wire::ServerInfo::Builder out);
 ServerInfo read_server_info(wire::ServerInfo::Reader in);
 
+void write_tool_server_info(const ToolServerInfo& s, wire::ToolServerInfo::Builder out);
+ToolServerInfo read_tool_server_info(wire::ToolServerInfo::Reader in);
+
 }  // namespace agentd::detail

@@ -23,6 +23,17 @@ void write_trace_span(const TraceSpan& s, wire::Span::Builder out) {
   if (!s.trace_id.empty()) out.setTraceId(to_kj(s.trace_id));
   if (!s.input.empty()) out.setInput(to_kj(s.input));
   if (!s.output.empty()) out.setOutput(to_kj(s.output));
+  if (!s.tool_calls.empty()) {
+    auto list = out.initToolCalls(static_cast<unsigned>(s.tool_calls.size()));
+    for (unsigned i = 0; i < list.size(); ++i) {
+      const ToolCallSpan& c = s.tool_calls[i];
+      list[i].setTool(to_kj(c.tool));
+      list[i].setStartUnixNs(c.start_unix_ns);
+      list[i].setDurationNs(c.duration_ns);
+      list[i].setOutcome(to_kj(c.outcome));
+      if (!c.error_message.empty()) list[i].setErrorMessage(to_kj(c.error_message));
+    }
+  }
 }
 
 TraceSpan read_trace_span(wire::Span::Reader in) {
@@ -45,6 +56,13 @@ TraceSpan read_trace_span(wire::Span::Reader in) {
   t.trace_id = to_std(in.getTraceId());
   t.input = to_std(in.getInput());
   t.output = to_std(in.getOutput());
+  for (auto c : in.getToolCalls()) {
+    t.tool_calls.push_back(ToolCallSpan{.tool = to_std(c.getTool()),
+                                        .start_unix_ns = c.getStartUnixNs(),
+                                        .duration_ns = c.getDurationNs(),
+                                        .outcome = to_std(c.getOutcome()),
+                                        .error_message = to_std(c.getErrorMessage())});
+  }
   return t;
 }
 

@@ -28,6 +28,10 @@ Scenarios (tokens separated by "-"):
     tools                   a tool call get_weather({"city": "Paris"})
     react                   (OpenAI, not streamed) a tool call calculator({"a": 6, "b": 7, "op": "*"})
                             until the last message is a tool result; then "final: <that result>"
+    usetool                 (OpenAI, not streamed) a scripted tool user: the first user message is JSON
+                            {"tool": <function name>, "arguments": {...}}; it asks for that tool
+                            until the last message is a tool result, then answers
+                            "final: <that result>" (the MCP tests' model)
     fail-<status>-<n>       the first n requests get <status> with an error body (n=0: all)
     ratelimit-<n>-<s>       the first n requests get 429 with Retry-After: <s> seconds
     ratelimitms-<n>-<ms>    the first n requests get 429 with retry-after-ms: <ms>
@@ -272,8 +276,17 @@ class Handler(BaseHTTPRequestHandler):
                    % ("[" * args[0] + "]" * args[0]))
             self.send_raw(200, raw.encode(), "application/json")
             return
-        if name == "react" and last.get("role") == "tool":
+        if name in ("react", "usetool") and last.get("role") == "tool":
             reply = "final: " + last_content(messages)
+        if name == "usetool" and last.get("role") != "tool":
+            script = json.loads(next(m["content"] for m in messages if m.get("role") == "user"))
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_tool_%d" % n, "type": "function",
+                 "function": {"name": script["tool"], "arguments": json.dumps(script.get("arguments", {}))}}]}
+            self.send_json(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": body.get("model"),
+                                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                                 "usage": usage})
+            return
         if not body.get("stream"):
             if name == "react" and last.get("role") != "tool":
                 message = {"role": "assistant", "content": None, "tool_calls": [
