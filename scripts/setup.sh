@@ -2,8 +2,9 @@
 # Installs every Debian 12 package agentd needs to build, test and run (chromium included: the
 # console's browser tests run it headless), then the npm packages of the JavaScript tests, each
 # pinned by its package-lock.json and installed into its own node_modules, never globally:
-# tests/gateway/node (the official A2A and OpenAI clients) and tests/console (puppeteer-core, which
-# drives Debian's chromium and downloads no browser). Idempotent: what is installed already is
+# tests/gateway/node (the official A2A and OpenAI clients), tests/console (puppeteer-core, which
+# drives Debian's chromium and downloads no browser) and tests/mcp (the reference MCP servers
+# server-everything and server-filesystem that the tool tests start over stdio and HTTP). Idempotent: what is installed already is
 # skipped. Uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +42,7 @@ else
 fi
 
 # npm ci again only when the lock file changed since the last install.
-for node_dir in tests/gateway/node tests/console; do
+for node_dir in tests/gateway/node tests/console tests/mcp; do
   if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
     echo "setup: npm ci in $node_dir"
     npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
