@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tool_config.h"
@@ -38,7 +39,7 @@ class Bridge;
 
 // Latency buckets of tool calls (upper bounds, seconds), as in /metrics.
 inline constexpr std::array<double, 14> kToolLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                              0.1,    0.25,  0.5,    1,     2.5,   10,   60};
+                                                              0.1,    0.25,  0.5,    1,     2.5,  10,    60};
 
 // One tool's (or one server's) counters, for /metrics.
 struct ToolMetrics {
@@ -89,6 +90,10 @@ class ToolRegistry {
 
   std::size_t size() const;  // configured servers
 
+  // Loop thread: keeps task running until it settles or the registry goes (then it is cancelled).
+  // For work started on the loop on behalf of another thread (make_agent_tools' blocking calls).
+  void add_task(kj::Promise<void> task);
+
  private:
   struct Impl;
   kj::Own<Impl> impl_;
@@ -106,15 +111,20 @@ std::shared_ptr<Tools> make_agent_tools(std::shared_ptr<ToolRegistryHandle> regi
 // creates one with the registry and calls close() before destroying it.
 class ToolRegistryHandle {
  public:
-  ToolRegistryHandle(ToolRegistry& registry, Bridge& bridge) : registry_(&registry), bridge_(&bridge) {}
+  // Constructed on the registry's loop thread.
+  ToolRegistryHandle(ToolRegistry& registry, Bridge& bridge)
+      : registry_(&registry), bridge_(&bridge), loop_thread_(std::this_thread::get_id()) {}
   // Loop thread: the registry is going away; later calls fail with Error(stopping).
   void close() { registry_.store(nullptr); }
   ToolRegistry* registry() const { return registry_.load(); }  // loop thread use only
   Bridge& bridge() const { return *bridge_; }
+  // Whether the caller runs on the registry's loop thread (where blocking on it would deadlock).
+  bool on_loop_thread() const { return std::this_thread::get_id() == loop_thread_; }
 
  private:
   std::atomic<ToolRegistry*> registry_;
   Bridge* bridge_;
+  std::thread::id loop_thread_;
 };
 
 }  // namespace agentd::detail
