@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -262,14 +263,13 @@ TEST_CASE("tool server processes die with the registry", "[tools][registry]") {
   {
     Fixture f({fault_config("gone")});
     f.call("gone", "echo", {{"text", "x"}});
-    // The session's transport knows its pid; read it through the child's own report.
-    Value env = Value::parse(f.call("gone", "env").text());
-    CHECK_FALSE(env.empty());
-    f.call("gone", "slow", {{"seconds", 0}});
     pid = [&] {
-      // The child is our direct child: find it in /proc by parent pid.
-      for (int candidate = 1; candidate < 4'194'304; ++candidate) {
-        std::ifstream stat("/proc/" + std::to_string(candidate) + "/stat");
+      // The tool server is this process's direct child running python3: find it in /proc.
+      for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string dir = entry.path().filename().string();
+        if (dir.find_first_not_of("0123456789") != std::string::npos) continue;
+        const int candidate = std::stoi(dir);
+        std::ifstream stat("/proc/" + dir + "/stat");
         if (!stat) continue;
         std::string line;
         std::getline(stat, line);
