@@ -496,7 +496,8 @@ class Client {
   // Calls one tool on the server, as an operator (`agentctl tool SERVER TOOL [JSON]`): the
   // call belongs to no agent. Throws what Tools::call throws (agentd/tool.h). timeout: the tool
   // server's call_timeout when unset.
-  ToolResult call_tool(const std::string& server, const std::string& tool, const Value& arguments = Value::object(),
+  ToolResult call_tool(const std::string& server, const std::string& tool,
+                       const Value& arguments = Value::object(),
                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   ClientStats stats();

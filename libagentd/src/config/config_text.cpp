@@ -82,8 +82,8 @@ void check_nesting(std::string_view text, std::string_view source) {
     if (line_start) {
       if (c == ' ' || c == '\t' || c == '-' || c == '?' || c == ':') {
         if (++lead > kMaxIndent)
-          fail(here(i) + ": nested deeper than a config can be (more than " +
-               std::to_string(kMaxIndent) + " columns of indentation)");
+          fail(here(i) + ": nested deeper than a config can be (more than " + std::to_string(kMaxIndent) +
+               " columns of indentation)");
         continue;
       }
       line_start = false;

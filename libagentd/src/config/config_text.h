@@ -1,6 +1,6 @@
 // Config documents as text (model configs, tool configs): YAML or JSON (AgentScope's model
-// configs) read into a Value, with ${ENV} substitution and the line and column of every key and value for messages.
-// Pure functions; any thread.
+// configs) read into a Value, with ${ENV} substitution and the line and column of every key and value for
+// messages. Pure functions; any thread.
 #pragma once
 
 #include <agentd/value.h>

@@ -39,7 +39,8 @@ std::shared_ptr<ChatModel> Agent::model(const std::string& config_name) {
 
 std::shared_ptr<Tools> Agent::tools() {
   if (init_.services == nullptr)
-    throw Error(ErrorCode::config_error, "this agent is not hosted by a server; no tools", id(), class_name());
+    throw Error(ErrorCode::config_error, "this agent is not hosted by a server; no tools", id(),
+                class_name());
   return init_.services->tools(id());
 }
 

@@ -39,7 +39,8 @@ void UsageCounter::record_tool(const ToolCallSpan& span) {
   ToolLog* log = tool_calls_.load(std::memory_order_acquire);
   if (log == nullptr) {
     auto fresh = std::make_unique<ToolLog>();
-    if (tool_calls_.compare_exchange_strong(log, fresh.get(), std::memory_order_acq_rel)) log = fresh.release();
+    if (tool_calls_.compare_exchange_strong(log, fresh.get(), std::memory_order_acq_rel))
+      log = fresh.release();
   }
   std::lock_guard lock(log->mu);
   // A call that makes thousands of tool calls keeps the first 1000 in its span.

@@ -49,7 +49,7 @@ class ServerServices final : public AgentServices {
   std::mutex connector_mu_;  // guards connector_
   AgentConnector connector_;
   std::shared_ptr<ToolRegistryHandle> tools_;  // guarded by connector_mu_
-  mutable std::mutex usage_mu_;  // guards usage_
+  mutable std::mutex usage_mu_;                // guards usage_
   // By agent id. Hashed: a million agents' deletions each cost a search (a tree of long string
   // keys took microseconds per search, seconds in all).
   UsageMap usage_;

@@ -33,19 +33,19 @@
 namespace agentd::detail {
 
 struct ToolServerConfig {
-  std::string name;         // the key under mcpServers; [A-Za-z0-9_-], 1..64 characters
+  std::string name;  // the key under mcpServers; [A-Za-z0-9_-], 1..64 characters
   enum class Transport { stdio, http };
   Transport transport = Transport::stdio;
 
   // stdio
-  std::vector<std::string> argv;                            // command, then args
-  std::vector<std::pair<std::string, std::string>> env;     // the child's environment (PATH added
-                                                            // when missing: /usr/local/bin:/usr/bin:/bin)
-  std::string cwd;                                          // empty: as_server's working directory
+  std::vector<std::string> argv;                         // command, then args
+  std::vector<std::pair<std::string, std::string>> env;  // the child's environment (PATH added
+                                                         // when missing: /usr/local/bin:/usr/bin:/bin)
+  std::string cwd;                                       // empty: as_server's working directory
 
   // http
-  std::string url;                                          // http:// or https://
-  std::vector<std::pair<std::string, std::string>> headers; // sent with every request
+  std::string url;                                           // http:// or https://
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
 
   // agentd's keys
   std::vector<std::string> allow_tools;  // patterns on the tool's own name ('*'); empty: all
