@@ -576,10 +576,13 @@ Value tool_server_json(const agentd::ToolServerInfo& s) {
            })}};
 }
 
-// The first line of a description (they can be long), at most 100 characters.
-std::string summary(const std::string& text) {
+// The first line of a tool server's text (descriptions can be long), at most `max` characters,
+// control characters (a terminal's escape sequences) shown as '?'.
+std::string summary(const std::string& text, std::size_t max = 100) {
   std::string line = text.substr(0, text.find('\n'));
-  if (line.size() > 100) line = line.substr(0, 97) + "...";
+  if (line.size() > max) line = line.substr(0, max - 3) + "...";
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   return line;
 }
 
@@ -599,12 +602,12 @@ int cmd_tools(const Invocation& inv) {
   }
   for (const auto& s : servers) {
     std::cout << fmt::format("{} ({}): {}", s.name, s.transport, s.state);
-    if (!s.error.empty()) std::cout << ": " << s.error;
+    if (!s.error.empty()) std::cout << ": " << summary(s.error, 1000);
     std::cout << "\n";
     if (!s.server_name.empty())
-      std::cout << fmt::format("  {} {}, MCP {}, {} call(s), {} failed, {} restart(s)\n", s.server_name,
-                               s.server_version, s.protocol_version, s.usage.calls, s.usage.failures,
-                               s.restarts);
+      std::cout << fmt::format("  {} {}, MCP {}, {} call(s), {} failed, {} restart(s)\n",
+                               summary(s.server_name), summary(s.server_version), s.protocol_version,
+                               s.usage.calls, s.usage.failures, s.restarts);
     for (const auto& t : s.tools)
       std::cout << fmt::format("  {}/{}  [{} call(s)]  {}\n", s.name, t.name, t.usage.calls,
                                summary(t.description));

@@ -232,15 +232,15 @@ Value ReActAgent::tool_definitions() const {
 
 Value ReActAgent::mcp_definitions() {
   mcp_functions_.clear();
+  missing_tools_.clear();
   if (mcp_patterns_.empty()) return Value::array();
   const std::vector<ToolInfo> found = tools()->list(mcp_patterns_);
+  // A pattern that matches nothing now (its server down or restarting, a typo) leaves the model
+  // without those tools for this reply, not the agent without an answer; the reply says which.
   for (const auto& p : mcp_patterns_) {
     if (std::none_of(found.begin(), found.end(),
                      [&](const ToolInfo& t) { return tool_name_matches(p, t.qualified_name()); }))
-      throw Error(ErrorCode::tool_error,
-                  "tools: '" + p +
-                      "' names no tool of this server's MCP tool servers (`agentctl tools` "
-                      "lists them and says why a server is not running)");
+      missing_tools_.push_back(p);
   }
   Value defs = agentd::tool_definitions(found);
   for (std::size_t i = 0; i < found.size(); ++i)
@@ -289,6 +289,7 @@ Msg ReActAgent::reply(const Msg& x) {
       if (!said.metadata.is_object()) said.metadata = Value::object();
       said.metadata["iterations"] = iter;
       said.metadata["tool_results"] = tool_results;
+      if (!missing_tools_.empty()) said.metadata["missing_tools"] = missing_tools_;
       memory().add(said);
       return said;
     }

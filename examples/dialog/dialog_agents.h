@@ -120,7 +120,8 @@ class ReActAgent : public ModelAgent {
 
   // The definitions of the MCP tools args.tools names (SERVER/TOOL patterns), listed now from
   // the hosting server's tool servers (agentd/tool.h), and remembers their function names for
-  // run_tool. Throws Error(tool_error) for a pattern that matches no tool.
+  // run_tool. A pattern that matches no tool now (its server is down, or a typo) is left out and
+  // named in the final answer's metadata["missing_tools"].
   Value mcp_definitions();
 
  private:
@@ -133,6 +134,7 @@ class ReActAgent : public ModelAgent {
   std::map<std::string, Tool, std::less<>> tools_;
   std::vector<std::string> mcp_patterns_;             // args.tools entries with a '/'
   std::map<std::string, std::string> mcp_functions_;  // function name -> "SERVER/TOOL"
+  std::vector<std::string> missing_tools_;            // patterns that matched no tool this reply
 };
 
 }  // namespace agentd::dialog
