@@ -53,7 +53,8 @@ class CurlTransfer {
   bool too_large_ = false;
 };
 
-// "http://host:port/path" without its query string (which could carry a key), for messages.
+// "http://host:port/path" without user:password@, query or fragment (which could carry a key), for
+// messages: url_for_messages().
 std::string strip_query(const std::string& url);
 
 // What to do after attempt number `attempt_no` (0 for the first) of a POST with retries:

@@ -89,7 +89,17 @@ void init_curl_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-std::string strip_query(const std::string& url) { return url.substr(0, url.find('?')); }
+std::string url_for_messages(std::string_view url) {
+  url = url.substr(0, url.find_first_of("?#"));
+  const std::size_t scheme = url.find("://");
+  const std::size_t host = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t path = std::min(url.find('/', host), url.size());
+  const std::size_t at = url.substr(0, path).rfind('@');
+  if (at == std::string_view::npos || at < host) return std::string(url);
+  return std::string(url.substr(0, host)) + std::string(url.substr(at + 1));
+}
+
+std::string strip_query(const std::string& url) { return url_for_messages(url); }
 
 CurlTransfer::CurlTransfer(CURL* curl, const HttpRequest& request, const BodySink& sink)
     : curl_(curl), request_(request), sink_(sink) {
@@ -187,7 +197,11 @@ size_t CurlTransfer::on_body(char* data, size_t size, size_t count, void* user) 
     }
     return n;
   }
-  if (t->response_.body.size() + n > kMaxBufferedBody) {
+  const std::size_t limit =
+      t->request_.max_buffered_body != 0 ? t->request_.max_buffered_body : kMaxBufferedBody;
+  if (t->response_.body.size() + n > limit) {
+    t->response_.body.append(data,
+                             limit - std::min(limit, t->response_.body.size()));  // its start, for messages
     t->too_large_ = true;
     return 0;
   }
@@ -221,7 +235,10 @@ HttpAttempt CurlTransfer::finish(CURLcode rc) {
                                     : "timed out after " + std::to_string(request_.timeout.count()) + " ms";
   } else if (too_large_) {
     attempt.failure = Failure::fatal;
-    attempt.error = "answer larger than " + std::to_string(kMaxBufferedBody >> 20) + " MiB";
+    const std::size_t limit = request_.max_buffered_body;
+    attempt.error = limit == 0 || limit == kMaxBufferedBody
+                        ? "answer larger than " + std::to_string(kMaxBufferedBody >> 20) + " MiB"
+                        : "answer larger than " + std::to_string(limit) + " bytes";
   } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_SSL_CONNECT_ERROR) {
     attempt.failure = Failure::connect;
   } else if (rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING ||

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -38,6 +39,10 @@ struct HttpRequest {
   // Streaming requests: called once, on the sink's thread, before the first byte of a 2xx body
   // reaches the sink, with the status and the kept headers (body empty). May throw, as the sink.
   std::function<void(const HttpResponse& head)> on_head;
+  // The most bytes of a body kept in HttpResponse::body (a non-2xx answer, or any answer without
+  // a sink); 0: 64 MiB. A longer body is cut there and the transfer aborted: failure fatal,
+  // "answer larger than ...", with the status and the body's first max_buffered_body bytes.
+  std::size_t max_buffered_body = 0;
 };
 
 struct HttpResponse {
@@ -69,6 +74,10 @@ struct HttpAttempt {
   Failure failure = Failure::none;
   std::string error;  // what failed, when failure != none
 };
+
+// `url` for messages: "scheme://host:port/path", without user:password@, query or fragment
+// (any of which may carry a secret).
+std::string url_for_messages(std::string_view url);
 
 // One POST, no retries. Throws only what `sink` throws.
 HttpAttempt http_post(const HttpRequest& request, const BodySink& sink = {});

@@ -47,6 +47,10 @@ class McpTransport {
   virtual void start(Events events) = 0;
   // Sends one message (in order). Failures arrive through Events::closed.
   virtual void send(const Value& message) = 0;
+  // The session gave up on its request `id` (it timed out, or was cancelled: the session sends
+  // notifications/cancelled for it). http aborts that request's POST (closing its connection) or
+  // drops it if not yet POSTed, and reports nothing more for it; stdio: nothing to do.
+  virtual void abandon(const Value& id) { (void)id; }
   // http: the protocol version agreed on, sent as MCP-Protocol-Version from now on.
   virtual void set_protocol_version(const std::string& version) { (void)version; }
   // Ends it politely: http DELETEs its session; stdio closes the child's stdin, waits up to

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "config_text.h"
+#include "http_client.h"
 
 namespace agentd::detail {
 namespace {
@@ -181,9 +182,10 @@ class ServerReader {
       const bool http = c.url.rfind("http://", 0) == 0 && c.url.size() > 7;
       const bool https = c.url.rfind("https://", 0) == 0 && c.url.size() > 8;
       if ((!http && !https) || c.url.find_first_of(" \t\r\n") != std::string::npos) {
+        // The value may hold a ${VAR} substituted secret: shown without user:password@ or query.
         fail_at("url", false,
                 "url must be an http:// or https:// URL (the server's Streamable HTTP endpoint), got \"" +
-                    c.url + "\"");
+                    url_for_messages(c.url) + "\"");
       }
       c.headers = string_map("headers", /*header=*/true);
     }

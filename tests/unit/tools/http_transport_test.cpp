@@ -13,10 +13,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -250,6 +253,169 @@ std::string http_answer(const std::string& status, const std::vector<std::string
   return out + "\r\n" + body;
 }
 
+// A scripted HTTP server for many connections at once: each request read whole goes to `script`,
+// whose Reply is written back; the connection then closes, stays open (hold: e.g. an event
+// stream the server keeps alive), or gets `flood` more bytes until the client leaves. Counts the
+// held connections the client closed.
+class LiveServer {
+ public:
+  struct Reply {
+    std::string bytes;
+    bool hold = false;
+    std::size_t flood = 0;
+  };
+  using Script = std::function<Reply(const std::string& request)>;
+
+  explicit LiveServer(Script script) : script_(std::move(script)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 512) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    REQUIRE(::pipe2(stop_, O_CLOEXEC) == 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~LiveServer() {
+    (void)!::write(stop_[1], "x", 1);
+    thread_.join();
+    for (auto& c : conns_) ::close(c.fd);
+    ::close(fd_);
+    ::close(stop_[0]);
+    ::close(stop_[1]);
+  }
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_;
+  }
+  int held() { return held_.load(); }                          // open now, answered, kept open
+  int closed_by_client() { return closed_by_client_.load(); }  // held ones the client closed
+  std::size_t flooded() { return flooded_.load(); }            // bytes flood wrote in all
+
+  std::uint16_t port = 0;
+
+ private:
+  struct Conn {
+    int fd;
+    std::string in;
+    bool answered = false;
+  };
+
+  static bool complete(const std::string& in) {
+    auto end = in.find("\r\n\r\n");
+    if (end == std::string::npos) return false;
+    std::size_t length = 0;
+    if (auto cl = in.find("Content-Length: "); cl != std::string::npos && cl < end) {
+      length = std::stoul(in.substr(cl + 16));
+    }
+    return in.size() >= end + 4 + length;
+  }
+
+  void serve() {
+    for (;;) {
+      std::vector<pollfd> fds{{stop_[0], POLLIN, 0}, {fd_, POLLIN, 0}};
+      for (auto& c : conns_) fds.push_back({c.fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 100) < 0) continue;
+      if (fds[0].revents != 0) return;
+      if (fds[1].revents != 0) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) conns_.push_back(Conn{c, {}});
+      }
+      std::vector<Conn> kept;
+      for (std::size_t i = 0; i < conns_.size(); ++i) {
+        Conn& c = conns_[i];
+        if (i + 2 >= fds.size() || fds[i + 2].revents == 0) {  // accepted just now, or quiet
+          kept.push_back(std::move(c));
+          continue;
+        }
+        char buf[8192];
+        ssize_t n = ::read(c.fd, buf, sizeof buf);
+        if (n <= 0) {
+          if (c.answered) {
+            --held_;
+            ++closed_by_client_;
+          }
+          ::close(c.fd);
+          continue;
+        }
+        if (c.answered) {
+          kept.push_back(std::move(c));
+          continue;
+        }
+        c.in.append(buf, static_cast<std::size_t>(n));
+        if (!complete(c.in)) {
+          kept.push_back(std::move(c));
+          continue;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          requests_.push_back(c.in);
+        }
+        Reply reply = script_(c.in);
+        (void)!::send(c.fd, reply.bytes.data(), reply.bytes.size(), MSG_NOSIGNAL);
+        if (reply.flood > 0) {
+          std::string chunk(64 * 1024, 'z');
+          for (std::size_t sent = 0; sent < reply.flood;) {
+            ssize_t w = ::send(c.fd, chunk.data(), std::min(chunk.size(), reply.flood - sent), MSG_NOSIGNAL);
+            if (w <= 0) break;
+            sent += static_cast<std::size_t>(w);
+            flooded_ += static_cast<std::size_t>(w);
+          }
+        }
+        if (reply.hold) {
+          c.answered = true;
+          ++held_;
+          kept.push_back(std::move(c));
+        } else {
+          ::close(c.fd);
+        }
+      }
+      conns_ = std::move(kept);
+    }
+  }
+
+  Script script_;
+  int fd_ = -1;
+  int stop_[2] = {-1, -1};
+  std::vector<Conn> conns_;  // server thread only
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<std::string> requests_;
+  std::atomic<int> held_{0};
+  std::atomic<int> closed_by_client_{0};
+  std::atomic<std::size_t> flooded_{0};
+};
+
+// The JSON-RPC method of an HTTP request's body ("GET" for a GET, "DELETE" for a DELETE).
+std::string method_of(const std::string& request) {
+  if (request.rfind("GET ", 0) == 0) return "GET";
+  if (request.rfind("DELETE ", 0) == 0) return "DELETE";
+  Value body = Value::parse(request.substr(request.find("\r\n\r\n") + 4), nullptr, false);
+  return body.is_object() && body.contains("method") ? body["method"].get<std::string>() : "";
+}
+
+const std::string kInitAnswer =
+    http_answer("200 OK", {"Content-Type: application/json", "Mcp-Session-Id: s-1"},
+                R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}})");
+
+// A stream the server keeps open without answering (a call that never ends).
+const std::string kHeldStream =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n: still "
+    "working\n\n";
+
+void send_initialize(Client& client) {
+  client.transport->send(
+      {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Value::object()}});
+  client.response(1);
+}
+
+Value tools_call(int id) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", {{"name", "slow"}}}};
+}
+
 }  // namespace
 
 TEST_CASE("HTTP transport: initialize, tools/list and tools/call echo with server-everything",
@@ -295,7 +461,8 @@ TEST_CASE("HTTP transport: many calls in flight at once, each answered", "[tools
     REQUIRE(r.contains("result"));
     CHECK(r["result"]["content"][0]["text"] == "Echo: call " + std::to_string(i));
   }
-  CHECK(client.http.transfers() == 0);  // every POST finished (the 202s of notifications too)
+  // Every POST finished (the 202s of notifications too); the GET stream may stay open.
+  CHECK(client.http.transfers() <= 1);
 }
 
 TEST_CASE("HTTP transport: an answer over max_message_bytes fails that call, not the session",
@@ -367,6 +534,7 @@ TEST_CASE("HTTP transport: headers, session id, protocol version, SSE, 404 and D
   ScriptedServer server({
       http_answer("200 OK", {"Content-Type: text/event-stream", "Mcp-Session-Id: sess-42"}, init_sse),
       http_answer("202 Accepted", {}, ""),
+      http_answer("405 Method Not Allowed", {}, ""),  // the GET stream: none offered
       http_answer("200 OK", {"Content-Type: application/json"},
                   R"({"jsonrpc":"2.0","id":2,"result":{"tools":[]}})"),
       http_answer("404 Not Found", {"Content-Type: application/json"}, R"({"error":"Session not found"})"),
@@ -384,7 +552,7 @@ TEST_CASE("HTTP transport: headers, session id, protocol version, SSE, 404 and D
   CHECK(client.messages[0]["method"] == "notifications/message");
   client.transport->set_protocol_version("2025-11-25");
   client.transport->send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
-  client.run_until([&] { return server.requests().size() == 2; });
+  client.run_until([&] { return server.requests().size() == 3; });  // the GET after the 202
   client.transport->send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
   CHECK(client.response(2)["result"]["tools"].empty());
   client.transport->send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/list"}});
@@ -393,7 +561,10 @@ TEST_CASE("HTTP transport: headers, session id, protocol version, SSE, 404 and D
   client.transport->send({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/list"}});  // dropped: closed
 
   auto requests = server.requests();
-  REQUIRE(requests.size() == 4);
+  REQUIRE(requests.size() == 5);
+  CHECK_THAT(requests[2], Contains("GET /mcp HTTP/1.1\r\n") && Contains("Accept: text/event-stream\r\n") &&
+                              Contains("Authorization: Bearer sekrit-token\r\n"));
+  requests.erase(requests.begin() + 2);
   for (const auto& r : requests) {
     CHECK_THAT(r, Contains("POST /mcp HTTP/1.1\r\n") && Contains("Authorization: Bearer sekrit-token\r\n") &&
                       Contains("X-Tenant: t1\r\n") &&
@@ -410,7 +581,7 @@ TEST_CASE("HTTP transport: headers, session id, protocol version, SSE, 404 and D
 
   // After a 404 the session is gone: shut_down has nothing to DELETE.
   client.transport->shut_down(2 * kj::SECONDS).wait(client.io.waitScope);
-  CHECK(server.requests().size() == 4);
+  CHECK(server.requests().size() == 5);
 }
 
 TEST_CASE("HTTP transport: shut_down DELETEs the session with its id", "[tools][http]") {
@@ -428,5 +599,146 @@ TEST_CASE("HTTP transport: shut_down DELETEs the session with its id", "[tools][
   REQUIRE(requests.size() == 2);
   CHECK_THAT(requests[1], Contains("DELETE /mcp HTTP/1.1\r\n") && Contains("Mcp-Session-Id: sess-7\r\n"));
   CHECK(requests[1].find("Content-Length") == std::string::npos);
+  CHECK_FALSE(client.closed.has_value());
+}
+
+TEST_CASE("HTTP transport: abandon closes a request's POST; shut_down closes every one", "[tools][http]") {
+  LiveServer server([](const std::string& request) -> LiveServer::Reply {
+    const std::string method = method_of(request);
+    if (method == "initialize") return {kInitAnswer};
+    if (method == "tools/call") return {kHeldStream, /*hold=*/true};
+    return {http_answer("200 OK", {}, "")};  // the DELETE
+  });
+  Client client(http_config(server.port));
+  send_initialize(client);
+
+  client.transport->send(tools_call(5));
+  client.run_until([&] { return server.held() == 1; });
+  client.transport->abandon(5);  // as the session does when the call times out or is cancelled
+  client.run_until([&] { return server.closed_by_client() == 1; });
+  client.run_until([&] { return client.http.transfers() == 0; });
+
+  client.transport->send(tools_call(6));
+  client.transport->send(tools_call(7));
+  client.run_until([&] { return server.held() == 2; });
+  client.transport->shut_down(5 * kj::SECONDS).wait(client.io.waitScope);
+  client.run_until([&] { return server.closed_by_client() == 3; });
+  auto requests = server.requests();
+  REQUIRE(requests.size() == 5);
+  CHECK(method_of(requests[4]) == "DELETE");
+  // Nothing is reported for an abandoned request, nor after shut_down.
+  client.io.provider->getTimer().afterDelay(50 * kj::MILLISECONDS).wait(client.io.waitScope);
+  CHECK(client.messages.size() == 1);
+  CHECK_FALSE(client.closed.has_value());
+  CHECK(client.http.transfers() == 0);
+}
+
+TEST_CASE("HTTP transport: at most 256 POSTs at once, the rest wait their turn", "[tools][http]") {
+  LiveServer server([](const std::string& request) -> LiveServer::Reply {
+    if (method_of(request) == "initialize") return {kInitAnswer};
+    if (method_of(request) == "DELETE") return {http_answer("200 OK", {}, "")};
+    return {kHeldStream, /*hold=*/true};
+  });
+  Client client(http_config(server.port));
+  send_initialize(client);
+  constexpr int kCalls = 300;
+  for (int i = 0; i < kCalls; ++i) client.transport->send(tools_call(100 + i));
+  client.run_until([&] { return server.held() == 256; });
+  client.io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(client.io.waitScope);
+  CHECK(server.held() == 256);
+  CHECK(server.requests().size() == 1 + 256);
+  CHECK(client.http.transfers() == 256);
+
+  client.transport->abandon(100 + kCalls - 1);                      // still waiting: never POSTed
+  for (int i = 0; i < 10; ++i) client.transport->abandon(100 + i);  // their places go to the next
+  client.run_until([&] { return server.requests().size() == 1 + 266; });
+  client.io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(client.io.waitScope);
+  CHECK(server.held() == 256);
+  auto requests = server.requests();
+  CHECK(requests.size() == 1 + 266);
+  for (const auto& r : requests) CHECK(r.find("\"id\":399") == std::string::npos);
+  client.transport->shut_down(1 * kj::SECONDS).wait(client.io.waitScope);
+  CHECK(client.http.transfers() == 0);
+}
+
+TEST_CASE("HTTP transport: a 500 with a huge body is refused after its first KiB", "[tools][http]") {
+  constexpr std::size_t kHuge = std::size_t{1} << 30;
+  LiveServer server([&](const std::string&) -> LiveServer::Reply {
+    return {"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: " +
+                std::to_string(kHuge) + "\r\n\r\n",
+            false, kHuge};
+  });
+  Client client(http_config(server.port));
+  client.transport->send(tools_call(3));
+  const Value& r = client.response(3);
+  REQUIRE(r.contains("error"));
+  const std::string message = r["error"]["message"].get<std::string>();
+  CHECK_THAT(message, Contains("tool server 'everything': the server answered HTTP 500: zzzz"));
+  CHECK(message.size() < 400);
+  CHECK(server.flooded() < (std::size_t{64} << 20));  // it stopped reading long before the end
+  CHECK_FALSE(client.closed.has_value());
+}
+
+TEST_CASE("HTTP transport: a token echoed by a 401 body, or in the URL, never reaches a message",
+          "[tools][http]") {
+  const std::string token = "tok-5f8a1c9e2b7d4a60";
+  LiveServer server([&](const std::string& request) -> LiveServer::Reply {
+    const int id = Value::parse(request.substr(request.find("\r\n\r\n") + 4))["id"].get<int>();
+    // The token alone (the header's value is "Bearer TOKEN"), and where a cut at 200 would split it.
+    std::string body = id == 1 ? "invalid token " + token : std::string(190, '.') + token + " rejected";
+    return {http_answer("401 Unauthorized", {"Content-Type: text/plain"}, body)};
+  });
+  {  // one loop per thread: each Client in its own scope
+    ToolServerConfig config = http_config(server.port);
+    config.headers = {{"Authorization", "Bearer " + token}};
+    Client client(config);
+    for (int id : {1, 2}) {
+      client.transport->send(tools_call(id));
+      const std::string message = client.response(id)["error"]["message"].get<std::string>();
+      CHECK_THAT(message, Contains("HTTP 401") && Contains("***") && Contains("check the headers"));
+      CHECK(message.find("tok-5f8a") == std::string::npos);
+      CHECK(message.find("1c9e2b7d4a60") == std::string::npos);
+    }
+  }
+  ToolServerConfig dead = http_config(unused_port());
+  dead.url = "http://agent:pa55w0rd-x@127.0.0.1:" + std::to_string(unused_port()) + "/mcp?key=k3y-secret";
+  Client nobody(dead);
+  nobody.transport->send(tools_call(1));
+  nobody.run_until([&] { return nobody.closed.has_value(); });
+  CHECK_THAT(*nobody.closed, Contains("cannot connect to http://127.0.0.1:"));
+  CHECK(nobody.closed->find("pa55w0rd") == std::string::npos);
+  CHECK(nobody.closed->find("k3y-secret") == std::string::npos);
+}
+
+TEST_CASE("HTTP transport: the GET stream delivers a list_changed sent outside any request",
+          "[tools][http]") {
+  std::atomic<int> gets{0};
+  LiveServer server([&](const std::string& request) -> LiveServer::Reply {
+    const std::string method = method_of(request);
+    if (method == "initialize") return {kInitAnswer};
+    if (method == "notifications/initialized") return {http_answer("202 Accepted", {}, "")};
+    if (method == "GET" && ++gets == 1) {
+      return {http_answer("200 OK", {"Content-Type: text/event-stream"},
+                          "event: message\ndata: "
+                          "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")};
+    }
+    return {http_answer("405 Method Not Allowed", {}, "")};  // the second GET: none offered now
+  });
+  Client client(http_config(server.port));
+  client.initialize();
+  client.run_until([&] {
+    for (const auto& m : client.messages) {
+      if (m.value("method", "") == "notifications/tools/list_changed") return true;
+    }
+    return false;
+  });
+  client.run_until([&] { return gets.load() == 2; });  // reconnected after the stream ended
+  client.io.provider->getTimer().afterDelay(1500 * kj::MILLISECONDS).wait(client.io.waitScope);
+  CHECK(gets.load() == 2);  // 405: not again
+  auto requests = server.requests();
+  REQUIRE(requests.size() == 4);
+  CHECK_THAT(requests[2], Contains("GET /mcp HTTP/1.1\r\n") && Contains("Accept: text/event-stream\r\n") &&
+                              Contains("Mcp-Session-Id: s-1\r\n") &&
+                              Contains("MCP-Protocol-Version: 2025-11-25\r\n"));
   CHECK_FALSE(client.closed.has_value());
 }

@@ -249,3 +249,16 @@ TEST_CASE("tool config: the example config/tools.yaml parses", "[tools][config]"
   REQUIRE_FALSE(config.servers.empty());
   CHECK(config.servers[0].transport == ToolServerConfig::Transport::stdio);
 }
+
+TEST_CASE("tool config error: a bad url is shown without a substituted secret", "[tools][config][errors]") {
+  setenv("AGENTD_TEST_URL_SECRET", "hunter2-s3cret", 1);
+  std::string error = error_of(
+      "mcpServers:\n  a:\n    url: "
+      "\"ftp://me:${AGENTD_TEST_URL_SECRET}@host:21/mcp?key=${AGENTD_TEST_URL_SECRET}"
+      "#frag\"\n");
+  unsetenv("AGENTD_TEST_URL_SECRET");
+  CHECK_THAT(error,
+             Contains("url must be an http:// or https:// URL") && Contains("got \"ftp://host:21/mcp\""));
+  CHECK(error.find("hunter2") == std::string::npos);
+  CHECK(error.find("me:") == std::string::npos);
+}
