@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +69,100 @@ kj::AutoCloseFd add_pipe(FileActions& fa, int target, std::vector<kj::AutoCloseF
   return std::move(child_reads ? write_end : read_end);
 }
 
+// The file execvp would run for program (no '/' in it), searched on this process's PATH; empty
+// when there is none. Done before fork: the child may only make async-signal-safe calls.
+std::string find_on_path(const std::string& program) {
+  const char* path = ::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t end = dirs.find(':', start);
+    std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string file = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0)
+      return file;
+    if (end == std::string::npos) return {};
+    start = end + 1;
+  }
+}
+
+// What the child does to one of its streams between fork and exec.
+struct ChildStream {
+  int target;
+  int dup_from = -1;      // dup2(dup_from, target)
+  std::string open_path;  // or open(open_path, open_flags, 0600) onto target
+  int open_flags = 0;
+};
+
+// The die_with_parent path (see the header): fork, then in the child only async-signal-safe
+// calls: process group, death signal, signal mask, cwd, streams, exec. An exec failure comes
+// back to the parent as its errno through a close-on-exec pipe.
+Subprocess spawn_forked(const SpawnOptions& options, Subprocess& child, std::vector<ChildStream>& streams,
+                        std::vector<kj::AutoCloseFd>& child_ends, pid_t& pid_out) {
+  const std::string& program = options.argv[0];
+  std::string file = program.find('/') == std::string::npos ? find_on_path(program) : program;
+  if (file.empty()) throw SpawnError(program, ENOENT);
+
+  std::vector<char*> argv;
+  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (options.env) {
+    for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  char** env = options.env ? envp.data() : environ;
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "cannot create pipes");
+  kj::AutoCloseFd report_read(report[0]), report_write(report[1]);
+
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "cannot fork");
+  if (pid == 0) {
+    auto fail = [&](int error) {
+      (void)!::write(report_write.get(), &error, sizeof error);
+      ::_exit(127);
+    };
+    ::setpgid(0, 0);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+    if (::getppid() != parent) ::_exit(127);  // the parent went before the death signal was set
+    if (options.clear_signal_mask) {
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    }
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) fail(errno);
+    for (const ChildStream& s : streams) {
+      int from = s.dup_from;
+      if (!s.open_path.empty()) {
+        from = ::open(s.open_path.c_str(), s.open_flags | O_CLOEXEC, 0600);
+        if (from < 0) fail(errno);
+      }
+      if (from >= 0 && ::dup2(from, s.target) < 0) fail(errno);
+    }
+    ::execve(file.c_str(), argv.data(), env);
+    fail(errno);
+  }
+  report_write = nullptr;
+  child_ends.clear();  // the child has its copies
+  pid_out = pid;
+  int error = 0;
+  ssize_t n;
+  do n = ::read(report_read.get(), &error, sizeof error);
+  while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof error)) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw SpawnError(program, error);
+  }
+  return std::move(child);
+}
+
 }  // namespace
 
 SpawnError::SpawnError(std::string program, int error)
@@ -84,12 +180,14 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   Subprocess child;
   FileActions fa;
   std::vector<kj::AutoCloseFd> child_ends;  // closed here once the child has its copies
+  std::vector<ChildStream> streams;         // the same actions, for the fork path
   auto redirect = [&](const Redirect& r, int target) {
     switch (r.kind) {
       case Redirect::Kind::inherit:
         break;
       case Redirect::Kind::pipe: {
         auto mine = add_pipe(fa, target, child_ends);
+        streams.push_back({target, child_ends.back().get(), {}, 0});
         (target == STDIN_FILENO    ? child.stdin_
          : target == STDOUT_FILENO ? child.stdout_
                                    : child.stderr_) = std::move(mine);
@@ -98,19 +196,30 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
       case Redirect::Kind::null:
         posix_spawn_file_actions_addopen(&fa.actions, target, "/dev/null",
                                          target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
+        streams.push_back({target, -1, "/dev/null", target == STDIN_FILENO ? O_RDONLY : O_WRONLY});
         break;
       case Redirect::Kind::append_to:
         posix_spawn_file_actions_addopen(&fa.actions, target, r.path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                          0600);
+        streams.push_back({target, -1, r.path, O_WRONLY | O_CREAT | O_APPEND});
         break;
       case Redirect::Kind::to_stdout:
         posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, target);
+        streams.push_back({target, STDOUT_FILENO, {}, 0});
         break;
     }
   };
   redirect(options.in, STDIN_FILENO);
   redirect(options.out, STDOUT_FILENO);
   redirect(options.err, STDERR_FILENO);
+
+  if (options.die_with_parent) {
+    pid_t pid = -1;
+    Subprocess forked = spawn_forked(options, child, streams, child_ends, pid);
+    forked.pid_ = pid;
+    return forked;
+  }
+  if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa.actions, options.cwd.c_str());
 
   SpawnAttr sa;
   short flags = 0;
@@ -223,6 +332,11 @@ int Subprocess::terminate(std::chrono::milliseconds grace) {
 bool Subprocess::signal(int sig) {
   if (pid_ <= 0 || released_ || status_) return false;
   return ::kill(pid_, sig) == 0;
+}
+
+bool Subprocess::signal_group(int sig) {
+  if (pid_ <= 0 || released_ || status_) return false;
+  return ::kill(-pid_, sig) == 0;
 }
 
 pid_t Subprocess::release() {

@@ -53,6 +53,15 @@ struct SpawnOptions {
   bool new_session = false;
   // Start with no signal blocked; otherwise the child inherits the calling thread's mask.
   bool clear_signal_mask = false;
+  // Its own process group (pgid = its pid, so signal(-pid) reaches what it starts), and SIGKILL
+  // when the thread that spawned it exits (PR_SET_PDEATHSIG: with this process, as long as that
+  // thread is the one that lives as long as the process, e.g. the server's loop thread). For
+  // helpers that must never outlive this process (MCP tool servers). posix_spawn cannot set the
+  // death signal: this option starts the child with fork and exec (only async-signal-safe calls
+  // between them); new_session is then ignored (the group is what it gets).
+  bool die_with_parent = false;
+  // The child's working directory; empty: this process's.
+  std::string cwd;
 };
 
 // The program could not be started: not found, not executable, or a redirection file could not
@@ -83,6 +92,10 @@ class Subprocess {
   Subprocess& operator=(Subprocess&& other) noexcept;  // the child held before is as destroyed
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
+
+  // Sends sig to its whole process group (die_with_parent children lead their own group);
+  // false when nothing was sent. Like signal(), never after it was reaped or released.
+  bool signal_group(int sig);
 
   // The pid it was started with (unchanged after reaping or release); -1 when it holds none.
   pid_t pid() const { return pid_; }

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tool_config.h"
@@ -90,6 +91,10 @@ class ToolRegistry {
 
   std::size_t size() const;  // configured servers
 
+  // Loop thread: keeps task running until it settles or the registry goes (then it is cancelled).
+  // For work started on the loop on behalf of another thread (make_agent_tools' blocking calls).
+  void add_task(kj::Promise<void> task);
+
  private:
   struct Impl;
   kj::Own<Impl> impl_;
@@ -107,15 +112,20 @@ std::shared_ptr<Tools> make_agent_tools(std::shared_ptr<ToolRegistryHandle> regi
 // creates one with the registry and calls close() before destroying it.
 class ToolRegistryHandle {
  public:
-  ToolRegistryHandle(ToolRegistry& registry, Bridge& bridge) : registry_(&registry), bridge_(&bridge) {}
+  // Constructed on the registry's loop thread.
+  ToolRegistryHandle(ToolRegistry& registry, Bridge& bridge)
+      : registry_(&registry), bridge_(&bridge), loop_thread_(std::this_thread::get_id()) {}
   // Loop thread: the registry is going away; later calls fail with Error(stopping).
   void close() { registry_.store(nullptr); }
   ToolRegistry* registry() const { return registry_.load(); }  // loop thread use only
   Bridge& bridge() const { return *bridge_; }
+  // Whether the caller runs on the registry's loop thread (where blocking on it would deadlock).
+  bool on_loop_thread() const { return std::this_thread::get_id() == loop_thread_; }
 
  private:
   std::atomic<ToolRegistry*> registry_;
   Bridge* bridge_;
+  std::thread::id loop_thread_;
 };
 
 }  // namespace agentd::detail
