@@ -94,17 +94,27 @@ std::string strip_query(const std::string& url) { return url.substr(0, url.find(
 CurlTransfer::CurlTransfer(CURL* curl, const HttpRequest& request, const BodySink& sink)
     : curl_(curl), request_(request), sink_(sink) {
   auto add = [this](const std::string& h) { headers_ = curl_slist_append(headers_, h.c_str()); };
-  add("Content-Type: application/json");
-  add(request.stream ? "Accept: text/event-stream, application/x-ndjson, application/json"
-                     : "Accept: application/json");
+  const bool post = request.method.empty() || request.method == "POST";
+  if (post) add("Content-Type: application/json");
+  if (!request.accept.empty()) {
+    add("Accept: " + request.accept);
+  } else {
+    add(request.stream ? "Accept: text/event-stream, application/x-ndjson, application/json"
+                       : "Accept: application/json");
+  }
   add("Expect:");  // no 100-continue round trip
   for (const auto& h : request.headers) add(h);
 
   auto timeout_ms = static_cast<long>(std::max<std::int64_t>(1, request.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_POST, 1L);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  if (post) {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  } else {
+    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);  // no body; the handle was reset, so no stale method
+    if (request.method != "GET") curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers_);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
@@ -134,12 +144,21 @@ size_t CurlTransfer::on_header(char* data, size_t size, size_t count, void* user
   std::string_view line(data, n);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response_.retry_after.reset();  // a new header block (after 100 Continue, ...)
+    t->response_.headers.clear();
     return n;
   }
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return n;
   std::string_view name = trim(line.substr(0, colon));
   std::string_view value = line.substr(colon + 1);
+  for (const std::string& wanted : t->request_.keep_headers) {
+    if (iequals(name, wanted)) {
+      std::string lower(name);
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      t->response_.headers.emplace_back(std::move(lower), std::string(trim(value)));
+      break;
+    }
+  }
   if (iequals(name, "retry-after-ms")) {
     if (auto ms = parse_retry_after(value, true)) t->response_.retry_after = ms;
   } else if (iequals(name, "retry-after") && !t->response_.retry_after) {
@@ -156,6 +175,10 @@ size_t CurlTransfer::on_body(char* data, size_t size, size_t count, void* user) 
   curl_easy_getinfo(t->curl_, CURLINFO_RESPONSE_CODE, &status);
   if (t->request_.stream && t->sink_ && status >= 200 && status < 300) {
     try {
+      if (!t->response_.streamed && t->request_.on_head) {
+        t->response_.status = status;
+        t->request_.on_head(t->response_);
+      }
       t->response_.streamed = true;
       t->sink_(std::string_view(data, n));
     } catch (...) {

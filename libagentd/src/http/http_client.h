@@ -1,5 +1,5 @@
-// HTTP for the model clients: one POST over libcurl, the retry loop around it, and the decoders
-// for streamed bodies (server-sent events, newline-delimited JSON).
+// HTTP for the model clients (and MCP's Streamable HTTP): one POST (or GET, DELETE) over libcurl, the retry
+// loop around it, and the decoders for streamed bodies (server-sent events, newline-delimited JSON).
 //
 // Thread-safety: every function may be called from any thread at once. Each thread keeps one
 // curl easy handle (so connections to an endpoint are reused across calls on that thread);
@@ -11,9 +11,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace agentd::detail {
+
+struct HttpResponse;
 
 struct HttpRequest {
   std::string url;
@@ -23,6 +26,18 @@ struct HttpRequest {
   // stalled stream fails up to a second late).
   std::chrono::milliseconds timeout{120'000};
   bool stream = false;  // the body of a 2xx answer goes to the sink as it arrives
+
+  // Less common needs (MCP's Streamable HTTP); their defaults cost the model calls nothing.
+  // The method: empty is POST (with body); "GET" and "DELETE" send no body (nor Content-Type).
+  std::string method;
+  // The Accept header's value; empty: application/json (with stream: text/event-stream,
+  // application/x-ndjson, application/json).
+  std::string accept;
+  // Response header names (any case) to keep in HttpResponse::headers; empty: none kept.
+  std::vector<std::string> keep_headers;
+  // Streaming requests: called once, on the sink's thread, before the first byte of a 2xx body
+  // reaches the sink, with the status and the kept headers (body empty). May throw, as the sink.
+  std::function<void(const HttpResponse& head)> on_head;
 };
 
 struct HttpResponse {
@@ -30,6 +45,17 @@ struct HttpResponse {
   std::string body;                                      // the body, unless it was streamed to a sink
   std::optional<std::chrono::milliseconds> retry_after;  // Retry-After or retry-after-ms
   bool streamed = false;                                 // some body bytes went to the sink
+  // The headers named in HttpRequest::keep_headers that came (names lowercased, values trimmed),
+  // of the last header block, in order.
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  // The first kept header named `name` (lowercase), or null.
+  const std::string* header(std::string_view name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return &v;
+    }
+    return nullptr;
+  }
 };
 
 // Receives the bytes of a 2xx answer to a streaming request, on the calling thread, in order.

@@ -4,7 +4,13 @@
 //   http   Streamable HTTP (http/async_http): each message is POSTed; the answer is JSON or a
 //          server-sent-event stream of messages; Mcp-Session-Id and MCP-Protocol-Version are
 //          kept and sent back.
-// Threading: loop thread only (construct, use and destroy it there).
+// Threading: loop thread only (construct, use and destroy it there). The Events callbacks run
+// from the transport's own tasks: they may send(), but must not destroy the transport (defer
+// that to a later turn of the loop).
+// http: a failure of one request (an HTTP error status, a broken transfer, an answer over
+// max_message_bytes, a stream that ended early) arrives as a JSON-RPC error response to its id;
+// closed() means the server cannot be reached or ended the session (404). shut_down() does not
+// call closed().
 #pragma once
 
 #include <agentd/value.h>

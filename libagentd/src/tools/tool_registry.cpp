@@ -25,21 +25,6 @@
 
 namespace agentd::detail {
 
-// TODO(merge): these fall-backs let this layer link before mcp-h2's tool_config.cpp and
-// http_transport.cpp land; their strong definitions replace them. Delete after the merge.
-[[gnu::weak]] kj::Own<McpTransport> make_http_transport(const ToolServerConfig& config, AsyncHttp&,
-                                                        kj::Timer&) {
-  throw Error(
-      ErrorCode::tool_error,
-      fmt::format("tool server '{}': the Streamable HTTP transport is not built in yet", config.name));
-}
-[[gnu::weak]] bool ToolServerConfig::same_server(const ToolServerConfig& o) const {
-  return name == o.name && transport == o.transport && argv == o.argv && env == o.env && cwd == o.cwd &&
-         url == o.url && headers == o.headers && allow_tools == o.allow_tools &&
-         start_at_launch == o.start_at_launch && call_timeout == o.call_timeout &&
-         start_timeout == o.start_timeout && max_message_bytes == o.max_message_bytes;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -355,7 +340,7 @@ kj::Promise<std::vector<ToolServerInfo>> ToolRegistry::servers(bool start) {
   if (!start) return build();
   kj::Vector<kj::Promise<void>> starts;
   for (const auto& s : r.servers) starts.add(r.ensure_started(s).catch_([](kj::Exception&&) {}));
-  return kj::joinPromises(starts.releaseAsArray()).then(build);
+  return kj::joinPromises(starts.releaseAsArray()).then(kj::mv(build));
 }
 
 kj::Promise<std::vector<ToolInfo>> ToolRegistry::list(std::vector<std::string> patterns) {
@@ -412,7 +397,11 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
   auto s = r.find(server);
   if (!s) {
     Error e(ErrorCode::tool_error,
-            fmt::format("no tool server named '{}' (configured: {})", server, names_of(r.servers)));
+            r.servers.empty()
+                ? fmt::format("no tool server named '{}': this server has no tool servers (as_server "
+                              "--tool-config-path FILE configures them)",
+                              server)
+                : fmt::format("no tool server named '{}' (configured: {})", server, names_of(r.servers)));
     finish("tool_error", e.message());
     return kj_error(e);
   }
