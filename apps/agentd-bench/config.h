@@ -56,6 +56,7 @@ struct Config {
   std::size_t gateway_streams = 1000;    // W14 streamed completions at once
   std::size_t console_agents = 1000000;  // W15 agents on the server the console pages through
   int console_seconds = 20;              // W15 time the server's CPU is measured over
+  std::size_t tool_agents = 1000;        // W16 asynchronous agents each calling a slow MCP tool, at once
 };
 
 }  // namespace agentd::bench

@@ -1,6 +1,7 @@
 // agentd-bench: measures an agentd deployment with the standard workloads and prints each figure
 // beside a baseline measured in the same run. main() is the wiring: options -> servers ->
 // workloads -> report.
+#include "mcp_echo.h"
 #include "model_endpoint.h"
 #include "stats.h"
 #include "tokens.h"
@@ -109,6 +110,13 @@ Workloads (all by default; choose with --workloads W1,W5):
       gateway's GET /console/api/agents; and the server's CPU over --console-seconds with a
       gateway in front (its console samples every server once a second) beside the same time
       without one. The gateway parts are skipped when there is no agentd-gateway
+  W16 MCP tool calls, on a fresh child whose one tool server (stdio) is this program run as
+      --serve-mcp-echo: an AsyncToolAgent's sequential calls of its echo tool, timed inside
+      the server (p50/p99, us, --calls), beside the bench calling another copy of that tool
+      server directly over its pipes (the bare JSON-RPC round trip); then --tool-agents
+      AsyncToolAgents each calling its sleep tool for --wait-ms, all at once: the time until
+      every answer is in and checked, and the server's threads before and at most while they
+      wait (no thread may be added)
 
 Every figure is measured --repeat times; the table shows the median and the spread (half the
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
@@ -130,9 +138,9 @@ std::set<std::string> parse_workloads(const std::string& list) {
     if (item.empty()) continue;
     for (auto& ch : item) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     const bool known = item == "W10" || item == "W11" || item == "W12" || item == "W13" || item == "W14" ||
-                       item == "W15" ||
+                       item == "W15" || item == "W16" ||
                        (item.size() == 2 && item[0] == 'W' && item[1] >= '1' && item[1] <= '9');
-    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W15)", item));
+    if (!known) throw po::error(fmt::format("--workloads: unknown workload '{}' (W1..W16)", item));
     out.insert(item);
   }
   return out;
@@ -157,7 +165,7 @@ int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
   std::string token_file;
-  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14,W15";
+  std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14,W15,W16";
   po::options_description opts(kAbout);
   // Sizes have a full and a --quick default; an explicit option wins over both.
   opts.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
@@ -194,7 +202,8 @@ int main(int argc, char** argv) {
       "client threads for W4's one-at-a-time create_agent row and for deleting agents")(
       "payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
       "message content size in W1/W2/W4/W5/W7 and the baselines")(
-      "calls", po::value<std::size_t>()->value_name("N"), "W1 calls per repeat (default 2000; quick 200)")(
+      "calls", po::value<std::size_t>()->value_name("N"),
+      "W1 and W16 calls per repeat (default 2000; quick 200)")(
       "replies", po::value<std::size_t>()->value_name("N"),
       "W2 replies per repeat (default 4000; quick 300)")("sleep-ms", po::value<int>()->value_name("MS"),
                                                          "W3 web agent sleep (default 5000; quick 100)")(
@@ -207,7 +216,7 @@ int main(int argc, char** argv) {
       "async-agents", po::value<std::size_t>()->value_name("N"),
       "W7 asynchronous agents waiting at once (default 100000; quick 2000)")(
       "wait-ms", po::value<int>()->value_name("MS"),
-      "W7 asynchronous wait per reply (default 1000; quick 200)")(
+      "W7 asynchronous wait per reply, W16 the tool's sleep (default 1000; quick 200)")(
       "model-agents", po::value<std::size_t>()->value_name("N"),
       "W7 asynchronous agents asking a local model endpoint that answers after --wait-ms, all at "
       "once (default 10000; quick 200; 0: skip; needs servers the bench starts); W13 as many "
@@ -230,7 +239,10 @@ int main(int argc, char** argv) {
       "W15 agents (default 1000000; quick 2000)")(
       "console-seconds", po::value<int>()->value_name("S"),
       "W15 time the server's CPU is measured over, with and without the gateway (default 20; quick 3)")(
-      "bulk-n", po::value<std::size_t>()->value_name("N"), "W9 agents (default 1000000; quick 2000)")(
+      "tool-agents", po::value<std::size_t>()->value_name("N"),
+      "W16 asynchronous agents each calling a tool that sleeps --wait-ms, all at once (default 1000; "
+      "quick 100; 0: skip)")("bulk-n", po::value<std::size_t>()->value_name("N"),
+                             "W9 agents (default 1000000; quick 2000)")(
       "sim-participants", po::value<std::size_t>()->value_name("N"),
       "W8 participants in all (default 100000; quick 2000; the paper's run: 1000000)")(
       "sim-servers", po::value<std::size_t>()->value_name("M"), "W8 child servers (default 4)")(
@@ -257,7 +269,10 @@ int main(int argc, char** argv) {
       "kept-alive connections)")(
       "model-url", po::value<std::string>()->value_name("URL"),
       "--model-calls against this OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead")(
-      "model-stream", "--model-calls streams (stream_async) instead");
+      "model-stream", "--model-calls streams (stream_async) instead")(
+      "serve-mcp-echo",
+      "only run W16's MCP tool server over stdio (newline-delimited JSON-RPC; tools echo and sleep) "
+      "until stdin closes");
 
   po::variables_map vm;
   try {
@@ -290,6 +305,7 @@ int main(int argc, char** argv) {
     fmt::print("agentd-bench (agentd) {}\n", AGENTD_VERSION_STRING);
     return 0;
   }
+  if (vm.count("serve-mcp-echo")) return serve_mcp_echo();
   if (vm.count("serve-model") || vm.count("model-calls")) {
     const int delay_ms = vm["model-delay-ms"].as<int>();
     if (delay_ms < 0) {
@@ -348,6 +364,7 @@ int main(int argc, char** argv) {
   cfg.gateway_threads = std::max(1u, cfg.gateway_threads);
   cfg.console_agents = std::max<std::size_t>(1, size("console-agents", 1000000, 2000));
   cfg.console_seconds = std::max(1, ms("console-seconds", 20, 3));
+  cfg.tool_agents = size("tool-agents", 1000, 100);
 
   Report report;
   report.judged = !cfg.quick;
@@ -361,9 +378,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: {}\n", report.environment);
     // In this order (a vector: a std::map would put W10 and W11 between W1 and W2).
     const std::vector<std::pair<std::string, void (*)(const Config&, Deployment&, Report&)>> runners{
-        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},   {"W4", run_w4},   {"W5", run_w5},
-        {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},   {"W9", run_w9},   {"W10", run_w10},
-        {"W11", run_w11}, {"W12", run_w12}, {"W13", run_w13}, {"W14", run_w14}, {"W15", run_w15}};
+        {"W1", run_w1},   {"W2", run_w2},   {"W3", run_w3},   {"W4", run_w4},
+        {"W5", run_w5},   {"W6", run_w6},   {"W7", run_w7},   {"W8", run_w8},
+        {"W9", run_w9},   {"W10", run_w10}, {"W11", run_w11}, {"W12", run_w12},
+        {"W13", run_w13}, {"W14", run_w14}, {"W15", run_w15}, {"W16", run_w16}};
     for (const auto& [name, run] : runners) {
       if (!cfg.workloads.count(name)) continue;
       try {

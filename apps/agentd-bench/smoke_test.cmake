@@ -2,8 +2,9 @@
 # cmake -DBENCH=<agentd-bench> -DAS_SERVER=<as_server> [-DGATEWAY=<agentd-gateway>] -P smoke_test.cmake
 # With GATEWAY, W14 (the HTTP gateway) runs too, and its rows must be there.
 set(ENV{AGENTD_AS_SERVER} "${AS_SERVER}")
-set(workloads W1,W2,W5,W6,W8,W9,W10,W11,W12)
-set(needles "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "ratio" "target")
+# W16 starts this agentd-bench as its MCP tool server (--serve-mcp-echo) under the child.
+set(workloads W1,W2,W5,W6,W8,W9,W10,W11,W12,W16)
+set(needles "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "W16" "tool call p50" "ratio" "target")
 if(GATEWAY)
   set(ENV{AGENTD_GATEWAY} "${GATEWAY}")
   string(APPEND workloads ",W14")
