@@ -134,6 +134,6 @@ PYBIND11_MODULE(_agentd, m) {
   bind_hosting(m);
 
   for (const char* name : {"Msg", "AgentInfo", "ServerInfo", "Placeholder", "AgentRef", "Client", "Cluster",
-                           "Model", "ChatResponse"})
+                           "Model", "ChatResponse", "ToolResult", "Tools"})
     m.attr(name).attr("__module__") = "agentd";
 }

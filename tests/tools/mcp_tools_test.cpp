@@ -338,7 +338,7 @@ TEST_CASE("a bad tool config refuses start-up naming the file, line and column",
   CHECK_THAT(r.err, Contains(missing + ":4:") && Contains("AGENTD_TEST_UNSET_TOKEN"));
 }
 
-TEST_CASE("SIGHUP re-reads the tool config; a bad one keeps the servers there are", "[tools]") {
+TEST_CASE("SIGHUP re-reads the tool config, and a bad one keeps the servers there are", "[tools]") {
   if (skip_without_node()) return;
   TempDir docs;
   Served s(filesystem_config(docs.path()));
