@@ -386,7 +386,7 @@ TEST_CASE("a server's stderr lines and log notifications are rate-limited in the
   run_until(f.io, [&] { return log.contains("suppressed"); });
 }
 
-TEST_CASE("list_changed floods are coalesced: one tools/list at a time", "[tools][mcp]") {
+TEST_CASE("every list_changed of a flood reaches on_tools_changed", "[tools][mcp]") {
   // The registry's side (see tool_registry_test): here, that the session reports each one.
   Fixture f;
   auto cfg = fault_config("flood");
