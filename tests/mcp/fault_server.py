@@ -9,6 +9,8 @@ Newline-delimited JSON-RPC 2.0 on stdin/stdout (python3 stdlib only). Options:
   --stderr-lines N   write N lines to stderr at start ("fault_server stderr line I")
   --exit-at-start S  write a line to stderr and exit with status S before reading anything
   --garbage-at-start write a line that is not JSON on stdout at start
+  --more-tools       also list the stop_reading .. spawn_sleeper tools (the tests count on 12
+                     tools otherwise; they are called in either case)
 
 Tools (all servers offer them):
   echo {text}          text content "echo: TEXT"
@@ -22,6 +24,12 @@ Tools (all servers offer them):
   fail {}              a result with isError true
   media {}             image, audio, resource_link and resource content blocks
   change_tools {}      adds tool "added" and sends notifications/tools/list_changed
+  stop_reading {}      answers, then never reads its stdin again (it stays alive)
+  spam_stderr {lines}  writes LINES lines to stderr ("spam line I")
+  spam_log {count}     sends COUNT notifications/message
+  spam_changed {count} sends COUNT notifications/tools/list_changed
+  stats {}             text: JSON {"tools_list": tools/list requests received so far}
+  spawn_sleeper {}     starts `sleep 300` (in its process group); text: its pid
   ask_client {}        sends the client a ping and a sampling/createMessage request and
                        answers with what came back (text: JSON {"ping": ..., "sampling": ...})
 """
@@ -56,7 +64,7 @@ def main():
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--garbage-at-start",):
+        if a in ("--garbage-at-start", "--more-tools"):
             flags.add(a)
             i += 1
         else:
@@ -93,6 +101,10 @@ def main():
         {"name": "change_tools", "inputSchema": {"type": "object"}},
         {"name": "ask_client", "inputSchema": {"type": "object"}},
     ]
+    # Tools the tests count on not being listed by default (the list has 12 tools).
+    hidden = {"stop_reading", "spam_stderr", "spam_log", "spam_changed", "stats", "spawn_sleeper"}
+    if "--more-tools" in flags:
+        tools += [{"name": n, "inputSchema": {"type": "object"}} for n in sorted(hidden)]
     for n in range(int(opts.get("--extra-tools", "0"))):
         tools.append({"name": "extra_%d" % n, "inputSchema": {"type": "object"}})
     page_size = int(opts.get("--page-size", "0")) or len(tools) + 1000
@@ -100,6 +112,7 @@ def main():
 
     # Requests this server sent the client, by id: the ask_client call waiting for them.
     asked = {}
+    state = {"stop_reading": False, "tools_list": 0}
 
     def call(req_id, name, arguments):
         if name == "echo":
@@ -154,6 +167,29 @@ def main():
                 tools.append({"name": "added", "inputSchema": {"type": "object"}})
             send({"id": req_id, "result": text_result("changed")})
             send({"method": "notifications/tools/list_changed"})
+        elif name == "stop_reading":
+            state["stop_reading"] = True
+            send({"id": req_id, "result": text_result("not reading any more")})
+        elif name == "spam_stderr":
+            for n in range(int(arguments.get("lines", 100))):
+                sys.stderr.write("spam line %d\n" % n)
+            sys.stderr.flush()
+            send({"id": req_id, "result": text_result("spammed")})
+        elif name == "spam_log":
+            for n in range(int(arguments.get("count", 100))):
+                send({"method": "notifications/message", "params": {"level": "info", "data": "log %d" % n}})
+            send({"id": req_id, "result": text_result("logged")})
+        elif name == "spam_changed":
+            for n in range(int(arguments.get("count", 100))):
+                send({"method": "notifications/tools/list_changed"})
+            send({"id": req_id, "result": text_result("changed")})
+        elif name == "stats":
+            send({"id": req_id, "result": text_result(json.dumps({"tools_list": state["tools_list"]}))})
+        elif name == "spawn_sleeper":
+            import subprocess
+            child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+            send({"id": req_id, "result": text_result(str(child.pid))})
         elif name == "ask_client":
             asked["ping-1"] = None
             asked["sample-1"] = None
@@ -197,6 +233,7 @@ def main():
         elif method == "ping":
             send({"id": req_id, "result": {}})
         elif method == "tools/list":
+            state["tools_list"] += 1
             cursor = (msg.get("params") or {}).get("cursor")
             start = int(cursor) if cursor else 0
             page = tools[start:start + page_size]
@@ -207,6 +244,9 @@ def main():
         elif method == "tools/call":
             params = msg.get("params") or {}
             call(req_id, params.get("name"), params.get("arguments") or {})
+            if state["stop_reading"]:
+                while True:
+                    time.sleep(3600)
         elif req_id is not None:
             send({"id": req_id, "error": {"code": -32601, "message": "Method not found: " + method}})
 

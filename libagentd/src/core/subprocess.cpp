@@ -217,6 +217,7 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
     pid_t pid = -1;
     Subprocess forked = spawn_forked(options, child, streams, child_ends, pid);
     forked.pid_ = pid;
+    forked.group_ = Group::owned_killed;
     return forked;
   }
   if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa.actions, options.cwd.c_str());
@@ -249,11 +250,15 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
                : ::posix_spawn(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), env);
   if (rc != 0) throw SpawnError(program, rc);  // child holds no process: nothing to reap
   child.pid_ = pid;
+  child.group_ = options.new_session ? Group::owned : Group::none;
   return child;
 }
 
 Subprocess::~Subprocess() {
-  if (pid_ > 0 && !released_ && !status_) {
+  if (pid_ <= 0 || released_) return;
+  // die_with_parent: what it started (npx -> node) goes too, also after the leader was reaped.
+  if (group_ == Group::owned_killed) ::kill(-pid_, SIGKILL);
+  if (!status_) {
     ::kill(pid_, SIGKILL);
     wait();
   }
@@ -263,6 +268,7 @@ Subprocess::Subprocess(Subprocess&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
       released_(std::exchange(other.released_, false)),
       status_(std::exchange(other.status_, std::nullopt)),
+      group_(std::exchange(other.group_, Group::none)),
       stdin_(std::move(other.stdin_)),
       stdout_(std::move(other.stdout_)),
       stderr_(std::move(other.stderr_)) {}
@@ -273,6 +279,7 @@ Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
     pid_ = std::exchange(other.pid_, -1);
     released_ = std::exchange(other.released_, false);
     status_ = std::exchange(other.status_, std::nullopt);
+    group_ = std::exchange(other.group_, Group::none);
     stdin_ = std::move(other.stdin_);
     stdout_ = std::move(other.stdout_);
     stderr_ = std::move(other.stderr_);
@@ -335,7 +342,9 @@ bool Subprocess::signal(int sig) {
 }
 
 bool Subprocess::signal_group(int sig) {
-  if (pid_ <= 0 || released_ || status_) return false;
+  // After the leader's reap too: Linux does not hand out a pid again while a process group of
+  // that id still has members, so -pid_ still names the child's group (or nothing: ESRCH).
+  if (pid_ <= 0 || released_ || group_ == Group::none) return false;
   return ::kill(-pid_, sig) == 0;
 }
 

@@ -85,16 +85,20 @@ class Subprocess {
   static Subprocess spawn(const SpawnOptions& options);
 
   Subprocess() = default;  // holds no process
-  // Owns the child: destruction SIGKILLs and reaps it unless it was reaped or released.
-  // The pipe ends are closed after that.
+  // Owns the child: destruction SIGKILLs and reaps it unless it was reaped or released; a
+  // die_with_parent child's whole process group is SIGKILLed too (even after the child itself was
+  // reaped: its own children, e.g. npx's node, would otherwise outlive it). The pipe ends are
+  // closed after that.
   ~Subprocess();
   Subprocess(Subprocess&& other) noexcept;
   Subprocess& operator=(Subprocess&& other) noexcept;  // the child held before is as destroyed
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
-  // Sends sig to its whole process group (die_with_parent children lead their own group);
-  // false when nothing was sent. Like signal(), never after it was reaped or released.
+  // Sends sig to its whole process group (die_with_parent and new_session children lead their
+  // own group); false when nothing was sent (no group of its own, released, or the group is
+  // empty). Unlike signal(), also after the child was reaped: what it started may still run in
+  // its group, and Linux does not reuse a pid as long as a process group of that id exists.
   bool signal_group(int sig);
 
   // The pid it was started with (unchanged after reaping or release); -1 when it holds none.
@@ -136,9 +140,13 @@ class Subprocess {
  private:
   void require_process() const;
 
+  // Whether the child leads its own process group, and whether destruction kills that group.
+  enum class Group { none, owned, owned_killed };
+
   pid_t pid_ = -1;
   bool released_ = false;
   std::optional<int> status_;
+  Group group_ = Group::none;
   kj::AutoCloseFd stdin_;
   kj::AutoCloseFd stdout_;
   kj::AutoCloseFd stderr_;

@@ -2,10 +2,14 @@
 // Blocking forms (worker threads) post the call to the loop through the bridge and wait on a
 // condition variable; a Completion object travels with the posted function and then with the
 // promise, and whoever destroys it unfinished (a post dropped unrun, a registry going away with
-// the call in flight) wakes the waiter with Error(stopping). Asynchronous forms await the
-// registry's promise on the loop itself (detail::await_kj).
+// the call in flight) wakes the waiter with Error(stopping). The waiter is also registered with
+// the handle, whose close() wakes it with Error(stopping) at once: after close() nothing drives
+// the loop any more (the server's run ended), so no waiter may depend on it. Asynchronous forms
+// await the registry's promise on the loop itself (detail::await_kj).
 #include <agentd/error.h>
 #include <agentd/tool.h>
+
+#include <kj/common.h>
 
 #include <condition_variable>
 #include <exception>
@@ -52,6 +56,16 @@ struct Waiter {
   bool done = false;
   std::optional<T> value;
   std::exception_ptr error;
+
+  // The first outcome wins; later ones (the loop's answer after close() woke the waiter) are dropped.
+  void finish(std::optional<T> v, std::exception_ptr e) {
+    std::lock_guard lock(mu);
+    if (done) return;
+    value = std::move(v);
+    error = std::move(e);
+    done = true;
+    cv.notify_all();
+  }
 };
 
 // Hands the outcome to the waiter exactly once; unfinished at destruction: Error(stopping).
@@ -67,12 +81,7 @@ class Completion {
 
   void finish(std::optional<T> value, std::exception_ptr error) {
     auto w = std::move(w_);
-    if (!w) return;
-    std::lock_guard lock(w->mu);
-    w->value = std::move(value);
-    w->error = std::move(error);
-    w->done = true;
-    w->cv.notify_all();
+    if (w) w->finish(std::move(value), std::move(error));
   }
 
  private:
@@ -88,8 +97,13 @@ T run_blocking_on_loop(const std::shared_ptr<ToolRegistryHandle>& handle, const 
                             "asynchronous agent uses {}_async",
                             what, what));
   auto waiter = std::make_shared<Waiter<T>>();
+  const std::uint64_t id =
+      handle->add_waiter([waiter] { waiter->finish(std::nullopt, std::make_exception_ptr(stopping())); });
+  if (id == 0) throw stopping();  // closed: the loop may never run what we would post
+  auto unregister = kj::defer([&handle, id] { handle->remove_waiter(id); });
   auto completion = std::make_unique<Completion<T>>(waiter);
-  handle->bridge().post([handle, completion = std::move(completion), start = std::move(start)]() mutable {
+  // Dropped unrun when the handle closed meanwhile: the completion then wakes us (stopping).
+  handle->post([handle, completion = std::move(completion), start = std::move(start)]() mutable {
     ToolRegistry* registry = handle->registry();
     if (registry == nullptr) return;  // completion goes unfinished: stopping
     kj::Promise<T> promise = nullptr;
@@ -176,6 +190,43 @@ class AgentTools final : public Tools {
 };
 
 }  // namespace
+
+void ToolRegistryHandle::close() {
+  registry_.store(nullptr);
+  std::lock_guard lock(mu_);
+  bridge_ = nullptr;
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& [id, wake] : waiters) wake();
+}
+
+bool ToolRegistryHandle::post(kj::Function<void()> fn) {
+  std::unique_lock lock(mu_);
+  if (bridge_ == nullptr) {
+    lock.unlock();  // fn's captures may wake a waiter: not under our lock
+    return false;
+  }
+  bridge_->post(kj::mv(fn));
+  return true;
+}
+
+std::uint64_t ToolRegistryHandle::add_waiter(std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  if (bridge_ == nullptr) return 0;
+  const std::uint64_t id = next_waiter_++;
+  waiters_.emplace(id, std::move(wake));
+  return id;
+}
+
+void ToolRegistryHandle::remove_waiter(std::uint64_t id) {
+  std::lock_guard lock(mu_);
+  waiters_.erase(id);
+}
+
+bool ToolRegistryHandle::closed() const {
+  std::lock_guard lock(mu_);
+  return bridge_ == nullptr;
+}
 
 std::shared_ptr<Tools> make_agent_tools(std::shared_ptr<ToolRegistryHandle> registry,
                                         std::function<void(const ToolCallSpan&)> record) {

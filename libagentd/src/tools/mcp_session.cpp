@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kj_errors.h"
+#include "log_limit.h"
 
 namespace agentd::detail {
 
@@ -25,6 +26,8 @@ namespace {
 
 // Pages of tools/list followed at most: a server whose cursors never end is cut off there.
 constexpr int kMaxToolPages = 1000;
+// Tools kept of one server at most: the rest of a longer list is left out (with a warning).
+constexpr std::size_t kMaxTools = 10000;
 
 kj::Exception kj_error(Error e) { return to_kj_exception(std::make_exception_ptr(std::move(e))); }
 
@@ -60,11 +63,18 @@ struct McpSession::Impl {
   std::string protocol_version;
   std::string server_name;
   std::string server_version;
+  std::string close_reason;  // why the transport closed (or the session shut down), once it did
   std::function<void()> tools_changed;
   std::function<void(std::string)> closed;
+  LogLimit log_limit;
 
   Impl(const ToolServerConfig& c, kj::Own<McpTransport> t, kj::Timer& tm)
       : config(c), transport(kj::mv(t)), timer(tm) {}
+
+  // For continuations that find the session gone (alive false): `config` may be gone too.
+  static Error ended_error() {
+    return Error::retryable(ErrorCode::tool_error, "the tool server's session ended");
+  }
 
   ~Impl() {
     *alive = false;
@@ -179,8 +189,9 @@ struct McpSession::Impl {
     if (method == "notifications/tools/list_changed") {
       if (tools_changed) tools_changed();
     } else if (method == "notifications/message") {
-      spdlog::info("tool server '{}' logs: {}", config.name,
-                   params.dump(-1, ' ', false, Value::error_handler_t::replace).substr(0, 1000));
+      if (log_limit.allow(config.name))
+        spdlog::info("tool server '{}' logs: {}", config.name,
+                     params.dump(-1, ' ', false, Value::error_handler_t::replace).substr(0, 1000));
     }
     // Others (progress, resources, cancelled for requests we never make) have nothing to do here.
   }
@@ -189,6 +200,7 @@ struct McpSession::Impl {
     if (!open && !started) return;
     open = false;
     started = false;
+    if (close_reason.empty()) close_reason = why;
     fail_pending(Error::retryable(ErrorCode::tool_error,
                                   fmt::format("tool server '{}' is gone: {}", config.name, why)));
     if (closed) closed(std::move(why));
@@ -228,7 +240,10 @@ struct McpSession::Impl {
                                   fmt::format("tool server '{}': tools/list got no answer within {}", name,
                                               seconds_text(timeout)));
                    })
-        .then([this, acc = kj::mv(acc), page](Value result) mutable -> kj::Promise<std::vector<ToolInfo>> {
+        .then([this, alive = alive, acc = kj::mv(acc),
+               page](Value result) mutable -> kj::Promise<std::vector<ToolInfo>> {
+          // The answer may have come just before the session went (its continuation still queued).
+          if (!*alive) return kj_error(ended_error());
           auto tools = result.find("tools");
           if (tools == result.end() || !tools->is_array())
             return kj_error(
@@ -240,7 +255,13 @@ struct McpSession::Impl {
               spdlog::warn("tool server '{}' lists a tool without a name: left out", config.name);
               continue;
             }
-            if (allowed(info.name)) acc->push_back(std::move(info));
+            if (!allowed(info.name)) continue;
+            if (acc->size() >= kMaxTools) {
+              spdlog::warn("tool server '{}' lists more than {} tools: the rest is left out", config.name,
+                           kMaxTools);
+              return kj::mv(*acc);
+            }
+            acc->push_back(std::move(info));
           }
           std::string next = string_field(result, "nextCursor");
           if (next.empty()) return kj::mv(*acc);
@@ -286,8 +307,9 @@ kj::Promise<void> McpSession::initialize() {
                             seconds_text(timeout)));
           },
           false)
-      .then([this](Value result) {
-        Impl& s = *impl_;
+      .then([&s, alive = s.alive](Value result) {
+        // initialize's answer may have come just before the session went: nothing to touch then.
+        if (!*alive) kj::throwFatalException(kj_error(Impl::ended_error()));
         std::string version = string_field(result, "protocolVersion");
         bool known = false;
         for (const char* v : kProtocolVersions) known = known || version == v;
@@ -360,6 +382,7 @@ const std::string& McpSession::server_name() const { return impl_->server_name; 
 const std::string& McpSession::server_version() const { return impl_->server_version; }
 std::size_t McpSession::in_flight() const { return impl_->pending.size(); }
 McpTransport& McpSession::transport() { return *impl_->transport; }
+const std::string& McpSession::close_reason() const { return impl_->close_reason; }
 
 kj::Promise<void> McpSession::shut_down(kj::Duration grace) {
   Impl& s = *impl_;
@@ -367,6 +390,7 @@ kj::Promise<void> McpSession::shut_down(kj::Duration grace) {
   // then ends politely. Its closed event comes after: nothing is pending by then.
   if (s.open || s.started) {
     s.open = false;
+    if (s.close_reason.empty()) s.close_reason = "shut down";
     s.fail_pending(Error::retryable(ErrorCode::tool_error,
                                     fmt::format("tool server '{}' is shutting down", s.config.name)));
   }

@@ -11,6 +11,10 @@
 // sends notifications/cancelled for it. When the transport closes, every pending promise rejects
 // with Error(tool_error, retryable) "tool server 'NAME' ... : why".
 //
+// Lifetime: the session may be destroyed with promises of it still held (their continuations
+// queued): they then reject with Error(tool_error, retryable) and touch nothing of it. Tool lists
+// are capped at 10,000 tools; notifications/message is logged at most ~20 lines a second.
+//
 // Threading: loop thread only.
 #pragma once
 
@@ -60,6 +64,8 @@ class McpSession {
   const std::string& server_name() const;     // serverInfo.name
   const std::string& server_version() const;  // serverInfo.version
   std::size_t in_flight() const;              // requests sent and not yet answered
+  // Why it is no longer open (the transport's closed reason, "shut down"); empty while open.
+  const std::string& close_reason() const;
   McpTransport& transport();
 
   kj::Promise<void> shut_down(kj::Duration grace);

@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kj_errors.h"
+#include "log_limit.h"
 #include "subprocess.h"
 #include "task_errors.h"
 
@@ -40,6 +41,9 @@ constexpr std::size_t kStderrLineCap = 4096;  // longer stderr lines are cut (an
 // "closed its stdout" (and killing it).
 constexpr auto kExitWait = 2 * kj::SECONDS;
 constexpr auto kPollInterval = 5 * kj::MILLISECONDS;
+// Bytes waiting to be written to its stdin at most (beyond one message of max_message_bytes): a
+// server that sends requests (each answered) but never reads its stdin is cut off there.
+constexpr std::size_t kMaxQueuedBytes = 16u << 20;
 
 // program (no '/') on the colon-separated dirs, or empty.
 std::string find_program(const std::string& program, const std::string& dirs) {
@@ -71,6 +75,7 @@ class StdioTransport final : public McpTransport {
   ~StdioTransport() noexcept override {
     // Whatever still runs of it goes now: the background reads and writes first (they use the
     // pipes), then the whole group, then the reap (Subprocess's destructor).
+    writer_ = nullptr;
     tasks_ = nullptr;
     out_ = nullptr;
     in_ = nullptr;
@@ -128,6 +133,7 @@ class StdioTransport final : public McpTransport {
     out_ = io_.lowLevelProvider->wrapInputFd(child_.stdout_pipe().release(), flags);
     err_ = io_.lowLevelProvider->wrapInputFd(child_.stderr_pipe().release(), flags);
     tasks_ = kj::heap<kj::TaskSet>(errors_);
+    writer_ = kj::heap<kj::TaskSet>(errors_);
     tasks_->add(read_stdout().catch_([this](kj::Exception&& e) {
       close(fmt::format("cannot read its stdout: {}", e.getDescription().cStr()));
     }));
@@ -135,13 +141,25 @@ class StdioTransport final : public McpTransport {
   }
 
   void send(const Value& message) override {
-    if (closed_ || in_.get() == nullptr) return;
+    if (closed_ || overflowed_ || in_.get() == nullptr || writer_.get() == nullptr) return;
     std::string line = message.dump(-1, ' ', false, Value::error_handler_t::replace);
     line += '\n';
+    queued_bytes_ += line.size();
     queue_.push_back(std::move(line));
+    if (queued_bytes_ > kMaxQueuedBytes + config_.max_message_bytes) {
+      // It does not read what we write. Closed in a later turn: the sender (a session request,
+      // an answer to one of its requests) must not see its own callbacks run under it.
+      overflowed_ = true;
+      std::string why = fmt::format("it does not read its stdin ({} bytes were waiting to be written to it)",
+                                    queued_bytes_);
+      queue_.clear();
+      queued_bytes_ = 0;
+      tasks_->add(kj::evalLater([this, why = std::move(why)]() mutable { close(std::move(why)); }));
+      return;
+    }
     if (!writing_) {
       writing_ = true;
-      tasks_->add(write_next());
+      writer_->add(write_next());
     }
   }
 
@@ -149,7 +167,11 @@ class StdioTransport final : public McpTransport {
     if (child_.pid() <= 0) return kj::READY_NOW;
     shutting_down_ = true;
     // EOF on its stdin asks it to exit (the MCP way); then SIGTERM and SIGKILL to the group.
+    // The writer goes before the stream it writes to (a write may be under way).
+    writer_ = nullptr;
+    writing_ = false;
     queue_.clear();
+    queued_bytes_ = 0;
     in_ = nullptr;
     return wait_exit(grace / 2)
         .then([this, grace](bool exited) -> kj::Promise<bool> {
@@ -158,10 +180,9 @@ class StdioTransport final : public McpTransport {
           return wait_exit(grace / 2);
         })
         .then([this](bool exited) {
-          if (!exited) {
-            child_.signal_group(SIGKILL);
-            child_.wait();
-          }
+          // Also when it exited: what it started (npx -> node) may still run in its group.
+          child_.signal_group(SIGKILL);
+          if (!exited) child_.wait();
           close(fmt::format("shut down ({})", describe_wait_status(child_.status().value_or(0))));
         });
   }
@@ -254,8 +275,8 @@ class StdioTransport final : public McpTransport {
   void log_stderr(std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) return;
-    spdlog::info("tool server '{}': {}", config_.name, line);
     last_stderr_ = shorten(line);
+    if (log_limit_.allow(config_.name)) spdlog::info("tool server '{}': {}", config_.name, line);
   }
 
   kj::Promise<void> write_next() {
@@ -265,6 +286,7 @@ class StdioTransport final : public McpTransport {
     }
     auto line = kj::heap<std::string>(std::move(queue_.front()));
     queue_.pop_front();
+    queued_bytes_ -= std::min(queued_bytes_, line->size());
     auto& text = *line;
     return in_->write(text.data(), text.size())
         .attach(kj::mv(line))
@@ -280,6 +302,7 @@ class StdioTransport final : public McpTransport {
     if (closed_) return;
     closed_ = true;
     queue_.clear();
+    queued_bytes_ = 0;
     if (events_.closed) events_.closed(std::move(why));
   }
 
@@ -292,17 +315,21 @@ class StdioTransport final : public McpTransport {
   kj::Own<kj::AsyncInputStream> out_;  // its stdout
   kj::Own<kj::AsyncInputStream> err_;  // its stderr
   std::deque<std::string> queue_;      // lines waiting to be written, in order
+  std::size_t queued_bytes_ = 0;       // their size (at most kMaxQueuedBytes + max_message_bytes)
   bool writing_ = false;
+  bool overflowed_ = false;  // the queue went over its cap: closing
   bool closed_ = false;
   bool shutting_down_ = false;
   std::string line_;  // the stdout line read so far (at most max_message_bytes)
   std::string err_line_;
   bool err_skipping_ = false;  // the rest of a cut stderr line is dropped
   std::string last_stderr_;
+  LogLimit log_limit_;
   char chunk_[kReadChunk];
   char err_chunk_[4096];
   TaskErrors errors_{"stdio tool server transport"};
-  kj::Own<kj::TaskSet> tasks_;  // the reads and the writer; last, so it goes first
+  kj::Own<kj::TaskSet> tasks_;   // the reads (and a deferred close)
+  kj::Own<kj::TaskSet> writer_;  // write_next's chain: cancelled before in_ goes; last, so it goes first
 };
 
 }  // namespace

@@ -90,7 +90,11 @@ struct Server {
   Clock::time_point next_start{};
   Clock::time_point running_since{};
   kj::Own<McpSession> session;
-  kj::Maybe<kj::ForkedPromise<void>> starting;  // while state == starting
+  // While state == starting. Its continuations hold the Server weakly and the registry through
+  // its `alive` flag: stop()/reconfigure()/~Impl drop it, and nothing keeps a Server alive in a cycle.
+  kj::Maybe<kj::ForkedPromise<void>> starting;
+  bool refreshing = false;     // a tools/list after list_changed is in flight (of this generation)
+  bool refresh_again = false;  // another list_changed came meanwhile: read once more after it
   std::vector<ToolInfo> tools;
   std::string protocol_version, server_name, server_version;
 };
@@ -112,6 +116,11 @@ struct ToolRegistry::Impl {
   ~Impl() {
     *alive = false;
     tasks = nullptr;  // before the sessions: tasks may hold some
+    // Start chains still held by callers elsewhere find `alive` false and the session gone.
+    for (const auto& s : servers) {
+      s->starting = nullptr;
+      s->session = nullptr;
+    }
   }
 
   kj::AsyncIoContext& io;
@@ -158,16 +167,45 @@ struct ToolRegistry::Impl {
     retire(kj::mv(s->session));
   }
 
+  // One tools/list at a time per server: list_changed notifications arriving meanwhile are
+  // coalesced into one more read after it (a server flooding them costs one request at a time).
   void refresh_tools(const std::shared_ptr<Server>& s, std::uint64_t generation) {
     if (generation != s->generation || s->state != State::running || s->session.get() == nullptr) return;
-    tasks->add(s->session->list_tools().then(
-        [s, generation](std::vector<ToolInfo> tools) {
-          if (generation == s->generation) s->tools = std::move(tools);
-        },
-        [s](kj::Exception&& e) {
-          spdlog::warn("tool server '{}': reading its tools again failed: {}", s->config.name,
-                       error_from_kj(e).message());
-        }));
+    if (s->refreshing) {
+      s->refresh_again = true;
+      return;
+    }
+    s->refreshing = true;
+    s->refresh_again = false;
+    tasks->add(s->session->list_tools()
+                   .then(
+                       [s, generation](std::vector<ToolInfo> tools) {
+                         if (generation == s->generation) s->tools = std::move(tools);
+                       },
+                       [s](kj::Exception&& e) {
+                         spdlog::warn("tool server '{}': reading its tools again failed: {}", s->config.name,
+                                      error_from_kj(e).message());
+                       })
+                   .then([this, s, generation]() {
+                     if (generation != s->generation) return;
+                     s->refreshing = false;
+                     if (s->refresh_again) refresh_tools(s, generation);
+                   }));
+  }
+
+  // The server of weak if it still runs the session of `generation` (open), else the error of a
+  // start or call that finds it gone meanwhile (stopped, reconfigured away, died).
+  static std::shared_ptr<Server> current(const std::weak_ptr<Server>& weak, std::uint64_t generation,
+                                         const std::string& name, const char* doing) {
+    auto s = weak.lock();
+    if (s && generation == s->generation && s->session.get() != nullptr && s->session->open()) return s;
+    std::string why = "it was stopped or removed by a reload";
+    if (s && s->session.get() != nullptr && !s->session->close_reason().empty())
+      why = s->session->close_reason();
+    else if (s && s->state != State::stopped && generation == s->generation)
+      why = "its session ended";
+    kj::throwFatalException(kj_error(Error::retryable(
+        ErrorCode::tool_error, fmt::format("tool server '{}' closed while {}: {}", name, doing, why))));
   }
 
   kj::Promise<void> start_now(const std::shared_ptr<Server>& s) {
@@ -184,6 +222,8 @@ struct ToolRegistry::Impl {
       return to_kj_exception(std::current_exception());
     }
     s->session = kj::heap<McpSession>(s->config, kj::mv(transport), timer);
+    s->refreshing = false;
+    s->refresh_again = false;
     std::weak_ptr<Server> weak = s;
     s->session->on_closed([this, weak, generation, alive = alive](std::string why) {
       if (!*alive) return;
@@ -193,15 +233,15 @@ struct ToolRegistry::Impl {
       if (!*alive) return;
       if (auto server = weak.lock()) refresh_tools(server, generation);
     });
-    McpSession& session = *s->session;
-    return session.initialize()
-        .then([&session]() { return session.list_tools(); })
-        .then([s, generation](std::vector<ToolInfo> tools) {
-          if (generation != s->generation || s->session.get() == nullptr || !s->session->open())
-            kj::throwFatalException(kj_error(
-                Error::retryable(ErrorCode::tool_error,
-                                 fmt::format("tool server '{}' closed while starting: {}", s->config.name,
-                                             s->error.empty() ? "no reason given" : s->error))));
+    // Each step looks the session up again (by generation): stop() or a reload may have moved it
+    // out (to shut it down, or destroyed it) between the steps.
+    std::string name = s->config.name;
+    return s->session->initialize()
+        .then([weak, generation, name]() {
+          return current(weak, generation, name, "starting")->session->list_tools();
+        })
+        .then([weak, generation, name](std::vector<ToolInfo> tools) {
+          auto s = current(weak, generation, name, "starting");
           s->tools = std::move(tools);
           s->protocol_version = s->session->protocol_version();
           s->server_name = s->session->server_name();
@@ -220,39 +260,43 @@ struct ToolRegistry::Impl {
         return fork->addBranch();
       }
     }
+    // Within the backoff after a failed start or a death: refused at once (retryable), saying when
+    // the next start is due, rather than holding the call through the backoff.
     const auto now = Clock::now();
-    if (s->state == State::failed && now < s->next_start) {
+    if ((s->state == State::failed || s->state == State::restarting) && now < s->next_start) {
       const auto wait_s = std::chrono::duration_cast<std::chrono::seconds>(s->next_start - now).count() + 1;
-      return kj_error(Error::retryable(ErrorCode::tool_error,
-                                       fmt::format("tool server '{}' could not start: {} (next try in {} s)",
-                                                   s->config.name, s->error, wait_s)));
+      return kj_error(Error::retryable(
+          ErrorCode::tool_error,
+          s->state == State::failed
+              ? fmt::format("tool server '{}' could not start: {} (next try in {} s)", s->config.name,
+                            s->error, wait_s)
+              : fmt::format("tool server '{}' died: {} (it starts again at the next use in {} s)",
+                            s->config.name, s->error, wait_s)));
     }
-    kj::Duration delay = 0 * kj::SECONDS;
-    if (s->state == State::restarting && now < s->next_start)
-      delay = std::chrono::duration_cast<std::chrono::milliseconds>(s->next_start - now).count() *
-              kj::MILLISECONDS;
     s->state = State::starting;
-    auto started =
-        timer.afterDelay(delay)
-            .then([this, s]() { return start_now(s); })
-            .then(
-                [s]() {
-                  s->state = State::running;
-                  s->ran = true;
-                  s->running_since = Clock::now();
-                  spdlog::info("tool server '{}' runs ({} tools, MCP {})", s->config.name, s->tools.size(),
-                               s->protocol_version);
-                },
-                [this, s](kj::Exception&& e) {
-                  Error err = error_from_kj(e);
-                  if (s->state == State::stopped || stopped) kj::throwFatalException(kj::mv(e));
-                  backoff_after_failure(*s, false);
-                  s->state = State::failed;
-                  s->error = err.message();
-                  retire(kj::mv(s->session));
-                  spdlog::warn("{}", err.message());
-                  kj::throwFatalException(kj_error(Error::retryable(ErrorCode::tool_error, err.message())));
-                });
+    std::weak_ptr<Server> weak = s;
+    std::string name = s->config.name;
+    auto started = start_now(s).then(
+        [weak]() {
+          auto s = weak.lock();
+          if (!s || s->state != State::starting) return;  // stopped meanwhile: start_now's checks threw
+          s->state = State::running;
+          s->ran = true;
+          s->running_since = Clock::now();
+          spdlog::info("tool server '{}' runs ({} tools, MCP {})", s->config.name, s->tools.size(),
+                       s->protocol_version);
+        },
+        [this, weak, alive = alive](kj::Exception&& e) {
+          auto s = weak.lock();
+          if (!*alive || !s || s->state != State::starting || stopped) kj::throwFatalException(kj::mv(e));
+          Error err = error_from_kj(e);
+          backoff_after_failure(*s, false);
+          s->state = State::failed;
+          s->error = err.message();
+          retire(kj::mv(s->session));
+          spdlog::warn("{}", err.message());
+          kj::throwFatalException(kj_error(Error::retryable(ErrorCode::tool_error, err.message())));
+        });
     auto fork = started.fork();
     auto branch = fork.addBranch();
     s->starting = kj::mv(fork);
@@ -286,7 +330,7 @@ struct ToolRegistry::Impl {
 
   void count(const std::string& server, const std::string& tool, std::int64_t latency_us, bool failed) {
     auto& per_server = counters[server];
-    per_server[tool].observe(latency_us, failed);
+    if (!tool.empty()) per_server[tool].observe(latency_us, failed);  // empty: the total only
     per_server[""].observe(latency_us, failed);
   }
 };
@@ -324,6 +368,7 @@ void ToolRegistry::reconfigure(ToolConfig config) {
       McpSession& session = *old->session;
       r.tasks->add(session.shut_down(kRetireGrace).attach(kj::mv(old->session), old));
     }
+    old->starting = nullptr;  // a start under way: its next step finds the server stopped
   }
   r.servers = std::move(next);
   r.source = config.source;
@@ -377,13 +422,23 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
   Impl& r = *impl_;
   const std::int64_t start_ns = unix_now_ns();
   const auto t0 = Clock::now();
-  auto finish = [this, server, tool, start_ns, t0, record, alive = r.alive](const char* outcome,
-                                                                            const std::string& message) {
+  // What the call's steps share: whether it was finished (counted, recorded) and whether the
+  // tool turned out to be unknown (then counted only in the server's total: callers choose the
+  // names, and a row per made-up name would grow without bound).
+  struct CallState {
+    bool finished = false;
+    bool unknown_tool = false;
+  };
+  auto state = std::make_shared<CallState>();
+  auto finish = [this, server, tool, start_ns, t0, record, state, alive = r.alive](
+                    const char* outcome, const std::string& message) {
+    if (state->finished) return;
+    state->finished = true;
     const auto elapsed = Clock::now() - t0;
     const bool failed = std::string_view(outcome) != "ok";
     if (*alive && (impl_->find(server) != nullptr))
-      impl_->count(server, tool, std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count(),
-                   failed);
+      impl_->count(server, state->unknown_tool ? std::string() : tool,
+                   std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count(), failed);
     if (record) {
       ToolCallSpan span;
       span.tool = server + "/" + tool;
@@ -411,11 +466,22 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
     return kj_error(e);
   }
   const kj::Duration timeout = to_kj(options.timeout.value_or(s->config.call_timeout));
+  // A caller that drops the promise (a cancelled agent, a registry going away) still gets the
+  // call counted and its span recorded, as "cancelled" (not recorded once the registry is gone:
+  // what `record` leads to may be going too).
+  auto on_drop = kj::defer([finish, state, alive = r.alive]() mutable {
+    if (state->finished) return;
+    if (*alive)
+      finish("cancelled", "the caller stopped waiting for the answer");
+    else
+      state->finished = true;
+  });
   return r.ensure_started(s)
-      .then([s, tool, arguments = std::move(arguments), timeout]() mutable {
+      .then([s, state, tool, arguments = std::move(arguments), timeout]() mutable {
         bool known =
             std::any_of(s->tools.begin(), s->tools.end(), [&](const ToolInfo& t) { return t.name == tool; });
         if (!known) {
+          state->unknown_tool = true;
           std::string names;
           for (const auto& t : s->tools) names += (names.empty() ? "" : ", ") + t.name;
           return kj::Promise<ToolResult>(kj_error(
@@ -424,18 +490,33 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
                                 s->config.allow_tools.empty() ? "" : " allowed by its config",
                                 names.empty() ? "none" : names))));
         }
+        // Between the start and this turn the server may have died, been stopped or reloaded
+        // away (its session moved out): refuse (retryable) instead of touching a session that
+        // is not there.
+        if (s->state != State::running || s->session.get() == nullptr || !s->session->open()) {
+          std::string why = s->state == State::stopped ? "it was stopped or removed by a reload"
+                            : s->session.get() != nullptr && !s->session->close_reason().empty()
+                                ? s->session->close_reason()
+                            : s->error.empty() ? "its session ended"
+                                               : s->error;
+          return kj::Promise<ToolResult>(kj_error(
+              Error::retryable(ErrorCode::tool_error,
+                               fmt::format("tool server '{}' closed before the call to '{}' was sent: {}",
+                                           s->config.name, tool, why))));
+        }
         return s->session->call_tool(tool, arguments, timeout);
       })
       .then(
-          [finish](ToolResult result) {
+          [finish](ToolResult result) mutable {
             finish(result.is_error ? "is_error" : "ok", result.is_error ? result.text().substr(0, 500) : "");
             return result;
           },
-          [finish](kj::Exception&& e) -> ToolResult {
+          [finish](kj::Exception&& e) mutable -> ToolResult {
             Error err = error_from_kj(e);
             finish(std::string(to_string(err.code())).c_str(), err.message());
             kj::throwFatalException(kj::mv(e));
-          });
+          })
+      .attach(kj::mv(on_drop));
 }
 
 kj::Promise<void> ToolRegistry::stop(kj::Duration grace) {
@@ -445,6 +526,7 @@ kj::Promise<void> ToolRegistry::stop(kj::Duration grace) {
   for (const auto& s : r.servers) {
     s->state = State::stopped;
     ++s->generation;
+    s->starting = nullptr;
     if (s->session.get() == nullptr) continue;
     McpSession& session = *s->session;
     ends.add(session.shut_down(grace).attach(kj::mv(s->session), s).catch_([s](kj::Exception&& e) {

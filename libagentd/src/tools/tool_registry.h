@@ -20,12 +20,15 @@
 
 #include <kj/async-io.h>
 #include <kj/async.h>
+#include <kj/function.h>
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,23 +112,35 @@ std::shared_ptr<Tools> make_agent_tools(std::shared_ptr<ToolRegistryHandle> regi
                                         std::function<void(const ToolCallSpan&)> record);
 
 // What agent handles hold: the registry while it exists, and the bridge to its loop. The server
-// creates one with the registry and calls close() before destroying it.
+// creates one with the registry and calls close() before destroying either.
+// close() is final: calls made after it fail with Error(stopping) at once (nothing is posted, the
+// bridge is never touched again), and blocking calls waiting at that moment wake with
+// Error(stopping) (whatever their posted work does later is ignored).
 class ToolRegistryHandle {
  public:
   // Constructed on the registry's loop thread.
   ToolRegistryHandle(ToolRegistry& registry, Bridge& bridge)
-      : registry_(&registry), bridge_(&bridge), loop_thread_(std::this_thread::get_id()) {}
-  // Loop thread: the registry is going away; later calls fail with Error(stopping).
-  void close() { registry_.store(nullptr); }
+      : registry_(&registry), loop_thread_(std::this_thread::get_id()), bridge_(&bridge) {}
+  // Loop thread: the registry is going away (see above).
+  void close();
   ToolRegistry* registry() const { return registry_.load(); }  // loop thread use only
-  Bridge& bridge() const { return *bridge_; }
+  // Any thread: hands fn to the loop through the bridge; false (fn dropped unrun) once closed.
+  bool post(kj::Function<void()> fn);
+  // Any thread: registers wake, which close() calls once (under the handle's lock: it must only
+  // signal). Returns its id for remove_waiter, or 0 when already closed (wake not kept).
+  std::uint64_t add_waiter(std::function<void()> wake);
+  void remove_waiter(std::uint64_t id);
+  bool closed() const;
   // Whether the caller runs on the registry's loop thread (where blocking on it would deadlock).
   bool on_loop_thread() const { return std::this_thread::get_id() == loop_thread_; }
 
  private:
   std::atomic<ToolRegistry*> registry_;
-  Bridge* bridge_;
   std::thread::id loop_thread_;
+  mutable std::mutex mu_;
+  Bridge* bridge_;  // guarded by mu_; null once closed
+  std::uint64_t next_waiter_ = 1;
+  std::map<std::uint64_t, std::function<void()>> waiters_;  // guarded by mu_
 };
 
 }  // namespace agentd::detail

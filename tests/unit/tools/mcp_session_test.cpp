@@ -339,3 +339,60 @@ TEST_CASE("the reference server-everything over stdio: initialize, list, call", 
   }
   s->shut_down(5 * kj::SECONDS).wait(f.io.waitScope);
 }
+
+TEST_CASE("a server that stops reading its stdin: the write queue is capped, and shut_down during a write",
+          "[tools][mcp]") {
+  Fixture f;
+  std::string big(1 << 20, 'x');
+  {
+    auto cfg = fault_config("deaf");
+    auto s = f.session(cfg);
+    s->call_tool("stop_reading", Value::object(), kLong).wait(f.io.waitScope);
+    // 1 MiB each: the pipe fills at once; past the cap (16 MiB + max_message_bytes) it closes.
+    kj::Vector<kj::Promise<ToolResult>> calls;
+    const std::size_t n = (16u << 20) / big.size() + cfg.max_message_bytes / big.size() + 4;
+    for (std::size_t i = 0; i < n; ++i) calls.add(s->call_tool("echo", {{"text", big}}, kLong));
+    run_until(f.io, [&] { return !s->open(); });
+    CHECK_THAT(s->close_reason(), Catch::Contains("does not read its stdin"));
+    for (auto& c : calls) CHECK(rejection_of(kj::mv(c), f.io.waitScope).retryable());
+  }
+  {
+    auto cfg = fault_config("deaf2");
+    auto s = f.session(cfg);
+    s->call_tool("stop_reading", Value::object(), kLong).wait(f.io.waitScope);
+    auto call = s->call_tool("echo", {{"text", big}}, kLong);  // its write stays under way
+    f.timer().afterDelay(50 * kj::MILLISECONDS).wait(f.io.waitScope);
+    s->shut_down(1 * kj::SECONDS).wait(f.io.waitScope);  // the writer goes before its stream
+    CHECK(rejection_of(kj::mv(call), f.io.waitScope).retryable());
+    CHECK(s->transport().pid() == 0);
+  }
+}
+
+TEST_CASE("a server's stderr lines and log notifications are rate-limited in the log", "[tools][mcp]") {
+  Fixture f;
+  CapturedLog log;
+  auto cfg = fault_config("chatty");
+  auto s = f.session(cfg);
+  s->call_tool("spam_stderr", {{"lines", 300}}, kLong).wait(f.io.waitScope);
+  s->call_tool("spam_log", {{"count", 300}}, kLong).wait(f.io.waitScope);
+  run_until(f.io, [&] { return log.contains("spam line 0"); });
+  f.timer().afterDelay(300 * kj::MILLISECONDS).wait(f.io.waitScope);
+  CHECK_FALSE(log.contains("spam line 299"));
+  CHECK_FALSE(log.contains("log 299"));
+  // A second later the next line says how many were left out.
+  f.timer().afterDelay(1100 * kj::MILLISECONDS).wait(f.io.waitScope);
+  s->call_tool("spam_stderr", {{"lines", 1}}, kLong).wait(f.io.waitScope);
+  s->call_tool("spam_log", {{"count", 1}}, kLong).wait(f.io.waitScope);
+  run_until(f.io, [&] { return log.contains("suppressed"); });
+}
+
+TEST_CASE("every list_changed of a flood reaches on_tools_changed", "[tools][mcp]") {
+  // The registry's side (see tool_registry_test): here, that the session reports each one.
+  Fixture f;
+  auto cfg = fault_config("flood");
+  auto s = f.session(cfg);
+  int changed = 0;
+  s->on_tools_changed([&] { ++changed; });
+  s->call_tool("spam_changed", {{"count", 50}}, kLong).wait(f.io.waitScope);
+  run_until(f.io, [&] { return changed == 50; });
+}

@@ -76,6 +76,7 @@ struct Fixture {
   std::optional<ToolRegistry> registry;
 
   kj::WaitScope& ws() { return io.waitScope; }
+  void timer_wait(int ms) { io.provider->getTimer().afterDelay(ms * kj::MILLISECONDS).wait(ws()); }
   ToolServerInfo info(const std::string& name) {
     for (auto& s : registry->servers(false).wait(ws()))
       if (s.name == name) return s;
@@ -94,7 +95,41 @@ struct Fixture {
   }
 };
 
-bool process_exists(int pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+bool process_exists(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  // A zombie nobody reaped yet (an orphan in a container without a reaping init) is gone too.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  return close == std::string::npos || line.size() <= close + 2 || line[close + 2] != 'Z';
+}
+
+// This process's live children running python3 (the tool servers).
+std::vector<int> python_children() {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string dir = entry.path().filename().string();
+    if (dir.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + dir + "/stat");
+    if (!stat) continue;
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == ::getpid() && state != "Z" && line.find("python3") != std::string::npos)
+      out.push_back(std::stoi(dir));
+  }
+  return out;
+}
+
+void sleep_on_loop(kj::AsyncIoContext& io, kj::Duration d) {
+  io.provider->getTimer().afterDelay(d).wait(io.waitScope);
+}
 
 // Runs a task to its end on the loop's thread (as the host does for asynchronous agents).
 struct Runner {
@@ -184,7 +219,15 @@ TEST_CASE("a server that dies fails its calls in flight (retryable) and is start
   ToolServerInfo info = f.info("phoenix");
   CHECK(info.state == "restarting");
   CHECK_THAT(info.error, Catch::Contains("exited with status 4"));
-  // The next use waits out the backoff (1 s) and starts it again.
+  // Within the backoff (1 s) a call is refused at once (retryable), saying when it starts again.
+  const auto t0 = std::chrono::steady_clock::now();
+  Error early = f.call_error("phoenix", "echo", {{"text", "early"}});
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+  CHECK(early.code() == ErrorCode::tool_error);
+  CHECK(early.retryable());
+  CHECK_THAT(early.message(), Catch::Contains("died") && Catch::Contains("starts again at the next use in"));
+  // After it, the next use starts it again.
+  sleep_on_loop(f.io, 1100 * kj::MILLISECONDS);
   CHECK(f.call("phoenix", "echo", {{"text", "2"}}).text() == "echo: 2");
   info = f.info("phoenix");
   CHECK(info.state == "running");
@@ -234,6 +277,94 @@ TEST_CASE("timeouts, failures and results are counted in metrics() and recorded 
   CHECK(row("echo").buckets.back() == 1);  // under 60 s
   CHECK(row("never").usage.failures == 1);
   CHECK(row("never").buckets[0] == 0);  // not under 0.5 ms
+
+  // An unknown tool counts in the server's total only: no row per name a caller makes up.
+  f.call_error("m", "made_up_name", Value::object(), {}, record);
+  rows = f.registry->metrics();
+  CHECK(row("").usage.calls == 4);
+  CHECK(std::none_of(rows.begin(), rows.end(), [](const auto& r) { return r.tool == "made_up_name"; }));
+  CHECK(spans.back().tool == "m/made_up_name");
+
+  // A call whose caller stops waiting is counted and recorded as "cancelled".
+  {
+    auto dropped = f.registry->call("m", "never", Value::object(), {}, record);
+    run_until(f.io, [&] { return f.registry->in_flight() == 1; });
+  }
+  REQUIRE(spans.size() == 5);
+  CHECK(spans.back().outcome == "cancelled");
+  rows = f.registry->metrics();
+  CHECK(row("never").usage.calls == 2);
+  CHECK(row("never").usage.failures == 2);
+}
+
+TEST_CASE("calls issued just before stop() or a reload removes their server fail (retryable), never crash",
+          "[tools][registry]") {
+  Fixture f({fault_config("a"), fault_config("b")});
+  f.call("a", "echo", {{"text", "x"}});
+  f.call("b", "echo", {{"text", "x"}});
+  // The server runs: each call's next step is queued; the reload moves the session out first.
+  kj::Vector<kj::Promise<ToolResult>> calls;
+  for (int i = 0; i < 50; ++i)
+    calls.add(f.registry->call("a", "echo", {{"text", std::to_string(i)}}, {}, {}));
+  f.registry->reconfigure(ToolConfig{"test.yaml", {fault_config("b")}});
+  for (auto& c : calls) {
+    Error e = rejection_of(kj::mv(c), f.ws());
+    CHECK(e.code() == ErrorCode::tool_error);
+    CHECK(e.retryable());
+  }
+  // The same with stop().
+  kj::Vector<kj::Promise<ToolResult>> more;
+  for (int i = 0; i < 50; ++i) more.add(f.registry->call("b", "echo", {{"text", std::to_string(i)}}, {}, {}));
+  auto stopped = f.registry->stop(5 * kj::SECONDS);
+  for (auto& c : more) {
+    Error e = rejection_of(kj::mv(c), f.ws());
+    CHECK(e.code() == ErrorCode::tool_error);
+    CHECK(e.retryable());
+    CHECK_THAT(e.message(), Catch::Contains("closed before the call"));
+  }
+  stopped.wait(f.ws());
+}
+
+TEST_CASE("a server dying while calls keep coming: each fails (retryable) or succeeds, nothing crashes",
+          "[tools][registry]") {
+  Fixture g({fault_config("d")});
+  g.call("d", "echo", {{"text", "x"}});
+  kj::Vector<kj::Promise<ToolResult>> racing;
+  racing.add(g.registry->call("d", "exit", {{"status", 5}}, {}, {}));
+  for (int i = 0; i < 200; ++i) {
+    racing.add(g.registry->call("d", "echo", {{"text", std::to_string(i)}}, {}, {}));
+    g.ws().poll();
+  }
+  for (auto& c : racing) c.then([](ToolResult) {}, [](kj::Exception&&) {}).wait(g.ws());
+}
+
+TEST_CASE("a reload that removes a server during its backoff: nothing of it is started again",
+          "[tools][registry]") {
+  Fixture f({fault_config("p")});
+  f.call("p", "echo", {{"text", "x"}});
+  f.call_error("p", "exit", {{"status", 1}});
+  CHECK(f.info("p").state == "restarting");
+  CHECK(f.call_error("p", "echo").retryable());  // within the backoff
+  run_until(f.io, [&] { return python_children().empty(); });
+  f.registry->reconfigure(ToolConfig{"test.yaml", {fault_config("other")}});
+  sleep_on_loop(f.io, 1500 * kj::MILLISECONDS);  // past the backoff
+  CHECK(python_children().empty());
+  CHECK(f.info("other").state == "idle");
+  CHECK(f.call_error("p", "echo").message().find("no tool server named 'p'") != std::string::npos);
+}
+
+TEST_CASE("what a tool server started dies with it: when it dies, and when it is stopped",
+          "[tools][registry]") {
+  Fixture f({fault_config("g", {"--more-tools"})});
+  const int first = std::stoi(f.call("g", "spawn_sleeper").text());
+  REQUIRE(process_exists(first));
+  f.call_error("g", "exit", {{"status", 1}});
+  run_until(f.io, [&] { return !process_exists(first); });
+  sleep_on_loop(f.io, 1100 * kj::MILLISECONDS);  // the backoff
+  const int second = std::stoi(f.call("g", "spawn_sleeper").text());
+  REQUIRE(process_exists(second));
+  f.registry->stop(2 * kj::SECONDS).wait(f.ws());
+  run_until(f.io, [&] { return !process_exists(second); });
 }
 
 TEST_CASE("notifications/tools/list_changed makes the registry read the tools again", "[tools][registry]") {
@@ -242,6 +373,16 @@ TEST_CASE("notifications/tools/list_changed makes the registry read the tools ag
   run_until(f.io, [&] { return f.info("c").tools.size() == 13; });
   // The registry now lets a call to it through to the server (which has no code for it).
   CHECK_THAT(f.call_error("c", "added").message(), Catch::Contains("refused tools/call 'added'"));
+}
+
+TEST_CASE("a flood of list_changed notifications costs one tools/list at a time", "[tools][registry]") {
+  Fixture f({fault_config("flood", {"--more-tools"})});
+  f.call("flood", "spam_changed", {{"count", 200}});
+  f.timer_wait(500);
+  Value stats = Value::parse(f.call("flood", "stats").text());
+  // 1 at start, then at most one in flight plus one coalesced re-read at a time.
+  CHECK(stats["tools_list"].get<int>() <= 10);
+  CHECK(stats["tools_list"].get<int>() >= 2);
 }
 
 TEST_CASE("stop() ends every server; later calls fail with Error(stopping)", "[tools][registry]") {
@@ -357,6 +498,32 @@ TEST_CASE(
   run_until(f.io, [&] { return stopped.has_value(); });
   late.join();
   CHECK(stopped->code() == ErrorCode::stopping);
+}
+
+TEST_CASE("close() wakes a waiting blocking call with Error(stopping); calls after it fail at once",
+          "[tools][agent]") {
+  Fixture f({fault_config("x")}, false);  // nothing drains the bridge: as after the server's run ended
+  auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
+  auto tools = make_agent_tools(handle, {});
+  std::optional<Error> error;
+  std::atomic<bool> calling{false};
+  std::thread caller([&, tools] {
+    calling = true;
+    error = error_of([&] { tools->call("x/echo", {{"text", "x"}}); });
+  });
+  while (!calling) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // most likely waiting by now
+  handle->close();
+  caller.join();  // it hangs here if close() did not wake it
+  REQUIRE(error);
+  CHECK(error->code() == ErrorCode::stopping);
+  CHECK(handle->closed());
+  // After close() a blocking call returns at once (the bridge is never touched again).
+  std::optional<Error> late;
+  std::thread after([&, tools] { late = error_of([&] { tools->list(); }); });
+  after.join();
+  REQUIRE(late);
+  CHECK(late->code() == ErrorCode::stopping);
 }
 
 TEST_CASE("a blocking call whose post is never run wakes with Error(stopping)", "[tools][agent]") {
