@@ -101,6 +101,8 @@ struct McpSession::Impl {
     pending.erase(it);
     if (tell)
       send({{"method", "notifications/cancelled"}, {"params", {{"requestId", id}, {"reason", reason}}}});
+    // Streamable HTTP: the request's own POST (and its event stream) is no longer wanted either.
+    if (open) transport->abandon(Value(id));
   }
 
   // One request: resolves with its result; rejects with Error(tool_error) for an error answer or a

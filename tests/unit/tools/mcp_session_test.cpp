@@ -68,7 +68,7 @@ TEST_CASE("initialize agrees on 2025-11-25 and reads the server's name and versi
   CHECK_FALSE(s->open());
 }
 
-TEST_CASE("an older protocol version the server answers with is accepted; an unknown one is refused",
+TEST_CASE("an older protocol version the server answers with is accepted, and an unknown one is refused",
           "[tools][mcp]") {
   Fixture f;
   auto old_cfg = fault_config("old", {"--version", "2024-11-05"});
@@ -285,7 +285,7 @@ TEST_CASE("a server that cannot start fails initialize with tool_error naming wh
              Catch::Contains("exited with status 2") && Catch::Contains("told to exit at start"));
 }
 
-TEST_CASE("notifications/tools/list_changed reaches on_tools_changed; the list then has the new tool",
+TEST_CASE("notifications/tools/list_changed reaches on_tools_changed, and the list then has the new tool",
           "[tools][mcp]") {
   Fixture f;
   auto cfg = fault_config("changing");

@@ -152,7 +152,7 @@ Runner run(Task<T> task, std::optional<T>* out, std::optional<Error>* error) {
 
 }  // namespace
 
-TEST_CASE("a tool server starts at first use; servers() shows it idle, then running with its tools",
+TEST_CASE("a tool server starts at first use, and servers() shows it idle, then running with its tools",
           "[tools][registry]") {
   Fixture f({fault_config("fault")});
   CHECK(f.registry->size() == 1);
@@ -187,7 +187,7 @@ TEST_CASE(
   CHECK(f.call("limited", "echo", {{"text", "ok"}}).text() == "echo: ok");
 }
 
-TEST_CASE("list() gathers every server's tools by pattern, sorted; a server that cannot start is left out",
+TEST_CASE("list() gathers every server's tools by pattern, sorted, and a server that cannot start is left out",
           "[tools][registry]") {
   Fixture f({fault_config("b"), fault_config("a"), fault_config("broken", {"--exit-at-start", "1"})});
   auto tools = f.registry->list({"*/echo", "a/add"}).wait(f.ws());
@@ -385,7 +385,7 @@ TEST_CASE("a flood of list_changed notifications costs one tools/list at a time"
   CHECK(stats["tools_list"].get<int>() >= 2);
 }
 
-TEST_CASE("stop() ends every server; later calls fail with Error(stopping)", "[tools][registry]") {
+TEST_CASE("stop() ends every server, and later calls fail with Error(stopping)", "[tools][registry]") {
   Fixture f({fault_config("s1"), fault_config("s2")});
   f.call("s1", "echo", {{"text", "x"}});
   f.call("s2", "echo", {{"text", "x"}});
@@ -500,7 +500,7 @@ TEST_CASE(
   CHECK(stopped->code() == ErrorCode::stopping);
 }
 
-TEST_CASE("close() wakes a waiting blocking call with Error(stopping); calls after it fail at once",
+TEST_CASE("close() wakes a waiting blocking call with Error(stopping), and calls after it fail at once",
           "[tools][agent]") {
   Fixture f({fault_config("x")}, false);  // nothing drains the bridge: as after the server's run ended
   auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
