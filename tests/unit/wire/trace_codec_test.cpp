@@ -30,16 +30,16 @@ TEST_CASE("a trace span survives the trip through its wire form", "[trace_codec]
   s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
   s.input = "what is <b>2+2</b>?";
   s.output = "4";
-  s.tool_calls = {ToolCallSpan{.tool = "fs/read_text_file",
-                               .start_unix_ns = 1'700'000'000'000'000'100,
-                               .duration_ns = 5'000,
-                               .outcome = "ok",
-                               .error_message = ""},
-                  ToolCallSpan{.tool = "web/search",
-                               .start_unix_ns = 1'700'000'000'000'000'200,
-                               .duration_ns = 7,
-                               .outcome = "timeout",
-                               .error_message = "no answer within 60 s"}};
+  s.tool_calls = {agentd::ToolCallSpan{.tool = "fs/read_text_file",
+                                       .start_unix_ns = 1'700'000'000'000'000'100,
+                                       .duration_ns = 5'000,
+                                       .outcome = "ok",
+                                       .error_message = ""},
+                  agentd::ToolCallSpan{.tool = "web/search",
+                                       .start_unix_ns = 1'700'000'000'000'000'200,
+                                       .duration_ns = 7,
+                                       .outcome = "timeout",
+                                       .error_message = "no answer within 60 s"}};
   capnp::MallocMessageBuilder mb;
   auto root = mb.initRoot<wire::Span>();
   detail::write_trace_span(s, root);
