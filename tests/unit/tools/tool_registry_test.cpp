@@ -440,7 +440,7 @@ TEST_CASE("agent Tools without tool servers: an empty list, and calls name the m
 }
 
 TEST_CASE(
-    "agent Tools: blocking calls from worker threads, refused on the loop thread; async calls on the loop",
+    "agent Tools: blocking calls from worker threads, refused on the loop thread, and async calls on the loop",
     "[tools][agent]") {
   Fixture f({fault_config("w")});
   auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
