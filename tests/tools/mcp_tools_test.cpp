@@ -21,6 +21,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -355,4 +358,77 @@ TEST_CASE("SIGHUP re-reads the tool config, and a bad one keeps the servers ther
       [&] { return s.server->stderr_text().find("kept the previous tool servers") != std::string::npos; },
       20s));
   CHECK(s.client->tools(false).size() == 2);
+}
+
+namespace {
+
+// The pid of as_server's child running tests/mcp/fault_server.py, or 0.
+pid_t fault_server_child(pid_t server) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent != server) continue;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (args.find("fault_server.py") != std::string::npos) return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a tool server killed mid-call fails that call (retryable) and serves again after a restart",
+          "[tools][faults]") {
+  // A secret in as_server's environment: the tool server must not see it.
+  ScopedEnv secret({{"AGENTD_TEST_TOOL_SECRET", "hunter2-do-not-leak"}});
+  Served s("mcpServers:\n  faults:\n    command: python3\n    args: [" + kFaultServer +
+           "]\n    env: {GREETING: hello}\n");
+  auto agent = s.client->create_agent("ToolAgent", "t");
+  auto env_of = [&] {
+    Msg m = agent.reply(Msg("user", Value{{"tool", "faults/env"}}, "user")).get(60s);
+    return Value::parse(agentd::ToolResult::from_value(m.content).text());
+  };
+  Value env = env_of();
+  CHECK_FALSE(env.contains("AGENTD_TEST_TOOL_SECRET"));
+  CHECK(env["GREETING"] == "hello");
+  CHECK(env["PATH"] == "/usr/local/bin:/usr/bin:/bin");
+
+  // A call in progress when its tool server is killed: a retryable tool_error, not a hang.
+  Placeholder slow = agent.reply(Msg(
+      "user", Value{{"tool", "faults/slow"}, {"arguments", {{"seconds", 60}, {"text", "late"}}}}, "user"));
+  pid_t child = 0;
+  REQUIRE(wait_until([&] { return (child = fault_server_child(s.server->pid())) != 0; }, 20s));
+  std::this_thread::sleep_for(200ms);  // the call is sent (the agent is past list/start)
+  REQUIRE(::kill(child, SIGKILL) == 0);
+  auto e = error_of([&] { slow.get(30s); });
+  CHECK(e.code() == ErrorCode::tool_error);
+  CHECK(e.retryable());
+  CHECK_THAT(e.message(), Contains("faults"));
+  auto info = s.client->tools(false);
+  REQUIRE(info.size() == 1);
+  CHECK(info[0].state == "restarting");
+  CHECK_THAT(info[0].error, Contains("signal 9"));
+  // The server and its other agents are unharmed; after the backoff the tool server runs again.
+  CHECK(s.client->info().agent_count == 1);
+  REQUIRE(wait_until(
+      [&] {
+        try {
+          return env_of()["GREETING"] == "hello";
+        } catch (const agentd::Error&) {
+          return false;  // still inside the backoff
+        }
+      },
+      20s));
+  info = s.client->tools(false);
+  CHECK(info[0].state == "running");
+  CHECK(info[0].restarts == 1);
 }
