@@ -602,7 +602,8 @@ TEST_CASE("HTTP transport: shut_down DELETEs the session with its id", "[tools][
   CHECK_FALSE(client.closed.has_value());
 }
 
-TEST_CASE("HTTP transport: abandon closes a request's POST, and shut_down closes every one", "[tools][http]") {
+TEST_CASE("HTTP transport: abandon closes a request's POST, and shut_down closes every one",
+          "[tools][http]") {
   LiveServer server([](const std::string& request) -> LiveServer::Reply {
     const std::string method = method_of(request);
     if (method == "initialize") return {kInitAnswer};

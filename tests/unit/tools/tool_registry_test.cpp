@@ -187,8 +187,9 @@ TEST_CASE(
   CHECK(f.call("limited", "echo", {{"text", "ok"}}).text() == "echo: ok");
 }
 
-TEST_CASE("list() gathers every server's tools by pattern, sorted, and a server that cannot start is left out",
-          "[tools][registry]") {
+TEST_CASE(
+    "list() gathers every server's tools by pattern, sorted, and a server that cannot start is left out",
+    "[tools][registry]") {
   Fixture f({fault_config("b"), fault_config("a"), fault_config("broken", {"--exit-at-start", "1"})});
   auto tools = f.registry->list({"*/echo", "a/add"}).wait(f.ws());
   std::vector<std::string> names;
@@ -440,7 +441,8 @@ TEST_CASE("agent Tools without tool servers: an empty list, and calls name the m
 }
 
 TEST_CASE(
-    "agent Tools: blocking calls from worker threads, refused on the loop thread, and async calls on the loop",
+    "agent Tools: blocking calls from worker threads, refused on the loop thread, and async calls on the "
+    "loop",
     "[tools][agent]") {
   Fixture f({fault_config("w")});
   auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
