@@ -27,6 +27,14 @@ JOBS=${JOBS:-$(nproc)}
 # sloppiness lets it cache the compiles that use a precompiled header.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+# A full disk makes the compiler fail without a word (ninja shows only "FAILED"): say so first.
+# A build tree takes about 3 GiB (sanitized) to 7 GiB (RelWithDebInfo), ccache up to 5 GiB more.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ "${free_kib:-0}" -lt $((4 * 1024 * 1024)) ]; then
+  echo "build: only $((free_kib / 1024)) MiB free on $(df -P . | awk 'NR == 2 { print $6 }');" \
+    "a build needs about 4 GiB. Free some space (old build trees, ccache -C) and run it again." >&2
+  exit 1
+fi
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
