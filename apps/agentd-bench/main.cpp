@@ -1,6 +1,7 @@
 // agentd-bench: measures an agentd deployment with the standard workloads and prints each figure
 // beside a baseline measured in the same run. main() is the wiring: options -> servers ->
 // workloads -> report.
+#include "compare.h"
 #include "mcp_echo.h"
 #include "model_endpoint.h"
 #include "stats.h"
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 #include <sstream>
@@ -122,10 +124,16 @@ Every figure is measured --repeat times; the table shows the median and the spre
 range over the median). Ratios are agentd/baseline (W5: baseline/agentd, a speed-up). Compare
 ratios, not absolute figures, across machines; on a shared machine, repeat.
 
+--compare OLD.json prints, after this run's table, OLD's figures beside this run's for every
+row of either: this run's median over OLD's (a regression shows as a ratio), each run's own
+ratio to its baseline, and a verdict (worse or better by more than 5%, or the same), with the
+count of rows worse. Save a run with --json before a change, run the same workloads after it.
+
 Examples:
   agentd-bench                                   # everything, own servers, full sizes
   agentd-bench --quick                           # small sizes, 1 repeat, a few seconds
   agentd-bench --workloads W1,W2 --repeat 5 --json > w1w2.json
+  agentd-bench --workloads W1,W2 --repeat 5 --compare w1w2.json   # after a change
   agentd-bench --server 10.0.0.1:12310 --server 10.0.0.2:12310 --workloads W6
 
 Options)";
@@ -164,6 +172,7 @@ std::string default_py_agent_dir() {
 int main(int argc, char** argv) {
   Config cfg;
   bool json = false;
+  std::string compare_path;
   std::string token_file;
   std::string workloads = "W1,W2,W3,W4,W5,W6,W7,W8,W10,W11,W13,W14,W15,W16";
   po::options_description opts(kAbout);
@@ -198,6 +207,9 @@ int main(int argc, char** argv) {
                                           "repetitions of each workload (default 3; --quick: 1)")(
       "quick", po::bool_switch(&cfg.quick), "small sizes for a smoke run (CI)")(
       "json", po::bool_switch(&json), "print the results as JSON on stdout instead of the table")(
+      "compare", po::value<std::string>(&compare_path)->value_name("OLD.json"),
+      "print OLD.json's figures (an earlier run's --json) beside this run's; with --json, as "
+      "its \"compare\" member")(
       "threads", po::value<std::size_t>(&cfg.threads)->default_value(cfg.threads)->value_name("N"),
       "client threads for W4's one-at-a-time create_agent row and for deleting agents")(
       "payload", po::value<std::size_t>(&cfg.payload)->default_value(cfg.payload)->value_name("BYTES"),
@@ -366,6 +378,16 @@ int main(int argc, char** argv) {
   cfg.console_seconds = std::max(1, ms("console-seconds", 20, 3));
   cfg.tool_agents = size("tool-agents", 1000, 100);
 
+  std::optional<OldRun> old_run;
+  if (!compare_path.empty()) {
+    try {
+      old_run = read_old_run(compare_path);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "agentd-bench: {}\n", e.what());
+      return 2;
+    }
+  }
+
   Report report;
   report.judged = !cfg.quick;
   for (int i = 0; i < argc; ++i) report.command += (i ? " " : "") + std::string(argv[i]);
@@ -396,10 +418,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "agentd-bench: bench error: {}\n", e.what());
     return 1;
   }
+  std::optional<Comparison> comparison;
+  if (old_run) comparison = compare_runs(*old_run, report);
   if (json) {
-    std::cout << report.json();
+    std::cout << (comparison ? comparison->add_to_json(report.json()) : report.json());
   } else {
     fmt::print("agentd-bench: {}\n{}\n\n{}", report.command, report.environment, report.table());
+    if (comparison) fmt::print("\n{}", comparison->table());
   }
   std::cout.flush();
   return status;

@@ -21,7 +21,6 @@
 namespace agentd::detail {
 
 namespace {
-constexpr std::size_t kCacheSize = 1024;
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 // A dial cut at its fetch's deadline (the reason the tries before it gave is kept).
@@ -88,7 +87,11 @@ struct PeerPool::Attempt {
 };
 
 PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, ByteCount* bytes)
-    : io_(io), options_(std::move(options)), bytes_(bytes), tasks_(task_errors_) {}
+    : io_(io),
+      options_(std::move(options)),
+      bytes_(bytes),
+      cache_(options_.cache_entries, options_.cache_bytes),
+      tasks_(task_errors_) {}
 
 PeerPool::~PeerPool() = default;
 
@@ -416,8 +419,8 @@ kj::Promise<void> PeerPool::lost(const std::string& origin) {
 void PeerPool::fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
                      ResultPool::Waiter done) {
   std::string key = origin + "|" + call_id;
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    done(it->second);
+  if (const OutcomePtr* kept = cache_.find(key)) {
+    done(*kept);
     return;
   }
   if (origin.empty()) {
@@ -435,15 +438,7 @@ void PeerPool::fetch(const std::string& origin, const std::string& server_id, co
   it->second->waiters.push_back(kj::mv(done));
   tasks_.add(fetch_remote(origin, server_id, call_id).then([this, key](OutcomePtr out) {
     auto node = inflight_.extract(key);
-    bool ok = std::holds_alternative<Msg>(*out);
-    if (ok) {
-      cache_[key] = out;
-      cache_order_.push_back(key);
-      while (cache_order_.size() > kCacheSize) {
-        cache_.erase(cache_order_.front());
-        cache_order_.pop_front();
-      }
-    }
+    if (const Msg* m = std::get_if<Msg>(out.get())) cache_.insert(key, out, approx_wire_size(*m));
     if (node)
       for (auto& w : node.mapped()->waiters) w(out);
   }));

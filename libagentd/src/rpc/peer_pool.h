@@ -5,6 +5,7 @@
 
 #include "agentd.capnp.h"
 #include "counting_stream.h"
+#include "fetch_cache.h"
 #include "result_pool.h"
 #include "task_errors.h"
 #include "tls.h"
@@ -37,6 +38,10 @@ class PeerPool {
     TlsConfig* tls = nullptr;  // TLS to peers (borrowed, outlives the pool); null: plaintext
     // What tls trusts, for messages: "--peer-tls-ca FILE", "the system's CAs", ...
     std::string tls_trust = "the system's CAs";
+    // Results fetched are kept for further consumers here: at most this many, and this many
+    // bytes of them (a result over a quarter of it is not kept).
+    std::size_t cache_entries = 1024;
+    std::size_t cache_bytes = 64 << 20;
   };
 
   // io is borrowed and outlives the pool; so does bytes (may be null), which counts the traffic
@@ -57,8 +62,8 @@ class PeerPool {
   // - the result not computed within fetch_timeout: `timeout` (retryable);
   // - another server now at origin: `unknown_call`.
   // The first failure to reach an origin is logged at warn with its address and reason, and
-  // its recovery at info; retries are not. Results fetched once are cached, so several
-  // consumers here cost one transfer.
+  // its recovery at info; retries are not. Results fetched once are cached (Options'
+  // cache_entries and cache_bytes), so several consumers here cost one transfer.
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
 
@@ -109,8 +114,7 @@ class PeerPool {
   std::map<std::string, Health> health_;
   struct Pending;
   std::map<std::string, std::shared_ptr<Pending>> inflight_;  // key origin|call_id
-  std::map<std::string, OutcomePtr> cache_;                   // bounded, FIFO
-  std::deque<std::string> cache_order_;
+  FetchCache cache_;                                          // key origin|call_id
   TaskErrors task_errors_{"peer connection task"};
   kj::TaskSet tasks_;
   std::uint64_t fetches_ = 0;
