@@ -162,23 +162,9 @@ std::string Comparison::table() const {
                      l.verdict == "worse" || l.verdict == "better"
                          ? fmt::format("{} ({:+.0f}%)", l.verdict, (*l.change - 1) * 100)
                          : l.verdict});
-  std::vector<std::size_t> width(cells[0].size(), 0);
-  for (const auto& row : cells)
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
   std::string out = fmt::format("compared with {}{}\n", old_path,
                                 old_command.empty() ? "" : fmt::format(" ({})", old_command));
-  for (std::size_t k = 0; k < cells.size(); ++k) {
-    std::string line;
-    for (std::size_t i = 0; i < cells[k].size(); ++i)
-      line += fmt::format("{:<{}}", cells[k][i], width[i] + (i + 1 < cells[k].size() ? 2 : 0));
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-    if (k == 0) {
-      std::size_t total = 0;
-      for (auto w : width) total += w + 2;
-      out += std::string(total - 2, '-') + "\n";
-    }
-  }
+  out += render_columns(cells);
   out += fmt::format(
       "  {} row(s) worse and {} better by more than {:.0f}% (this/OLD is this run's agentd median over "
       "OLD's; ratio is each run's agentd vs its own baseline, the steadier figure on a shared "

@@ -91,6 +91,28 @@ nlohmann::json series_json(const Series& s) {
 
 }  // namespace
 
+std::string render_columns(const std::vector<std::vector<std::string>>& cells) {
+  if (cells.empty()) return {};
+  std::vector<std::size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells)
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], row[i].size());
+  std::string out;
+  for (std::size_t k = 0; k < cells.size(); ++k) {
+    std::string line;
+    for (std::size_t i = 0; i < cells[k].size() && i < width.size(); ++i)
+      line += fmt::format("{:<{}}", cells[k][i], width[i] + (i + 1 < cells[k].size() ? 2 : 0));
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (k == 0) {
+      std::size_t total = 0;
+      for (auto w : width) total += w + 2;
+      out += std::string(total - 2, '-') + "\n";
+    }
+  }
+  return out;
+}
+
 std::string Report::table() const {
   std::vector<std::vector<std::string>> cells;
   cells.push_back({"workload", "metric", "unit", "agentd", "baseline", "ratio", "target", "result"});
@@ -104,22 +126,7 @@ std::string Report::table() const {
                      r.target.text.empty() ? "-" : r.target.text,
                      pass ? (*pass ? "PASS" : "FAIL") : (judged || !r.pass() ? "-" : "not judged")});
   }
-  std::vector<std::size_t> width(cells[0].size(), 0);
-  for (const auto& row : cells)
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  std::string out;
-  for (std::size_t k = 0; k < cells.size(); ++k) {
-    std::string line;
-    for (std::size_t i = 0; i < cells[k].size(); ++i)
-      line += fmt::format("{:<{}}", cells[k][i], width[i] + (i + 1 < cells[k].size() ? 2 : 0));
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-    if (k == 0) {
-      std::size_t total = 0;
-      for (auto w : width) total += w + 2;
-      out += std::string(total - 2, '-') + "\n";
-    }
-  }
+  std::string out = render_columns(cells);
   for (const auto& r : rows)
     if (!r.note.empty()) out += fmt::format("  {} {}: {}\n", r.workload, r.metric, r.note);
   for (const auto& s : skipped) out += "  skipped " + s + "\n";

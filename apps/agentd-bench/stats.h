@@ -23,6 +23,9 @@ struct Series {
   double spread_percent() const;
 };
 
+// Rows of cells as left-aligned columns, a rule under the first (the heading).
+std::string render_columns(const std::vector<std::vector<std::string>>& cells);
+
 // Percentile (0..100) of unsorted values, nearest rank.
 double percentile(std::vector<double> values, double p);
 
