@@ -25,16 +25,7 @@ namespace {
 // One openai_chat config named `config_name` at the fake server's `scenario` under `key`.
 std::string openai_config(const std::string& config_name, const std::string& key,
                           const std::string& scenario) {
-  return "- config_name: " + config_name +
-         "\n"
-         "  model_type: openai_chat\n"
-         "  model_name: test-model\n"
-         "  api_key: test-key\n"
-         "  client_args:\n"
-         "    base_url: " +
-         fake_model_server().base(key, scenario) +
-         "/v1\n"
-         "    max_retries: 0\n";
+  return fake_model_server().openai_config(config_name, key, scenario);
 }
 
 // A server with the dialog plugin and the given model config file text.

@@ -217,16 +217,8 @@ TEST_CASE("simulation: participants ask a model and take the first number of its
           "[simulation][models]") {
   const std::string key = unique_key("simulation");
   TempDir dir;
-  const std::string config = dir.write("models.yaml",
-                                       "- config_name: guesser\n"
-                                       "  model_type: openai_chat\n"
-                                       "  model_name: test-model\n"
-                                       "  api_key: test-key\n"
-                                       "  client_args:\n"
-                                       "    base_url: " +
-                                           fake_model_server().base(key, "ok") +
-                                           "/v1\n"
-                                           "    max_retries: 0\n");
+  const std::string config =
+      dir.write("models.yaml", fake_model_server().openai_config("guesser", key, "ok"));
   auto clients = spawn(2, config);
   simulation::GameOptions o;
   o.participants = 30;

@@ -4,6 +4,7 @@
 // OpenAI-compatible model server, agentctl, /metrics and the trace spans.
 // Cases that need node skip with a message when it is missing (CI installs it).
 #include "agentctl_runner.h"
+#include "child_processes.h"
 #include "fake_model_server.h"
 #include "http_get.h"
 #include "scoped_env.h"
@@ -70,15 +71,7 @@ bool skip_without_node() {
 }
 
 std::string openai_config(const std::string& key, const std::string& scenario) {
-  return "- config_name: fake\n"
-         "  model_type: openai_chat\n"
-         "  model_name: test-model\n"
-         "  api_key: test-key\n"
-         "  client_args:\n"
-         "    base_url: " +
-         fake_model_server().base(key, scenario) +
-         "/v1\n"
-         "    max_retries: 0\n";
+  return fake_model_server().openai_config("fake", key, scenario);
 }
 
 // A server with the dialog and asynchronous agents' plugins (and standard_args' test agents), models.yaml and
@@ -364,24 +357,8 @@ namespace {
 
 // The pid of as_server's child running tests/mcp/fault_server.py, or 0.
 pid_t fault_server_child(pid_t server) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent != server) continue;
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (args.find("fault_server.py") != std::string::npos) return static_cast<pid_t>(std::stoi(name));
-  }
-  return 0;
+  auto children = agentd::test::child_pids(server, "fault_server.py");
+  return children.empty() ? 0 : children.front();
 }
 
 }  // namespace

@@ -95,6 +95,28 @@ struct ChildStream {
   int open_flags = 0;
 };
 
+// The argv and environment arrays exec and posix_spawn take, pointing into options (which
+// outlives them): the caller's environment when options.env is not set.
+class ExecArgs {
+ public:
+  explicit ExecArgs(const SpawnOptions& options) {
+    for (const auto& a : options.argv) argv_.push_back(const_cast<char*>(a.c_str()));
+    argv_.push_back(nullptr);
+    if (options.env) {
+      for (const auto& e : *options.env) envp_.push_back(const_cast<char*>(e.c_str()));
+      envp_.push_back(nullptr);
+    }
+    use_environ_ = !options.env;
+  }
+  char* const* argv() const { return argv_.data(); }
+  char* const* envp() const { return use_environ_ ? environ : envp_.data(); }
+
+ private:
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+  bool use_environ_ = true;
+};
+
 // The die_with_parent path (see the header): fork, then in the child only async-signal-safe
 // calls: process group, death signal, signal mask, cwd, streams, exec. An exec failure comes
 // back to the parent as its errno through a close-on-exec pipe.
@@ -104,15 +126,9 @@ Subprocess spawn_forked(const SpawnOptions& options, Subprocess& child, std::vec
   std::string file = program.find('/') == std::string::npos ? find_on_path(program) : program;
   if (file.empty()) throw SpawnError(program, ENOENT);
 
-  std::vector<char*> argv;
-  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  if (options.env) {
-    for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-  }
-  char** env = options.env ? envp.data() : environ;
+  const ExecArgs exec_args(options);
+  char* const* argv = exec_args.argv();
+  char* const* env = exec_args.envp();
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0)
@@ -144,7 +160,7 @@ Subprocess spawn_forked(const SpawnOptions& options, Subprocess& child, std::vec
       }
       if (from >= 0 && ::dup2(from, s.target) < 0) fail(errno);
     }
-    ::execve(file.c_str(), argv.data(), env);
+    ::execve(file.c_str(), argv, env);
     fail(errno);
   }
   report_write = nullptr;
@@ -233,21 +249,15 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   }
   posix_spawnattr_setflags(&sa.attr, flags);
 
-  std::vector<char*> argv;
-  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  if (options.env) {
-    for (const auto& e : *options.env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-  }
-  char** env = options.env ? envp.data() : environ;
+  const ExecArgs exec_args(options);
+  char* const* argv = exec_args.argv();
+  char* const* env = exec_args.envp();
 
   const std::string& program = options.argv[0];
   pid_t pid = -1;
   int rc = program.find('/') == std::string::npos
-               ? ::posix_spawnp(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), env)
-               : ::posix_spawn(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), env);
+               ? ::posix_spawnp(&pid, program.c_str(), &fa.actions, &sa.attr, argv, env)
+               : ::posix_spawn(&pid, program.c_str(), &fa.actions, &sa.attr, argv, env);
   if (rc != 0) throw SpawnError(program, rc);  // child holds no process: nothing to reap
   child.pid_ = pid;
   child.group_ = options.new_session ? Group::owned : Group::none;

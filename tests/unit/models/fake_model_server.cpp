@@ -87,6 +87,20 @@ std::string FakeModelServer::base(const std::string& key, const std::string& sce
   return "http://127.0.0.1:" + std::to_string(port_) + "/s/" + key + "/" + scenario;
 }
 
+std::string FakeModelServer::openai_config(const std::string& config_name, const std::string& key,
+                                           const std::string& scenario) const {
+  return "- config_name: " + config_name +
+         "\n"
+         "  model_type: openai_chat\n"
+         "  model_name: test-model\n"
+         "  api_key: test-key\n"
+         "  client_args:\n"
+         "    base_url: " +
+         base(key, scenario) +
+         "/v1\n"
+         "    max_retries: 0\n";
+}
+
 Value FakeModelServer::requests(const std::string& key) const { return get("/requests/" + key); }
 
 Value FakeModelServer::stats(const std::string& key) const { return get("/stats/" + key); }

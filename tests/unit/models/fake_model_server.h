@@ -21,6 +21,10 @@ class FakeModelServer {
   int port() const { return port_; }
   // "http://127.0.0.1:<port>/s/<key>/<scenario>": append the API path (or let the model do it).
   std::string base(const std::string& key, const std::string& scenario) const;
+  // A model config file (models.yaml) with one openai_chat config named config_name that talks
+  // to this server's scenario under key (no retries).
+  std::string openai_config(const std::string& config_name, const std::string& key,
+                            const std::string& scenario) const;
   // What the server received under `key`: [{"path", "headers", "body", "t"}], in arrival order.
   Value requests(const std::string& key) const;
   // {"in_flight", "max_in_flight"}: requests under `key` being answered now, and the most at once.

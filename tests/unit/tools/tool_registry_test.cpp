@@ -26,6 +26,7 @@
 #include "async_http.h"
 #include "async_loop.h"
 #include "bridge.h"
+#include "child_processes.h"
 #include "error_of.h"
 #include "mcp_test_support.h"
 #include "worker_pool.h"
@@ -95,35 +96,12 @@ struct Fixture {
   }
 };
 
-bool process_exists(int pid) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
-  // A zombie nobody reaped yet (an orphan in a container without a reaping init) is gone too.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  return close == std::string::npos || line.size() <= close + 2 || line[close + 2] != 'Z';
-}
+bool process_exists(int pid) { return agentd::test::process_alive(pid); }
 
 // This process's live children running python3 (the tool servers).
 std::vector<int> python_children() {
   std::vector<int> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string dir = entry.path().filename().string();
-    if (dir.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat("/proc/" + dir + "/stat");
-    if (!stat) continue;
-    std::string line;
-    std::getline(stat, line);
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    int ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == ::getpid() && state != "Z" && line.find("python3") != std::string::npos)
-      out.push_back(std::stoi(dir));
-  }
+  for (pid_t pid : agentd::test::child_pids(::getpid(), "python3")) out.push_back(pid);
   return out;
 }
 
@@ -402,29 +380,14 @@ TEST_CASE("stop() ends every server, and later calls fail with Error(stopping)",
 
 TEST_CASE("tool server processes die with the registry", "[tools][registry]") {
   int pid = 0;
+  const auto before = agentd::test::child_pids(::getpid(), "python3");
   {
     Fixture f({fault_config("gone")});
     f.call("gone", "echo", {{"text", "x"}});
-    pid = [&] {
-      // The tool server is this process's direct child running python3: find it in /proc.
-      for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-        const std::string dir = entry.path().filename().string();
-        if (dir.find_first_not_of("0123456789") != std::string::npos) continue;
-        const int candidate = std::stoi(dir);
-        std::ifstream stat("/proc/" + dir + "/stat");
-        if (!stat) continue;
-        std::string line;
-        std::getline(stat, line);
-        auto close = line.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(line.substr(close + 2));
-        std::string state;
-        int ppid = 0;
-        rest >> state >> ppid;
-        if (ppid == ::getpid() && line.find("python3") != std::string::npos) return candidate;
-      }
-      return 0;
-    }();
+    // The tool server is this process's direct child running python3 (not one of an earlier
+    // case's, still on its way out).
+    for (pid_t child : agentd::test::child_pids(::getpid(), "python3"))
+      if (std::find(before.begin(), before.end(), child) == before.end()) pid = child;
     REQUIRE(process_exists(pid));
   }
   CHECK_FALSE(process_exists(pid));
