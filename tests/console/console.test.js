@@ -332,6 +332,17 @@ test("calls view: timeline bars, producer -> consumer links across servers, filt
     return ids.length === n && ids.every((id) => id === "planner");
   }, plannerCalls);
   await shot("calls-filtered");
+
+  // A call that used an MCP tool lists its tool calls in its details.
+  await page.locator(tid("calls-agent-filter")).fill("tooler");
+  await waitFor("tooler's one bar after filtering", () => {
+    const bars = [...document.querySelectorAll('[data-testid="timeline-bar"]')];
+    return bars.length === 1 && bars[0].dataset.agentId === "tooler";
+  });
+  await page.click(tid("timeline-bar"));
+  await waitFor("tooler's call-details with its tool calls", tid("call-tool-calls"));
+  const toolCalls = await page.$eval(tid("call-tool-calls"), (el) => el.textContent);
+  assert.ok(/faults\/echo/.test(toolCalls) && /\bok\b/.test(toolCalls), `the tool call and its outcome: ${toolCalls}`);
   await page.locator(tid("calls-agent-filter")).fill("");
 });
 

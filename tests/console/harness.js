@@ -1,8 +1,9 @@
 // Real processes for the console browser test: two as_server processes (A and B) with the echo
-// and dialog plugins, an agentd-gateway in front of both (--cluster A,B --token-file
+// and dialog plugins (and the asynchronous agents', with the project's MCP tool server
+// tests/mcp/fault_server.py as tool server "faults"), an agentd-gateway in front of both (--cluster A,B --token-file
 // --console-send), and the work of workload.py done on them through the Python client, all on free
 // loopback ports. CTest sets the paths (tests/console/CMakeLists.txt): AGENTD_AS_SERVER, AGENTD_GATEWAY,
-// AGENTD_AGENTCTL, AGENTD_ECHO_PLUGIN, AGENTD_DIALOG_PLUGIN, AGENTD_PYTHON_DIR, and
+// AGENTD_AGENTCTL, AGENTD_ECHO_PLUGIN, AGENTD_DIALOG_PLUGIN, AGENTD_ASYNC_PLUGIN, AGENTD_PYTHON_DIR, and
 // AGENTD_PY_PRELOAD (the sanitizer runtimes python3 needs to load a sanitized module; only
 // python3 gets it, never node or chromium).
 import { spawn, execFile } from "node:child_process";
@@ -101,11 +102,15 @@ export async function startStack() {
     const models = join(dir, "models.yaml");
     writeFileSync(models, "- config_name: echo\n  model_type: echo\n" +
                           "- config_name: echo-slow\n  model_type: echo\n  delay_ms: 150\n");
+    const tools = join(dir, "tools.yaml");
+    writeFileSync(tools, "mcpServers:\n  faults:\n    command: python3\n    args: [" +
+                         JSON.stringify(join(here, "..", "mcp", "fault_server.py")) + "]\n");
     const servers = [];
     for (let i = 0; i < 2; ++i) {
       const s = await startProcess(
         [env("AGENTD_AS_SERVER"), "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
          "--plugin", env("AGENTD_ECHO_PLUGIN"), "--plugin", env("AGENTD_DIALOG_PLUGIN"),
+         "--plugin", env("AGENTD_ASYNC_PLUGIN"), "--tool-config-path", tools,
          "--model-config-path", models],
         "as_server ready: listening on ");
       procs.push(s);

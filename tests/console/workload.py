@@ -19,6 +19,7 @@ checks the console against:
   right order and it differs from the default (by id) both ways.
 - flaky (B, FlakyAgent): one failed call.
 - pinger (A, EchoAgent): no calls here; the test calls it to see the live numbers move.
+- tooler (A, AsyncToolAgent): one call that calls the MCP tool faults/echo, which its span shows.
 """
 import json
 import sys
@@ -53,6 +54,7 @@ def main():
     b.create_agent("DialogAgent", "Chatty", {"model_config_name": "echo-slow"}, id="chatty")
     flaky = b.create_agent("FlakyAgent", "Flaky", id="flaky")
     a.create_agent("EchoAgent", "Pinger", id="pinger")
+    tooler = a.create_agent("AsyncToolAgent", "Tooler", id="tooler")
     workers = []
     for i in range(WORKERS):
         server = a if i % 2 == 0 else b
@@ -67,6 +69,7 @@ def main():
         pending = [w(Msg("user", f"job {j} for worker {i}", "user")) for j in range(worker_calls(i))]
         for p in pending:
             p.get()
+    tooler(Msg("user", {"tool": "faults/echo", "arguments": {"text": "hello tools"}}, "user")).get()
     try:
         flaky(Msg("user", "fail", "user")).get()
         sys.exit("workload.py: FlakyAgent did not fail on 'fail'")
@@ -77,7 +80,7 @@ def main():
         "servers": [sys.argv[1], sys.argv[2]],
         "agents": {
             "planner": sys.argv[1], "reviewer": sys.argv[2], "hostile": sys.argv[1],
-            "chatty": sys.argv[2], "flaky": sys.argv[2], "pinger": sys.argv[1],
+            "chatty": sys.argv[2], "flaky": sys.argv[2], "pinger": sys.argv[1], "tooler": sys.argv[1],
             **{f"worker-{i:02d}": sys.argv[1 + i % 2] for i in range(WORKERS)},
         },
         "worker_calls": {f"worker-{i:02d}": worker_calls(i) for i in range(WORKERS)},

@@ -14,6 +14,9 @@ from conftest import AGENTCTL, AS_SERVER, Gateway, Process, start_server
 from http_helpers import chat, error_of, request
 
 DIALOG_PLUGIN = os.environ["AGENTD_DIALOG_PLUGIN"]
+ASYNC_PLUGIN = os.environ["AGENTD_ASYNC_PLUGIN"]
+# The project's own MCP tool server (stdio; tools echo, fail, ...).
+FAULT_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp", "fault_server.py")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
@@ -478,7 +481,8 @@ def test_calls_are_filtered_by_agent_and_trace_and_export_to_chrome_trace(gatewa
     s = spans[0]
     assert {"server", "seq", "call_id", "agent_id", "agent_class", "kind", "method", "consumed", "enqueued_unix_us",
             "queue_wait_us", "run_us", "outcome", "error_message", "model_calls", "prompt_tokens",
-            "completion_tokens", "trace_id", "input", "output"} == set(s)
+            "completion_tokens", "trace_id", "input", "output", "tool_calls"} == set(s)
+    assert s["tool_calls"] == []
     by_agent = ok_json(gateway, "calls?agent=stream", token)["spans"]
     assert by_agent and {x["agent_id"] for x in by_agent} == {"stream"}
     assert len(ok_json(gateway, "calls?limit=1", token)["spans"]) == 1
@@ -489,6 +493,33 @@ def test_calls_are_filtered_by_agent_and_trace_and_export_to_chrome_trace(gatewa
     assert headers["Content-Disposition"] == 'attachment; filename="agentd-trace.json"'
     events = json.loads(body)["traceEvents"]
     assert len([e for e in events if e.get("ph") == "X"]) >= 2
+
+
+def test_a_calls_mcp_tool_calls_are_in_its_span(tmp_path):
+    tools = tmp_path / "tools.yaml"
+    tools.write_text(f"mcpServers:\n  faults:\n    command: python3\n    args: [{json.dumps(FAULT_SERVER)}]\n")
+    s = Process([AS_SERVER, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn", "--plugin", ASYNC_PLUGIN,
+                 "--tool-config-path", str(tools)], "as_server ready: listening on ")
+    g = None
+    try:
+        g = Gateway(s)
+        agentctl(s, "create", "AsyncToolAgent", "tooler", "--id", "tooler")
+        agentctl(s, "method", "tooler", "repeat", json.dumps({"tool": "faults/echo", "arguments": {"text": "hi"}, "n": 2}))
+        with pytest.raises(subprocess.CalledProcessError):  # the tool reports a failure: the call fails
+            agentctl(s, "method", "tooler", "repeat", json.dumps({"tool": "faults/fail", "n": 1}))
+        spans = ok_json(g, "calls?agent=tooler")["spans"]
+        ok_span, failed_span = [x for x in spans if x["kind"] == "method"]
+        assert [t["tool"] for t in ok_span["tool_calls"]] == ["faults/echo", "faults/echo"]
+        assert {t["outcome"] for t in ok_span["tool_calls"]} == {"ok"}
+        first, second = ok_span["tool_calls"]
+        assert first["start_unix_us"] <= second["start_unix_us"] and first["duration_us"] >= 0
+        assert first["start_unix_us"] >= ok_span["enqueued_unix_us"]
+        assert [(t["tool"], t["outcome"]) for t in failed_span["tool_calls"]] == [("faults/fail", "is_error")]
+        assert failed_span["outcome"] != "ok"
+    finally:
+        if g:
+            g.close()
+        s.close()
 
 
 # --- models ------------------------------------------------------------------------------------------

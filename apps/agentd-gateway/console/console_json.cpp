@@ -20,6 +20,18 @@ json agent_row(const agentd::AgentInfo& a, const std::string& server) {
           {"completion_tokens", a.completion_tokens}};
 }
 
+// The MCP tool calls a span's agent call made, in order (agentctl trace --json shows the same).
+json tool_calls_json(const std::vector<agentd::ToolCallSpan>& calls) {
+  json out = json::array();
+  for (const auto& t : calls)
+    out.push_back({{"tool", t.tool},
+                   {"start_unix_us", t.start_unix_ns / 1000},
+                   {"duration_us", t.duration_ns / 1000},
+                   {"outcome", t.outcome},
+                   {"error_message", t.error_message}});
+  return out;
+}
+
 json span_json(const agentd::TraceSpan& s, const std::string& server) {
   return {{"server", server},
           {"seq", s.seq},
@@ -39,7 +51,8 @@ json span_json(const agentd::TraceSpan& s, const std::string& server) {
           {"completion_tokens", s.completion_tokens},
           {"trace_id", s.trace_id},
           {"input", s.input},
-          {"output", s.output}};
+          {"output", s.output},
+          {"tool_calls", tool_calls_json(s.tool_calls)}};
 }
 
 json message_json(const agentd::Msg& m) {

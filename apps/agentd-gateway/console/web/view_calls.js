@@ -196,6 +196,10 @@ export function mount(root, { params, live }) {
         ['consumed', (sp.consumed || []).length ? (sp.consumed || []).map(c => [jump(c, by_id.get(c)), ' ']) : h('span', { class: 'muted' }, 'none')],
         ['consumed by', consumers.length ? consumers.map(c => [jump(c.call_id || `#${c.seq}`, c), ' ']) : h('span', { class: 'muted' }, 'none')],
       ]),
+      (sp.tool_calls || []).length ? [h('h3', null, 'Tool calls'), h('ul', { class: 'tool-calls', testid: 'call-tool-calls' },
+        sp.tool_calls.map(t => h('li', null, mono(t.tool), ' ', us(t.duration_us), ' ',
+          h('span', { class: 'pill pill-' + outcome_class(t.outcome) }, t.outcome),
+          t.error_message ? [' ', h('span', { class: 'muted' }, t.error_message)] : null)))] : null,
       h('h3', null, 'Input'), text_block(sp.input, { class: 'text-block clamp-tall' }),
       h('h3', null, 'Output'), text_block(sp.output, { class: 'text-block clamp-tall' }),
       sp.error_message ? [h('h3', null, 'Error'), text_block(sp.error_message, { class: 'text-block clamp-tall text-fail' })] : null));
