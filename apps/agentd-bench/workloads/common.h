@@ -95,6 +95,29 @@ inline Target at_least(double b, std::string text) {
   return {Target::Kind::value_at_least, b, std::move(text)};
 }
 
+// Repeat r's two sides, the first one first on even repeats and the second first on odd ones, so
+// that neither always runs on a machine the other warmed.
+inline void alternating(int r, const std::function<void()>& first, const std::function<void()>& second) {
+  if (r % 2 == 0) {
+    first();
+    second();
+  } else {
+    second();
+    first();
+  }
+}
+
+// One repeat's latency samples (us) as its p50 and p99 rows' figures: agentd's, and the
+// baseline's when given.
+inline void add_p50_p99(Row& p50, Row& p99, const std::vector<double>& agentd,
+                        const std::vector<double>* baseline = nullptr) {
+  p50.agentd.add(percentile(agentd, 50));
+  p99.agentd.add(percentile(agentd, 99));
+  if (baseline == nullptr) return;
+  p50.baseline.add(percentile(*baseline, 50));
+  p99.baseline.add(percentile(*baseline, 99));
+}
+
 // W1 (and W11): round trips of a.reply(msg).get() in microseconds, after 50 for warm-up; each
 // answer checked.
 std::vector<double> reply_latencies(AgentRef& a, const Msg& msg, std::size_t calls);

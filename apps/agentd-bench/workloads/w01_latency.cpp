@@ -22,10 +22,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
     progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
     auto replies = reply_latencies(a, msg, cfg.calls);
     auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
-    reply50.agentd.add(percentile(replies, 50));
-    reply99.agentd.add(percentile(replies, 99));
-    reply50.baseline.add(percentile(capnp, 50));
-    reply99.baseline.add(percentile(capnp, 99));
+    add_p50_p99(reply50, reply99, replies, &capnp);
   }
   for (Row* row : {&reply50, &reply99}) row->baseline_name = "capnp echo";
   reply50.target = at_most_ratio(1.2, "<= 1.2x");
@@ -74,10 +71,8 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     // The echo latency run includes a warm-up of 50 calls.
     cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
     auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
-    call50.agentd.add(percentile(calls, 50));
-    call99.agentd.add(percentile(calls, 99));
-    reply50.agentd.add(percentile(replies, 50));
-    reply99.agentd.add(percentile(replies, 99));
+    add_p50_p99(call50, call99, calls);
+    add_p50_p99(reply50, reply99, replies);
     vs_tcp.agentd.add(percentile(replies, 50));
     capnp_tcp.agentd.add(percentile(capnp, 50));
     for (Row* row : {&call50, &reply50}) row->baseline.add(percentile(capnp, 50));
@@ -93,10 +88,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
       progress(fmt::format("W1 over TLS repeat {}/{}", r + 1, cfg.repeat));
       auto plain = reply_latencies(a, msg, cfg.calls);
       auto sealed = reply_latencies(ta, msg, cfg.calls);
-      tls50.agentd.add(percentile(sealed, 50));
-      tls99.agentd.add(percentile(sealed, 99));
-      tls50.baseline.add(percentile(plain, 50));
-      tls99.baseline.add(percentile(plain, 99));
+      add_p50_p99(tls50, tls99, sealed, &plain);
     }
     for (Row* row : {&tls50, &tls99}) {
       row->baseline_name = "plaintext";
@@ -119,10 +111,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
       auto over_unix = reply_latencies(ua, msg, cfg.calls);
       auto over_tcp = reply_latencies(a, msg, cfg.calls);
       auto raw = unix_pingpong_latency(cfg.calls, cfg.payload);
-      unix50.agentd.add(percentile(over_unix, 50));
-      unix99.agentd.add(percentile(over_unix, 99));
-      unix50.baseline.add(percentile(raw, 50));
-      unix99.baseline.add(percentile(raw, 99));
+      add_p50_p99(unix50, unix99, over_unix, &raw);
       unix_tcp.agentd.add(percentile(over_unix, 50));
       unix_tcp.baseline.add(percentile(over_tcp, 50));
     }

@@ -97,13 +97,14 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
       double burst = reply_burst(side.agents, msg, cfg.replies, window);
       double cpu_burst = (side.client.info().cpu_seconds - cpu0) * 1e6 / cfg.replies;
       Series Row::*col = s == 1 ? &Row::agentd : &Row::baseline;
-      (p50.*col).add(percentile(lat, 50));
+      const double lat50 = percentile(lat, 50);
+      (p50.*col).add(lat50);
       (p99.*col).add(percentile(lat, 99));
       (cpu1.*col).add(cpu_seq);
       (rate.*col).add(burst);
       (cpu2.*col).add(cpu_burst);
       if (s == 1) durable_calls += cfg.calls + 50 + cfg.replies;
-      (s == 1 ? durable_p50 : plain_p50) = percentile(lat, 50);
+      (s == 1 ? durable_p50 : plain_p50) = lat50;
     }
     sync.agentd.add(sync_p50);
     floor.agentd.add(durable_p50);

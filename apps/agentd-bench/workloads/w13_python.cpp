@@ -53,18 +53,6 @@ Client spawn_python(const Config& cfg, const Deployment& dep, const std::string&
   }
 }
 
-// Runs body once per repeat with the Python agent first on even repeats and the C++ one first on
-// odd ones, so that neither always pays for warming up what both share.
-void alternating(int r, const std::function<void()>& python, const std::function<void()>& cpp) {
-  if (r % 2 == 0) {
-    python();
-    cpp();
-  } else {
-    cpp();
-    python();
-  }
-}
-
 struct Latencies {
   std::vector<double> ping, reply;
   double cpu_per_reply = 0;  // server CPU seconds per reply, in microseconds
@@ -139,15 +127,9 @@ void run_latency(const Config& cfg, Client& c, Report& report) {
     Latencies p, q;
     alternating(
         r, [&] { p = latencies(c, py, msg, cfg.calls); }, [&] { q = latencies(c, cpp, msg, cfg.calls); });
-    call50.agentd.add(percentile(p.ping, 50));
-    call99.agentd.add(percentile(p.ping, 99));
-    reply50.agentd.add(percentile(p.reply, 50));
-    reply99.agentd.add(percentile(p.reply, 99));
+    add_p50_p99(call50, call99, p.ping, &q.ping);
+    add_p50_p99(reply50, reply99, p.reply, &q.reply);
     cpu.agentd.add(p.cpu_per_reply);
-    call50.baseline.add(percentile(q.ping, 50));
-    call99.baseline.add(percentile(q.ping, 99));
-    reply50.baseline.add(percentile(q.reply, 50));
-    reply99.baseline.add(percentile(q.reply, 99));
     cpu.baseline.add(q.cpu_per_reply);
   }
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu}) row->baseline_name = "C++ EchoAgent";

@@ -158,10 +158,7 @@ void run_latency(const Config& cfg, Deployment& dep, GatewayProcess& gp, Report&
       }
       done += n;
     }
-    g50.agentd.add(percentile(g, 50));
-    g99.agentd.add(percentile(g, 99));
-    g50.baseline.add(percentile(b, 50));
-    g99.baseline.add(percentile(b, 99));
+    add_p50_p99(g50, g99, g, &b);
     over.agentd.add(percentile(g, 50) - percentile(b, 50));
     cpu.agentd.add(gateway_cpu * 1e6 / static_cast<double>(cfg.calls));
   }

@@ -94,18 +94,10 @@ void run_w16_latency(const Config& cfg, Client& c, Report& report) {
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W16 latency repeat {}/{}", r + 1, cfg.repeat));
     std::vector<double> agentd, bare;
-    // Alternating which goes first, so that neither always runs on a machine the other warmed.
-    if (r % 2 == 0) {
-      agentd = agent_latencies(a, cfg.calls);
-      bare = direct_latencies(direct, cfg.calls);
-    } else {
-      bare = direct_latencies(direct, cfg.calls);
-      agentd = agent_latencies(a, cfg.calls);
-    }
-    p50.agentd.add(percentile(agentd, 50));
-    p99.agentd.add(percentile(agentd, 99));
-    p50.baseline.add(percentile(bare, 50));
-    p99.baseline.add(percentile(bare, 99));
+    alternating(
+        r, [&] { agentd = agent_latencies(a, cfg.calls); },
+        [&] { bare = direct_latencies(direct, cfg.calls); });
+    add_p50_p99(p50, p99, agentd, &bare);
   }
   for (Row* row : {&p50, &p99}) row->baseline_name = "bare JSON-RPC pipe";
   p50.target = at_most_ratio(1.5, "<= 1.5x");
