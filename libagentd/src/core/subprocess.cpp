@@ -106,15 +106,14 @@ class ExecArgs {
       for (const auto& e : *options.env) envp_.push_back(const_cast<char*>(e.c_str()));
       envp_.push_back(nullptr);
     }
-    use_environ_ = !options.env;
   }
   char* const* argv() const { return argv_.data(); }
-  char* const* envp() const { return use_environ_ ? environ : envp_.data(); }
+  // Empty only without options.env (a given one ends with its nullptr).
+  char* const* envp() const { return envp_.empty() ? environ : envp_.data(); }
 
  private:
   std::vector<char*> argv_;
   std::vector<char*> envp_;
-  bool use_environ_ = true;
 };
 
 // The die_with_parent path (see the header): fork, then in the child only async-signal-safe

@@ -99,11 +99,7 @@ struct Fixture {
 bool process_exists(int pid) { return agentd::test::process_alive(pid); }
 
 // This process's live children running python3 (the tool servers).
-std::vector<int> python_children() {
-  std::vector<int> out;
-  for (pid_t pid : agentd::test::child_pids(::getpid(), "python3")) out.push_back(pid);
-  return out;
-}
+std::vector<pid_t> python_children() { return agentd::test::child_pids(::getpid(), "python3"); }
 
 void sleep_on_loop(kj::AsyncIoContext& io, kj::Duration d) {
   io.provider->getTimer().afterDelay(d).wait(io.waitScope);
@@ -505,11 +501,9 @@ TEST_CASE("a blocking call whose post is never run wakes with Error(stopping)", 
     });
     // Wait until the caller sleeps on its condition variable, i.e. it has posted.
     auto sleeping = [&] {
-      std::ifstream stat("/proc/self/task/" + std::to_string(tid.load()) + "/stat");
-      std::string line;
-      std::getline(stat, line);
-      auto close = line.rfind(')');
-      return tid != 0 && close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'S';
+      if (tid == 0) return false;
+      auto st = agentd::test::proc_stat(tid.load());  // /proc/TID/stat: a thread's own state
+      return st && st->state == 'S';
     };
     run_until(f.io, sleeping);
   }  // the bridge goes with its queue: the call's completion wakes the caller
