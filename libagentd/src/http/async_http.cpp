@@ -408,7 +408,7 @@ kj::Promise<HttpResponse> AsyncHttp::post_with_retries(CallSite site, RetryPolic
   auto state = kj::heap<RetryState>();
   state->site = site;
   state->policy = policy;
-  state->url = strip_query(request.url);
+  state->url = url_for_messages(request.url);
   state->request = std::move(request);
   state->sink = std::move(sink);
   auto& s = *state;

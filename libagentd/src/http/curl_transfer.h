@@ -53,10 +53,6 @@ class CurlTransfer {
   bool too_large_ = false;
 };
 
-// "http://host:port/path" without user:password@, query or fragment (which could carry a key), for
-// messages: url_for_messages().
-std::string strip_query(const std::string& url);
-
 // What to do after attempt number `attempt_no` (0 for the first) of a POST with retries:
 // `response` holds the 2xx answer when done; otherwise `wait` is how long to wait before the
 // next attempt. Throws Error(model_error) when the attempt failed for good (see post_with_retries).

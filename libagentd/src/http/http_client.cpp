@@ -99,8 +99,6 @@ std::string url_for_messages(std::string_view url) {
   return std::string(url.substr(0, host)) + std::string(url.substr(at + 1));
 }
 
-std::string strip_query(const std::string& url) { return url_for_messages(url); }
-
 CurlTransfer::CurlTransfer(CURL* curl, const HttpRequest& request, const BodySink& sink)
     : curl_(curl), request_(request), sink_(sink) {
   auto add = [this](const std::string& h) { headers_ = curl_slist_append(headers_, h.c_str()); };
@@ -348,7 +346,7 @@ RetryStep next_retry_step(const CallSite& site, const RetryPolicy& policy, const
 
 HttpResponse post_with_retries(const CallSite& site, const RetryPolicy& policy, const HttpRequest& request,
                                const BodySink& sink) {
-  const std::string url = strip_query(request.url);
+  const std::string url = url_for_messages(request.url);
   for (int attempt_no = 0;; ++attempt_no) {
     RetryStep step = next_retry_step(site, policy, url, attempt_no, http_post(request, sink));
     if (step.response) return std::move(*step.response);
