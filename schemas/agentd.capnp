@@ -379,12 +379,18 @@ interface CallSink {
 
 interface Session {
   # The batched call path: many calls per message in, many completions per message out.
-  submit @0 (calls :List(CallSpec), dropped :List(UInt64)) -> (refused :List(CallDone));
+  submit @0 (calls :List(CallSpec), dropped :List(UInt64), answerLone :Bool)
+      -> (refused :List(CallDone), done :List(CallDone));
   # refused: the calls not queued because a limit was reached (each an error with code
   # overloaded; they get no other CallDone). Nothing of them is recorded, so the client may send
   # them again with the same tickets, in ticket order; until one is queued, the agent's later
   # calls on this session are refused too (per-agent order). dropped: tickets of refused calls
   # the client gave up on (the session forgets them before the calls).
+  # answerLone: the submit carries one call, reported and not streamed: the server answers the
+  # submit when that call finishes, its CallDone in done, instead of a CallSink.done of its own
+  # (one RPC per call instead of two: three messages instead of six). A refused call is answered
+  # at once (refused); a CallDone too big for about one batch goes to the sink as usual, and so
+  # does everything when the server predates the field: the client takes a CallDone from either.
   read @1 (callId :Text) -> (outcome :Outcome, forgottenAgeMs :Int64 = -1);
   # The whole result of a call (after a tooLarge outcome, or after a reconnect), waiting while
   # it is pending. For an unknown call id (outcome: error unknownCall), forgottenAgeMs says how

@@ -437,8 +437,12 @@ void ConsoleApi::agents(const ExchangePtr& ex, std::string_view query) {
             }
           }
           if (up == 0 && failed) return fail(ex, *failed);
+          // Members may hold agents of the same id: those tie on every key, and go in member
+          // order, or a page boundary between them would repeat one and skip the other.
           std::sort(all.begin(), all.end(), [&q](const auto& x, const auto& y) {
-            return sorts_before(x.first, y.first, q.sort, q.descending);
+            if (sorts_before(x.first, y.first, q.sort, q.descending)) return true;
+            if (sorts_before(y.first, x.first, q.sort, q.descending)) return false;
+            return x.second < y.second;
           });
           for (std::uint64_t k = q.offset; k < all.size() && k < want; ++k)
             rows.push_back(agent_row(all[k].first, addresses[all[k].second]));

@@ -53,9 +53,12 @@ kj::Promise<void> Bridge::run() { return drain_loop(); }
 
 kj::Promise<void> Bridge::drain_loop() {
   return observer_.whenBecomesReadable().then([this]() {
+    // One read takes the whole count (and resets it): the next post signals afresh.
     std::uint64_t count;
-    while (::read(fd_.get(), &count, sizeof count) > 0) {
-    }
+    ssize_t n;
+    do {
+      n = ::read(fd_.get(), &count, sizeof count);
+    } while (n < 0 && errno == EINTR);
     std::vector<kj::Function<void()>> batch;
     for (;;) {
       {

@@ -23,24 +23,26 @@ void WorkerPool::spawn_locked() {
   threads_.emplace(key, std::thread([this, key] { worker_main(key); }));
 }
 
-void WorkerPool::wake_one_locked() {
-  if (idle_ == 0 || wake_pending_) return;
+bool WorkerPool::wake_one_locked() {
+  if (idle_ == 0 || wake_pending_) return false;
   wake_pending_ = true;
-  cv_.notify_one();
+  return true;
 }
 
 void WorkerPool::submit(std::function<void()> task) {
   std::vector<std::thread> done;
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     if (queue_.empty()) last_progress_ = std::chrono::steady_clock::now();
     queue_.push_back(std::move(task));
-    wake_one_locked();
+    wake = wake_one_locked();
     // Every thread busy: the monitor watches for starvation (threads may be blocked).
     if (idle_ == 0 && !monitor_watching_) monitor_cv_.notify_one();
     join_finished_locked(done);
   }
+  if (wake) cv_.notify_one();
   for (auto& t : done) t.join();
 }
 
@@ -109,9 +111,10 @@ void WorkerPool::worker_main(std::size_t key) {
     queue_.pop_front();
     last_progress_ = std::chrono::steady_clock::now();
     // More work than this thread: pass the wake-up on (parallelism ramps up with the queue).
-    if (!queue_.empty()) wake_one_locked();
+    const bool wake = !queue_.empty() && wake_one_locked();
     if (idle_ == 0 && !queue_.empty() && !monitor_watching_) monitor_cv_.notify_one();
     lock.unlock();
+    if (wake) cv_.notify_one();
     task();
     task = nullptr;  // destroy captures outside the lock
     lock.lock();

@@ -45,7 +45,9 @@ class WorkerPool {
 
  private:
   void spawn_locked();
-  void wake_one_locked();
+  // Marks a wake-up pending if a worker is idle and none is: true when the caller must then
+  // notify cv_ (after unlocking mu_, so the woken worker does not block on the mutex at once).
+  bool wake_one_locked();
   void worker_main(std::size_t key);
   void monitor_main();
   void join_finished_locked(std::vector<std::thread>& out);

@@ -1,5 +1,7 @@
 #include "dial.h"
 
+#include "buffered_stream.h"
+#include "counting_stream.h"
 #include "value_codec.h"
 
 namespace agentd::net {
@@ -47,8 +49,9 @@ kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to, Di
           .then([dp, bounded, bytes = options.bytes,
                  token = kj::mv(options.token)](kj::Own<kj::AsyncIoStream> raw) {
             dp->stage = DialStage::login;
-            dp->stream =
-                bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(raw), *bytes) : kj::mv(raw);
+            kj::Own<kj::AsyncIoStream> buffered = kj::heap<detail::BufferedStream>(kj::mv(raw));
+            dp->stream = bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(buffered), *bytes)
+                                          : kj::mv(buffered);
             dp->rpc = kj::heap<detail::RpcConnection>(*dp->stream);
             // Log in at the gate; info goes pipelined on the server the login returns.
             auto login = dp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();

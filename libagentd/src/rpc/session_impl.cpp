@@ -44,13 +44,37 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
         max_chunk_bytes_(batch_bytes_ - 1024) {}
 
   // One finished call: its ticket, about how many bytes its CallDone takes, and how to write
-  // the rest of it. Sent after everything already queued on the loop (a whole bridge batch).
+  // the rest of it. Sent after everything already queued on the loop (a whole bridge batch),
+  // or, when the call's submit waits for it (claim()), in that submit's answer.
   void add(std::uint64_t ticket, std::size_t size, CallDoneWriter write) {
     if (overflowed_) return;  // the connection is closing: nobody will read it
+    if (!claims_.empty()) {
+      auto claim = claims_.find(ticket);
+      if (claim != claims_.end()) {
+        auto fulfiller = kj::mv(claim->second);
+        claims_.erase(claim);
+        // Bigger than about a batch: through the sink, which cuts and checks sizes.
+        if (size <= batch_bytes_) {
+          fulfiller->fulfill(kj::Maybe<CallDoneWriter>(kj::mv(write)));
+          return;
+        }
+        fulfiller->fulfill(nullptr);
+      }
+    }
     items_.push_back(Item{ticket, size + 16, kj::mv(write), false, 0, {}});
     if (!count(size + 16)) return;
     schedule();
   }
+  // The submit of call ticket answers with its CallDone: the promise resolves to its writer
+  // when the call finishes, or to nullptr when it goes through the sink after all.
+  kj::Promise<kj::Maybe<CallDoneWriter>> claim(std::uint64_t ticket) {
+    auto paf = kj::newPromiseAndFulfiller<kj::Maybe<CallDoneWriter>>();
+    claims_[ticket] = kj::mv(paf.fulfiller);
+    return kj::mv(paf.promise);
+  }
+  // The claimed call was refused at once (its submit answers now).
+  void unclaim(std::uint64_t ticket) { claims_.erase(ticket); }
+
   void add_error(std::uint64_t ticket, Error e) {
     std::size_t size = error_size(e);
     add(ticket, size, [e = std::move(e)](wire::CallDone::Builder out) { write_error(e, out.initError()); });
@@ -204,6 +228,8 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   const std::size_t batch_bytes_;      // a CallSink message is cut at about this size
   const std::size_t max_chunk_bytes_;  // a streamed chunk over it is split
   std::vector<Item> items_;
+  // Calls whose submit answers with their CallDone (Session.submit's answerLone), by ticket.
+  std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<kj::Maybe<CallDoneWriter>>>> claims_;
   std::size_t queued_bytes_ = 0;      // of items_
   std::size_t unanswered_bytes_ = 0;  // of CallSink messages sent and not answered
   bool overflowed_ = false;
@@ -248,6 +274,14 @@ class SessionImpl final : public wire::Session::Server {
                            kj::heapString(why.data(), why.size()));
     }
     for (auto ticket : context.getParams().getDropped()) forget_refused(ticket);
+    // A lone call the client wants answered in this submit's answer (see the schema).
+    kj::Maybe<kj::Promise<kj::Maybe<CallDoneWriter>>> lone;
+    std::uint64_t lone_ticket = 0;
+    if (context.getParams().getAnswerLone() && calls.size() == 1 && calls[0].getReport() &&
+        !calls[0].getStream()) {
+      lone_ticket = calls[0].getTicket();
+      lone = out_->claim(lone_ticket);
+    }
     std::vector<std::pair<std::uint64_t, Error>> overloaded;  // answered in the results
     const std::size_t max_bytes = std::min(ctx_.max_message_bytes, kMaxMessageBytes);
     for (auto spec : calls) {
@@ -277,6 +311,17 @@ class SessionImpl final : public wire::Session::Server {
         list[i].setTicket(overloaded[i].first);
         write_error(overloaded[i].second, list[i].initError());
       }
+      out_->unclaim(lone_ticket);
+      return kj::READY_NOW;
+    }
+    KJ_IF_MAYBE (done, lone) {
+      return kj::mv(*done).then([context, lone_ticket](kj::Maybe<CallDoneWriter> writer) mutable {
+        KJ_IF_MAYBE (write, writer) {
+          auto d = context.getResults().initDone(1)[0];
+          d.setTicket(lone_ticket);
+          (*write)(d);
+        }  // else sent through the sink
+      });
     }
     return kj::READY_NOW;
   }

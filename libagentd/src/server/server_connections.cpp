@@ -5,6 +5,7 @@
 
 #include "accept.h"
 #include "connection_guard.h"
+#include "buffered_stream.h"
 #include "counting_stream.h"
 #include "endpoint.h"
 
@@ -82,7 +83,8 @@ kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string 
 kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool tls,
                                     bool tls_expected, PreLoginSlot& slot) {
   auto conn = kj::heap<Connection>(rpc_, connections_);
-  conn->stream = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
+  conn->stream =
+      kj::heap<CountingStream>(kj::heap<BufferedStream>(kj::mv(raw)), bytes_.client, &writes_in_flight_);
   conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer, tls);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->guard, capnp::rpc::twoparty::Side::SERVER,
                                                       ConnectionGuard::reader_options());

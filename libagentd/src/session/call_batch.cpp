@@ -1,5 +1,6 @@
 #include "call_batch.h"
 
+#include "call_done.h"
 #include "kj_errors.h"
 #include "loop_state.h"
 #include "value_codec.h"
@@ -242,6 +243,11 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
     for (unsigned i = 0; i < loop.dropped.size(); ++i) dropped.set(i, loop.dropped[i]);
     loop.dropped.clear();
   }
+  // A lone small call is answered in its submit's answer (answerLone): one RPC per call. Such a
+  // submit stays unanswered while its call runs, so it does not count against
+  // kMaxSubmitsInFlight (a long call must not hold back the calls issued after it); the server
+  // holds it open within its flow limit, which small calls stay far from.
+  const bool lone_call = batch.size() == 1 && !batch[0].stream && batch_bytes <= kLoneCallBytes;
   auto list = req.initCalls(static_cast<unsigned>(batch.size()));
   std::vector<std::uint64_t> sent;
   sent.reserve(batch.size());
@@ -295,14 +301,17 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
       return;
     }
   }
+  const bool lone = lone_call && sent.size() == 1;  // and reported
+  if (lone) req.setAnswerLone(true);
   auto* loop_ptr = &loop;
-  ++loop.submits_in_flight;
+  if (!lone) ++loop.submits_in_flight;
   const std::uint64_t generation = loop.generation;
   loop.tasks.add(req.send().then(
-      [loop_ptr, kept, generation](capnp::Response<wire::Session::SubmitResults> r) {
-        auto answered = kj::defer([loop_ptr, generation]() {
-          if (generation == loop_ptr->generation) submit_answered(*loop_ptr);
+      [loop_ptr, kept, generation, lone](capnp::Response<wire::Session::SubmitResults> r) {
+        auto answered = kj::defer([loop_ptr, generation, lone]() {
+          if (!lone && generation == loop_ptr->generation) submit_answered(*loop_ptr);
         });
+        for (auto d : r.getDone()) dispatch_done(*loop_ptr, d);
         auto refusals = r.getRefused();
         if (refusals.size() == 0) {
           loop_ptr->backoff = std::chrono::milliseconds(0);  // the server takes calls again
@@ -322,7 +331,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
           refused(*loop_ptr, std::move((*kept)[i->second]), std::move(e));
         }
       },
-      [loop_ptr, sent = std::move(sent), generation](kj::Exception&& e) {
+      [loop_ptr, sent = std::move(sent), generation, lone](kj::Exception&& e) {
         // A connection lost since: connection_lost() has dealt with these calls.
         if (generation != loop_ptr->generation) return;
         if (e.getType() == kj::Exception::Type::DISCONNECTED && loop_ptr->on_lost && !loop_ptr->down) {
@@ -331,7 +340,7 @@ void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes
           return;
         }
         fail_tickets(*loop_ptr, sent, error_from_kj(e, "sending calls to " + loop_ptr->where));
-        submit_answered(*loop_ptr);
+        if (!lone) submit_answered(*loop_ptr);
       }));
 }
 

@@ -73,6 +73,11 @@ void send_spec(LoopState& loop, OutSpec spec, Ticket ticket);
 // limit in bytes) are unanswered on one connection; later batches wait on the client, in order.
 constexpr unsigned kMaxSubmitsInFlight = 4;
 
+// A submit of one call of at most this size (spec_size), reported and not streamed, asks to be
+// answered with the call's CallDone (Session.submit's answerLone) and does not count against
+// kMaxSubmitsInFlight.
+constexpr std::size_t kLoneCallBytes = 4096;
+
 // Loop thread: sends the gathered calls as one Session.submit, or holds them (in order) while
 // kMaxSubmitsInFlight submits are unanswered. A call too big for any message, or a submit that
 // fails, fails its tickets.

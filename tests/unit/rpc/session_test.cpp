@@ -100,22 +100,25 @@ class RecordingSink final : public wire::CallSink::Server {
 };
 
 // A server and one client connection to it, both on this thread's loop.
+ServerOptions inproc_options(std::size_t max_message_bytes = 0) {
+  ServerOptions o;
+  o.server_id = "inproc";
+  if (max_message_bytes != 0) o.max_message_bytes = max_message_bytes;
+  return o;
+}
+
 struct InProcess {
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  Server server{[] {
-                  ServerOptions o;
-                  o.server_id = "inproc";
-                  return o;
-                }(),
-                io,
-                {agent_class<GateAgent>("GateAgent"), agent_class<CopyAgent>("CopyAgent")}};
+  Server server;
   capnp::TwoPartyServer rpc_server{server.bootstrap()};
   kj::TwoWayPipe pipe = kj::newTwoWayPipe();
   kj::Own<capnp::TwoPartyClient> client;
   Heard heard;
   wire::Session::Client session = nullptr;
 
-  InProcess() {
+  explicit InProcess(ServerOptions options = inproc_options())
+      : server(std::move(options), io,
+               {agent_class<GateAgent>("GateAgent"), agent_class<CopyAgent>("CopyAgent")}) {
     rpc_server.accept(kj::mv(pipe.ends[0]));
     client = kj::heap<capnp::TwoPartyClient>(*pipe.ends[1]);
     auto req = client->bootstrap().castAs<wire::AgentServer>().sessionRequest();
@@ -238,4 +241,113 @@ TEST_CASE("an answer too big for one message fails alone with too_large, and the
   REQUIRE(p.heard.done[20].error.has_value());
   CHECK(*p.heard.done[20].error == ErrorCode::too_large);
   CHECK(p.heard.done[21].created);  // the session and the server carry on
+}
+
+namespace {
+
+// The one CallDone a submit's answer carries (answerLone), decoded as the sink would hear it.
+std::optional<Heard::Done> answered_in_submit(capnp::Response<wire::Session::SubmitResults>& r,
+                                              std::uint64_t ticket) {
+  if (r.getDone().size() != 1 || r.getDone()[0].getTicket() != ticket) return std::nullopt;
+  auto d = r.getDone()[0];
+  Heard::Done out;
+  if (d.isOutcome() && d.getOutcome().isMsg()) {
+    out.is_msg = true;
+    out.text_bytes = d.getOutcome().getMsg().getContent().getText().size();
+  } else if (d.isOutcome() && d.getOutcome().isError()) {
+    out.error = from_wire(d.getOutcome().getError().getCode());
+  } else if (d.isError()) {
+    out.error = from_wire(d.getError().getCode());
+  } else if (d.isCreated()) {
+    out.created = true;
+  }
+  return out;
+}
+
+kj::Promise<capnp::Response<wire::Session::SubmitResults>> lone_reply(InProcess& p, std::uint64_t ticket,
+                                                                      const std::string& agent,
+                                                                      const std::string& text) {
+  auto req = p.session.submitRequest();
+  req.setAnswerLone(true);
+  auto call = req.initCalls(1)[0];
+  set_reply(call, ticket, agent, "call-" + std::to_string(ticket));
+  call.setInlineLimit(1 << 20);
+  write_msg(Msg("user", text), call.initInput().initMsg());
+  return req.send();
+}
+
+}  // namespace
+
+TEST_CASE("a lone call sent with answerLone is answered in its submit's answer, not through the sink",
+          "[session][lone]") {
+  InProcess p;
+  {
+    auto req = p.session.submitRequest();
+    auto calls = req.initCalls(2);
+    set_create(calls[0], 1, "CopyAgent", "copy");
+    set_create(calls[1], 2, "GateAgent", "gate");
+    req.send().wait(p.io.waitScope);
+  }
+  REQUIRE(p.pump_until([&] { return p.answered(1, 3) == 2; }));
+
+  SECTION("a short call: its CallDone rides in the answer") {
+    auto r = lone_reply(p, 10, "copy", "hello").wait(p.io.waitScope);
+    auto d = answered_in_submit(r, 10);
+    REQUIRE(d);
+    CHECK(d->is_msg);
+    CHECK(d->text_bytes == 5);
+    CHECK(r.getRefused().size() == 0);
+  }
+  SECTION("a call that waits: the submit stays unanswered until it finishes") {
+    g_gate.set(false);
+    auto answer = lone_reply(p, 11, "gate", "later");
+    // Other calls on the session go on meanwhile, lone or not.
+    auto other = lone_reply(p, 12, "copy", "now").wait(p.io.waitScope);
+    CHECK(answered_in_submit(other, 12));
+    CHECK_FALSE(answer.poll(p.io.waitScope));
+    g_gate.set(true);
+    auto r = answer.wait(p.io.waitScope);
+    auto d = answered_in_submit(r, 11);
+    REQUIRE(d);
+    CHECK(d->text_bytes == 5);
+  }
+  SECTION("a call that fails: the error rides in the answer") {
+    auto r = lone_reply(p, 13, "nobody", "x").wait(p.io.waitScope);
+    auto d = answered_in_submit(r, 13);
+    REQUIRE(d);
+    REQUIRE(d->error);
+    CHECK(*d->error == ErrorCode::unknown_agent);
+  }
+  SECTION("two calls in one submit: answered at once, both through the sink") {
+    auto req = p.session.submitRequest();
+    req.setAnswerLone(true);
+    auto calls = req.initCalls(2);
+    set_reply(calls[0], 14, "copy", "c14");
+    write_msg(Msg("user", "a"), calls[0].initInput().initMsg());
+    set_reply(calls[1], 15, "copy", "c15");
+    write_msg(Msg("user", "b"), calls[1].initInput().initMsg());
+    auto r = req.send().wait(p.io.waitScope);
+    CHECK(r.getDone().size() == 0);
+    REQUIRE(p.pump_until([&] { return p.answered(14, 16) == 2; }));
+  }
+  // Nothing of the lone calls came through the sink.
+  p.client->bootstrap().castAs<wire::AgentServer>().pingRequest().send().wait(p.io.waitScope);
+  CHECK(p.answered(10, 14) == 0);
+}
+
+TEST_CASE("a lone call whose answer is bigger than a sink batch is answered through the sink",
+          "[session][lone]") {
+  // At --max-message-bytes 1 MiB a CallSink message is cut at 128 KiB: a 300 KiB answer goes
+  // through the sink, which cuts and checks sizes, and the submit answers with nothing.
+  InProcess p(inproc_options(1 << 20));
+  {
+    auto req = p.session.submitRequest();
+    set_create(req.initCalls(1)[0], 1, "CopyAgent", "copy");
+    req.send().wait(p.io.waitScope);
+  }
+  REQUIRE(p.pump_until([&] { return p.answered(1, 2) == 1; }));
+  auto r = lone_reply(p, 20, "copy", std::string(300 << 10, 'x')).wait(p.io.waitScope);
+  CHECK(r.getDone().size() == 0);
+  REQUIRE(p.pump_until([&] { return p.answered(20, 21) == 1; }));
+  CHECK(p.heard.done[20].text_bytes == (300 << 10));
 }

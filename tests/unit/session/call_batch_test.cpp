@@ -65,6 +65,11 @@ class GatedAgent : public Agent {
 struct SessionLog {
   std::vector<unsigned> submits;
   std::vector<std::string> reads;
+  unsigned lone_asked = 0;     // submits that asked for answerLone
+  unsigned answered_lone = 0;  // CallDones that came in a submit's answer
+  // false: the session plays a server that predates answerLone (it never sees the flag, so
+  // every CallDone goes through the sink).
+  bool server_answers_lone = true;
 };
 
 // Forwards to the server's session, logging each request.
@@ -78,8 +83,14 @@ class LoggingSession final : public wire::Session::Server {
     auto req = inner_.submitRequest();
     req.setCalls(calls);
     req.setDropped(context.getParams().getDropped());
-    return req.send().then([context](capnp::Response<wire::Session::SubmitResults> r) mutable {
+    if (context.getParams().getAnswerLone()) {
+      ++log_.lone_asked;
+      req.setAnswerLone(log_.server_answers_lone);
+    }
+    return req.send().then([this, context](capnp::Response<wire::Session::SubmitResults> r) mutable {
       context.getResults().setRefused(r.getRefused());
+      context.getResults().setDone(r.getDone());
+      log_.answered_lone += r.getDone().size();
     });
   }
 
@@ -508,4 +519,63 @@ TEST_CASE("at most kMaxSubmitsInFlight submits are unanswered, and later batches
   CHECK(c.loop->held.empty());
   for (int i = 0; i < kCalls; i += 997) CHECK(value_of(*slots[i])->text() == std::to_string(i));
   CHECK(value_of(*slots[kCalls - 1])->text() == std::to_string(kCalls - 1));
+}
+
+TEST_CASE("a lone call is answered in its submit's answer, and waiting ones do not hold back the next",
+          "[call_batch][lone]") {
+  Connected c;
+  constexpr int kAgents = 3 * kMaxSubmitsInFlight;
+  for (int i = 0; i < kAgents; ++i) c.create("GatedAgent", "g" + std::to_string(i));
+  c.create("EchoAgent", "e1");
+  REQUIRE(c.pump_until([&] { return c.loop->tickets.empty(); }));
+  c.log = SessionLog{};
+
+  SECTION("a call alone in its turn: one RPC, answered in the submit's answer") {
+    auto slot = c.reply("e1", "alone");
+    REQUIRE(c.pump_until([&] { return settled(*slot); }));
+    CHECK(value_of(*slot)->text() == "alone");
+    CHECK(c.log.submits == std::vector<unsigned>{1});
+    CHECK(c.log.lone_asked == 1);
+    CHECK(c.log.answered_lone == 1);
+    // Calls of one turn travel together and come back through the sink.
+    auto a = c.reply("e1", "a");
+    auto b = c.reply("e1", "b");
+    REQUIRE(c.pump_until([&] { return all_settled({a, b}); }));
+    CHECK(value_of(*b)->text() == "b");
+    CHECK(c.log.lone_asked == 1);
+    CHECK(c.log.answered_lone == 1);
+  }
+  SECTION("calls to blocked agents, one per turn: every one reaches the server at once") {
+    // Each waits in its submit's answer until its agent finishes; counted against
+    // kMaxSubmitsInFlight they would hold every call after the fourth at the client.
+    g_gate.set(false);
+    std::vector<std::shared_ptr<ResultSlot>> slots;
+    for (int i = 0; i < kAgents; ++i) {
+      slots.push_back(c.reply("g" + std::to_string(i), "t" + std::to_string(i)));
+      c.ping();  // the next call goes in a turn of its own
+    }
+    CHECK(c.log.submits.size() == kAgents);
+    CHECK(c.log.lone_asked == kAgents);
+    CHECK(c.loop->submits_in_flight == 0);
+    CHECK(c.loop->held.empty());
+    // Meanwhile a call to an agent that is free is answered at once.
+    auto free = c.reply("e1", "free");
+    REQUIRE(c.pump_until([&] { return settled(*free); }));
+    CHECK_FALSE(settled(*slots[0]));
+    g_gate.set(true);
+    REQUIRE(c.pump_until([&] { return all_settled(slots); }));
+    for (int i = 0; i < kAgents; ++i) CHECK(value_of(*slots[i])->text() == "t" + std::to_string(i));
+    CHECK(c.log.answered_lone == kAgents + 1);
+  }
+  SECTION("a server that predates answerLone answers through the sink, and calls still arrive") {
+    c.log.server_answers_lone = false;
+    std::vector<std::shared_ptr<ResultSlot>> slots;
+    for (int i = 0; i < 3; ++i) {
+      slots.push_back(c.reply("e1", "old " + std::to_string(i)));
+      REQUIRE(c.pump_until([&] { return settled(*slots.back()); }));
+    }
+    CHECK(value_of(*slots[2])->text() == "old 2");
+    CHECK(c.log.lone_asked == 3);
+    CHECK(c.log.answered_lone == 0);
+  }
 }
