@@ -1,13 +1,16 @@
 // FetchCache: results this server fetched from other servers, kept so that several consumers of
 // one placeholder here cost one transfer. Bounded both ways, the oldest dropped first: at most
 // max_entries results and at most max_bytes of them (as the caller sizes them, about their wire
-// size). A result over a quarter of max_bytes is not kept at all: one large hand-off must not
-// push out every other, and its consumers usually come at once (they share the fetch in flight).
-// Loop thread only.
+// size). A result over max_entry_bytes (or a quarter of max_bytes) is not kept at all: its
+// consumers usually come at once and share the fetch in flight, and keeping it would cost more
+// than fetching it again: every large result kept lands the next one in memory the process has
+// never touched, and faulting that in costs about 0.4 ms per MiB on a VM (measured), a third of
+// what the fetch itself takes (the README's "Where a call's time goes", W6). Loop thread only.
 #pragma once
 
 #include "result_pool.h"  // OutcomePtr
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -19,8 +22,10 @@ namespace agentd::detail {
 
 class FetchCache {
  public:
-  FetchCache(std::size_t max_entries, std::size_t max_bytes)
-      : max_entries_(max_entries), max_bytes_(max_bytes) {}
+  FetchCache(std::size_t max_entries, std::size_t max_bytes, std::size_t max_entry_bytes)
+      : max_entries_(max_entries),
+        max_bytes_(max_bytes),
+        max_entry_bytes_(std::min(max_entry_bytes, max_bytes / 4)) {}
 
   // The result kept under key, or nullptr.
   const OutcomePtr* find(const std::string& key) const {
@@ -32,7 +37,7 @@ class FetchCache {
   // results until both bounds hold.
   void insert(const std::string& key, OutcomePtr out, std::size_t bytes) {
     erase(key);
-    if (bytes > max_bytes_ / 4 || max_entries_ == 0) return;
+    if (bytes > max_entry_bytes_ || max_entries_ == 0) return;
     entries_.emplace(key, Entry{std::move(out), bytes, ++seq_});
     order_.emplace_back(key, seq_);
     bytes_ += bytes;
@@ -76,6 +81,7 @@ class FetchCache {
 
   const std::size_t max_entries_;
   const std::size_t max_bytes_;
+  const std::size_t max_entry_bytes_;
   std::unordered_map<std::string, Entry> entries_;
   std::deque<std::pair<std::string, std::uint64_t>> order_;  // insertion order, oldest first
   std::size_t bytes_ = 0;

@@ -90,7 +90,7 @@ PeerPool::PeerPool(kj::AsyncIoContext& io, Options options, ByteCount* bytes)
     : io_(io),
       options_(std::move(options)),
       bytes_(bytes),
-      cache_(options_.cache_entries, options_.cache_bytes),
+      cache_(options_.cache_entries, options_.cache_bytes, options_.cache_entry_bytes),
       tasks_(task_errors_) {}
 
 PeerPool::~PeerPool() = default;

@@ -39,9 +39,10 @@ class PeerPool {
     // What tls trusts, for messages: "--peer-tls-ca FILE", "the system's CAs", ...
     std::string tls_trust = "the system's CAs";
     // Results fetched are kept for further consumers here: at most this many, and this many
-    // bytes of them (a result over a quarter of it is not kept).
+    // bytes of them; a result over cache_entry_bytes is not kept (FetchCache says why).
     std::size_t cache_entries = 1024;
     std::size_t cache_bytes = 64 << 20;
+    std::size_t cache_entry_bytes = 256 << 10;
   };
 
   // io is borrowed and outlives the pool; so does bytes (may be null), which counts the traffic
@@ -63,7 +64,8 @@ class PeerPool {
   // - another server now at origin: `unknown_call`.
   // The first failure to reach an origin is logged at warn with its address and reason, and
   // its recovery at info; retries are not. Results fetched once are cached (Options'
-  // cache_entries and cache_bytes), so several consumers here cost one transfer.
+  // cache_entries and cache_bytes), so several consumers here cost one transfer
+  // (a large result only by the consumers that wait on its fetch: see FetchCache).
   void fetch(const std::string& origin, const std::string& server_id, const std::string& call_id,
              ResultPool::Waiter done);
 

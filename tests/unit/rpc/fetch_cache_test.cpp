@@ -22,7 +22,7 @@ std::string text_of(const FetchCache& cache, const std::string& key) {
 }  // namespace
 
 TEST_CASE("the fetch cache keeps results until its count bound, dropping the oldest", "[fetch_cache]") {
-  FetchCache cache(3, 1 << 20);
+  FetchCache cache(3, 1 << 20, 1 << 20);
   for (int i = 0; i < 5; ++i) cache.insert("k" + std::to_string(i), result("r" + std::to_string(i)), 100);
   CHECK(cache.size() == 3);
   CHECK(cache.bytes() == 300);
@@ -34,7 +34,7 @@ TEST_CASE("the fetch cache keeps results until its count bound, dropping the old
 
 TEST_CASE("the fetch cache holds at most its bytes, however few the results", "[fetch_cache]") {
   // 1 MiB results under a 4 MiB bound: four fit, the fifth pushes out the first.
-  FetchCache cache(1024, 4 << 20);
+  FetchCache cache(1024, 4 << 20, 4 << 20);
   for (int i = 0; i < 5; ++i) cache.insert("k" + std::to_string(i), result("r" + std::to_string(i)), 1 << 20);
   CHECK(cache.size() == 4);
   CHECK(cache.bytes() == 4u << 20);
@@ -48,7 +48,7 @@ TEST_CASE("the fetch cache holds at most its bytes, however few the results", "[
 }
 
 TEST_CASE("a result kept again under its key replaces the old one and is the newest", "[fetch_cache]") {
-  FetchCache cache(2, 1 << 20);
+  FetchCache cache(2, 1 << 20, 1 << 20);
   cache.insert("a", result("a1"), 10);
   cache.insert("b", result("b1"), 10);
   cache.insert("a", result("a2"), 30);  // now b is the oldest
@@ -64,4 +64,16 @@ TEST_CASE("a result kept again under its key replaces the old one and is the new
   for (int i = 0; i < 10000; ++i) cache.insert("a", result("a"), 10);
   CHECK(cache.size() == 2);
   CHECK(cache.bytes() == 20);
+}
+
+TEST_CASE("a result over the entry bound is not kept, and pushes nothing out", "[fetch_cache]") {
+  // What a server keeps by default: results up to 256 KiB.
+  FetchCache cache(1024, 64 << 20, 256 << 10);
+  cache.insert("small", result("s"), 1000);
+  cache.insert("at", result("a"), 256 << 10);
+  cache.insert("big", result("b"), (256 << 10) + 1);
+  CHECK(text_of(cache, "small") == "s");
+  CHECK(text_of(cache, "at") == "a");
+  CHECK(text_of(cache, "big") == "(none)");
+  CHECK(cache.size() == 2);
 }

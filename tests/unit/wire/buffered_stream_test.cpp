@@ -110,7 +110,8 @@ TEST_CASE("a large frame read through a BufferedStream arrives intact, its segme
   CHECK(text_of(p.next()) == "after");
 }
 
-TEST_CASE("a BufferedStream reports a clean end and a frame cut short as its stream did", "[wire][buffered]") {
+TEST_CASE("a BufferedStream reports a clean end and a frame cut short as its stream did",
+          "[wire][buffered]") {
   SECTION("the writer closes between frames: no more messages") {
     Pair p;
     p.send({"last"});
