@@ -7,11 +7,14 @@
 #include "workloads/common.h"
 
 #include "model_endpoint.h"
-#include "subprocess.h"  // thread_count
+#include "subprocess.h"  // thread_count, Subprocess
 
 #include <agentd/error.h>
 
+#include <nlohmann/json.hpp>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <filesystem>
@@ -260,6 +263,116 @@ void run_creation(const Config& cfg, Deployment& dep, Report& report) {
   report.rows.push_back(std::move(rss));
 }
 
+// A Python main program's sequential reply(msg).get() on an agent by id: argv host port token
+// agent_id calls payload_bytes; prints the latencies (us) as one JSON list after a warm-up of 50.
+constexpr const char* kPyMainProgram = R"py(
+import json, sys, time
+import agentd
+host, port, token, agent_id = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+calls, payload = int(sys.argv[5]), int(sys.argv[6])
+with agentd.Client.connect(host, port, token=token) as c:
+    a = c.agent(agent_id)
+    msg = agentd.Msg("bench", "x" * payload)
+    for _ in range(50):
+        a.reply(msg).get()
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        m = a.reply(msg).get()
+        out.append((time.perf_counter_ns() - t0) / 1000.0)
+        if m.content != msg.content:
+            sys.exit("the echo agent answered something else")
+    print(json.dumps(out))
+)py";
+
+// Everything left to read from fd (a child's pipe), until its end.
+std::string read_to_end(kj::AutoCloseFd& fd) {
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return out;
+  }
+}
+
+// The latencies of kPyMainProgram against agent on c's server. Throws NoPython when python3 or
+// the agentd package cannot run it.
+std::vector<double> python_main_latencies(const Config& cfg, Client& c, const ClientOptions& o,
+                                          const AgentRef& agent) {
+  auto [host, port] = split_address(c.address());
+  detail::SpawnOptions spawn;
+  spawn.argv = {"python3",
+                "-c",
+                kPyMainProgram,
+                host,
+                std::to_string(port),
+                o.token,
+                agent.id(),
+                std::to_string(cfg.calls),
+                std::to_string(cfg.payload)};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string_view(*e).rfind("PYTHONPATH=", 0) != 0) env.emplace_back(*e);
+  // The build's package when this is a build tree's bench; else the installed one.
+  std::error_code ec;
+  if (std::filesystem::is_directory(AGENTD_BENCH_PYTHON_DIR "/agentd", ec))
+    env.push_back("PYTHONPATH=" AGENTD_BENCH_PYTHON_DIR);
+  spawn.env = std::move(env);
+  spawn.out = detail::Redirect::pipe();
+  spawn.err = detail::Redirect::pipe();
+  detail::Subprocess child;
+  try {
+    child = detail::Subprocess::spawn(spawn);
+  } catch (const detail::SpawnError& e) {
+    throw NoPython(fmt::format("the Python main program row needs python3: {}", e.what()));
+  }
+  std::string out = read_to_end(child.stdout_pipe());
+  std::string err = read_to_end(child.stderr_pipe());
+  const int status = child.wait();
+  if (status != 0) {
+    if (err.find("No module named 'agentd'") != std::string::npos)
+      throw NoPython("python3 cannot import agentd (the package is neither built here nor installed)");
+    throw std::runtime_error(
+        fmt::format("W13: the Python main program {}: {}", detail::describe_wait_status(status), err));
+  }
+  auto list = nlohmann::json::parse(out, nullptr, false);
+  expect(list.is_array() && list.size() == cfg.calls, "W13: the Python main program printed " + out);
+  return list.get<std::vector<double>>();
+}
+
+// A Python main program's reply(msg).get() beside a C++ one's, same agent, alternating.
+void run_main_program(const Config& cfg, const Deployment& dep, Client& c, Report& report) {
+  const ClientOptions o = dep.client_options();
+  if (c.address().rfind("unix:", 0) == 0 || !o.tls_ca.empty()) {
+    report.skipped.push_back("W13 Python main program row: plaintext TCP servers only");
+    return;
+  }
+  AgentRef a = c.create_agent("EchoAgent", "bench-w13-main");
+  Msg msg = text_msg(cfg.payload);
+  Row p50{"W13", "Python main program reply().get() p50", "us"};
+  Row p99{"W13", "Python main program reply().get() p99", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W13 Python main program repeat {}/{}", r + 1, cfg.repeat));
+    std::vector<double> py, cpp;
+    alternating(
+        r, [&] { py = python_main_latencies(cfg, c, o, a); },
+        [&] { cpp = reply_latencies(a, msg, cfg.calls); });
+    add_p50_p99(p50, p99, py, &cpp);
+  }
+  for (Row* row : {&p50, &p99}) row->baseline_name = "C++ main program";
+  p50.note =
+      "informative: the same EchoAgent from a python3 program (agentd package, Client.connect) and "
+      "from this one";
+  report.rows.push_back(std::move(p50));
+  report.rows.push_back(std::move(p99));
+  c.delete_agent(a.id());
+}
+
 }  // namespace
 
 void run_w13(const Config& cfg, Deployment& dep, Report& report) {
@@ -285,6 +398,7 @@ void run_w13(const Config& cfg, Deployment& dep, Report& report) {
     for (const char* cls : {kPyEcho, kPySleeper, "EchoAgent"})
       expect(has_class(info, cls), fmt::format("W13: server has no agent class {}", cls));
     run_latency(cfg, c, report);
+    run_main_program(cfg, dep, c, report);
     if (cfg.model_agents > 0 && dep.owned()) {
       expect(has_class(info, kPyAsk) && has_class(info, "AskAgent"),
              "W13: the server has no BenchPyAsk or AskAgent (the async_agents plugin)");
