@@ -87,7 +87,9 @@ Workloads (all by default; choose with --workloads W1,W5):
   W13 agents written in Python (as_server --agent-dir with the bench's python_agents/, see
       --py-agent-dir), each beside the C++ agent doing the same work on the same server: a
       Python echo's sequential call("ping") and reply(msg).get() p50/p99 (us) and server CPU
-      per reply beside the C++ EchoAgent's; --model-agents async Python agents each awaiting
+      per reply beside the C++ EchoAgent's; a Python main program's reply(msg).get() p50/p99
+      (python3 with the agentd package) beside this program's, same EchoAgent (plaintext TCP
+      servers only); --model-agents async Python agents each awaiting
       chat_async on a local model endpoint that answers after --wait-ms, all at once, beside
       as many C++ AskAgents (time, and the server's threads: the most seen meanwhile);
       --py-sleepers blocking Python agents each time.sleep(--block-ms), all at once, beside
