@@ -112,5 +112,16 @@ int main(int argc, char** argv) {
     calls[1].setClassName("NoSuchClass");
     save(dir / "session_submit_fuzz" / "errors.bin", b);
   }
+  {
+    // A lone call answered in the submit's answer (answerLone).
+    capnp::MallocMessageBuilder b;
+    auto params = b.initRoot<wire::Session::SubmitParams>();
+    params.setAnswerLone(true);
+    auto call = params.initCalls(1)[0];
+    spec(call, 1, wire::CallKind::REPLY, "a0");
+    call.setCallId("lone");
+    write_msg(Msg("user", "alone"), call.initInput().initMsg());
+    save(dir / "session_submit_fuzz" / "lone.bin", b);
+  }
   return 0;
 }

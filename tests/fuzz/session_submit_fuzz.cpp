@@ -2,8 +2,9 @@
 // as a Session.submit request (a List(CallSpec)), copied into a real submit and sent over a real
 // Cap'n Proto connection (an in-memory pipe) to an in-process Server, which decodes the calls,
 // queues them on its agents (FuzzAgent "a0" and "a1", created at start) and reports them on the
-// session's CallSink. The server must not crash, and every call it is told to report must be
-// reported (a CallDone per reported call), unless it waits on a placeholder that never comes.
+// session's CallSink, or, for a lone call sent with answerLone, in the submit's answer. The server
+// must not crash, and every call it is told to report must be reported (a CallDone per reported
+// call, through either), unless it waits on a placeholder that never comes.
 #include "fuzz_support.h"
 #include "server.h"
 #include "value_codec.h"
@@ -46,8 +47,14 @@ class CountingSink final : public wire::CallSink::Server {
   std::size_t& count_;
 };
 
+// A lone submit fails when its call cannot run (a reset deletes its agent): nothing to report.
+struct IgnoreErrors final : kj::TaskSet::ErrorHandler {
+  void taskFailed(kj::Exception&&) override {}
+};
+
 struct Harness {
   kj::AsyncIoContext io = kj::setupAsyncIo();
+  IgnoreErrors errors;
   Server server{[] {
                   ServerOptions o;
                   o.server_id = "fuzz";
@@ -61,7 +68,9 @@ struct Harness {
   kj::Own<capnp::TwoPartyClient> client;
   wire::AgentServer::Client agent_server = nullptr;
   wire::Session::Client session = nullptr;
-  std::size_t reported = 0;  // CallDones heard so far
+  std::size_t reported = 0;  // CallDones heard so far (through the sink or a submit's answer)
+  // Submits sent with answerLone: answered when their call finishes (or fails at a reset).
+  kj::TaskSet lone_answers{errors};
 
   Harness() {
     rpc_server.accept(kj::mv(pipe.ends[0]));
@@ -123,8 +132,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto words = fuzz::aligned_words(data, size);
   auto req = h->session.submitRequest();
   std::size_t expected = h->reported;
+  bool lone = false;
   try {
     capnp::FlatArrayMessageReader reader(words, fuzz::fuzz_reader_options());
+    lone = reader.getRoot<wire::Session::SubmitParams>().getAnswerLone();
+    req.setAnswerLone(lone);
     auto calls = reader.getRoot<wire::Session::SubmitParams>().getCalls();
     const unsigned n = std::min(calls.size(), 256u);
     auto out = req.initCalls(n);
@@ -135,7 +147,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const kj::Exception&) {
     return 0;  // not a well-formed message: the RPC layer never lets such a thing through
   }
-  req.send().wait(h->io.waitScope);
+  if (lone) {
+    // Answered when its call finishes, which may be never (a placeholder nobody fills): counted
+    // then, not waited for.
+    h->lone_answers.add(req.send().then(
+        [](capnp::Response<wire::Session::SubmitResults> r) { h->reported += r.getDone().size(); }));
+  } else {
+    req.send().wait(h->io.waitScope);
+  }
   if (!h->pump_until(expected) || h->server.metrics().agents > 16) {
     // Calls wait on placeholders nobody will fill, or agents pile up: start the next input clean.
     h->reset();

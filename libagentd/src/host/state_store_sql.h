@@ -127,7 +127,8 @@ struct StateStore::Statements {
                       "(SELECT seq FROM results ORDER BY seq DESC LIMIT 1 OFFSET ?2)"),
         // An upsert changes the row in place: INSERT OR REPLACE deletes and re-inserts it, which
         // rewrites the key's index page too, one more WAL frame in every commit (commit_seq).
-        put_meta(db, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2") {}
+        put_meta(
+            db, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2") {}
   Stmt begin, commit, put_agent, set_state, delete_agent, delete_memory, put_memory, put_result,
       delete_all_agents, delete_all_memory, trim_age, trim_count, trimmed_until, put_meta;
 };

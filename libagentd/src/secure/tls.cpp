@@ -1,5 +1,7 @@
 #include "tls.h"
 
+#include "forwarding_stream.h"
+
 #include <agentd/error.h>
 
 #include <fmt/format.h>
@@ -86,9 +88,10 @@ kj::Array<kj::TlsCertificate> parse_bundle(const std::string& path, const std::s
 }
 
 // A stream whose first byte was read already: reads return it first.
-class ReplayStream final : public kj::AsyncIoStream {
+class ReplayStream final : public ForwardingStream {
  public:
-  ReplayStream(kj::Own<kj::AsyncIoStream> inner, kj::byte first) : inner_(kj::mv(inner)), first_(first) {}
+  ReplayStream(kj::Own<kj::AsyncIoStream> inner, kj::byte first)
+      : ForwardingStream(kj::mv(inner)), first_(first) {}
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override {
     if (replayed_ || maxBytes == 0) return inner_->tryRead(buffer, minBytes, maxBytes);
@@ -98,24 +101,8 @@ class ReplayStream final : public kj::AsyncIoStream {
     if (minBytes <= 1) return size_t(1);
     return inner_->tryRead(out + 1, minBytes - 1, maxBytes - 1).then([](size_t n) { return n + 1; });
   }
-  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
-  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    return inner_->write(pieces);
-  }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, uint* length) override { inner_->getsockname(addr, length); }
-  void getpeername(struct sockaddr* addr, uint* length) override { inner_->getpeername(addr, length); }
 
  private:
-  kj::Own<kj::AsyncIoStream> inner_;
   kj::byte first_;
   bool replayed_ = false;
 };

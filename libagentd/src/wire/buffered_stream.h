@@ -12,40 +12,24 @@
 // a server hold is bounded as before (ConnectionGuard's budget counts what the RPC stream reads).
 #pragma once
 
-#include <kj/async-io.h>
+#include "forwarding_stream.h"
 
 #include <cstddef>
 
 namespace agentd::detail {
 
-class BufferedStream final : public kj::AsyncIoStream {
+class BufferedStream final : public ForwardingStream {
  public:
   static constexpr std::size_t kBufferBytes = 8192;
 
-  explicit BufferedStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+  explicit BufferedStream(kj::Own<kj::AsyncIoStream> inner) : ForwardingStream(kj::mv(inner)) {}
 
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override;
-  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
-  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    return inner_->write(pieces);
-  }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, kj::uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, kj::uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, kj::uint* length) override { inner_->getsockname(addr, length); }
-  void getpeername(struct sockaddr* addr, kj::uint* length) override { inner_->getpeername(addr, length); }
 
  private:
   // Copies up to max buffered bytes to out; returns how many.
   size_t take(kj::byte* out, size_t max);
 
-  kj::Own<kj::AsyncIoStream> inner_;
   kj::Array<kj::byte> buffer_;  // allocated at the first small read
   size_t begin_ = 0;            // buffer_[begin_, end_) is read from the socket, not yet served
   size_t end_ = 0;

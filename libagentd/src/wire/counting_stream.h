@@ -2,7 +2,7 @@
 // ByteCount (loop thread only). Servers use it to report bytes per connection kind.
 #pragma once
 
-#include <kj/async-io.h>
+#include "forwarding_stream.h"
 
 #include <cstdint>
 
@@ -20,12 +20,12 @@ struct Traffic {
   ByteCount peer;    // other servers (placeholder fetches, both directions)
 };
 
-class CountingStream final : public kj::AsyncIoStream {
+class CountingStream final : public ForwardingStream {
  public:
   // counts is borrowed and outlives the stream; so does writes_in_flight (may be null), which
   // counts the writes started on this stream and not yet finished.
   CountingStream(kj::Own<kj::AsyncIoStream> inner, ByteCount& counts, std::size_t* writes_in_flight = nullptr)
-      : inner_(kj::mv(inner)), counts_(&counts), in_flight_(writes_in_flight) {}
+      : ForwardingStream(kj::mv(inner)), counts_(&counts), in_flight_(writes_in_flight) {}
 
   // Counts into other counts from now on, moving what was counted so far over to them (a server
   // learns only after accepting a connection that a peer server is on the other end).
@@ -57,17 +57,6 @@ class CountingStream final : public kj::AsyncIoStream {
     }
     return tracked(inner_->write(pieces));
   }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, kj::uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, kj::uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, kj::uint* length) override { inner_->getsockname(addr, length); }
-  void getpeername(struct sockaddr* addr, kj::uint* length) override { inner_->getpeername(addr, length); }
 
  private:
   // A write counted in *in_flight_ until it finishes, fails or is cancelled. The stream's owner
@@ -78,7 +67,6 @@ class CountingStream final : public kj::AsyncIoStream {
     return write.attach(kj::defer([counter = in_flight_]() { --*counter; }));
   }
 
-  kj::Own<kj::AsyncIoStream> inner_;
   ByteCount* counts_;
   std::size_t* in_flight_;
   ByteCount own_;  // this connection's bytes

@@ -18,26 +18,17 @@ using agentd::detail::BufferedStream;
 namespace {
 
 // Counts the reads asked of the stream beneath, and the largest maxBytes asked.
-class ReadCounter final : public kj::AsyncIoStream {
+class ReadCounter final : public agentd::detail::ForwardingStream {
  public:
-  explicit ReadCounter(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+  using ForwardingStream::ForwardingStream;
   kj::Promise<size_t> tryRead(void* buffer, size_t minBytes, size_t maxBytes) override {
     ++reads;
     largest_ask = kj::max(largest_ask, maxBytes);
     return inner_->tryRead(buffer, minBytes, maxBytes);
   }
-  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
-  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
-    return inner_->write(pieces);
-  }
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
 
   int reads = 0;
   size_t largest_ask = 0;
-
- private:
-  kj::Own<kj::AsyncIoStream> inner_;
 };
 
 // A frame holding text.
