@@ -311,7 +311,7 @@ class SessionImpl final : public wire::Session::Server {
         list[i].setTicket(overloaded[i].first);
         write_error(overloaded[i].second, list[i].initError());
       }
-      out_->unclaim(lone_ticket);
+      if (lone != nullptr) out_->unclaim(lone_ticket);  // refused: it was this submit's one call
       return kj::READY_NOW;
     }
     KJ_IF_MAYBE (done, lone) {

@@ -351,3 +351,36 @@ TEST_CASE("a lone call whose answer is bigger than a sink batch is answered thro
   REQUIRE(p.pump_until([&] { return p.answered(20, 21) == 1; }));
   CHECK(p.heard.done[20].text_bytes == (300 << 10));
 }
+
+TEST_CASE("a batched submit refused as overloaded leaves a waiting lone call's answer alone",
+          "[session][lone]") {
+  // Tickets are the client's own: a lone call may well be ticket 0, and the refusal of a later
+  // batch must not take its answer from it.
+  ServerOptions o = inproc_options();
+  o.max_queued_calls_per_agent = 2;
+  InProcess p(std::move(o));
+  {
+    auto req = p.session.submitRequest();
+    set_create(req.initCalls(1)[0], 1, "GateAgent", "gate");
+    req.send().wait(p.io.waitScope);
+  }
+  REQUIRE(p.pump_until([&] { return p.answered(1, 2) == 1; }));
+  g_gate.set(false);
+  auto lone = lone_reply(p, 0, "gate", "first");
+  REQUIRE(p.pump_until([&] { return p.server.stats().calls_running == 1; }));
+  auto req = p.session.submitRequest();
+  auto calls = req.initCalls(2);
+  for (unsigned i = 0; i < 2; ++i) {
+    set_reply(calls[i], 5 + i, "gate", "batched-" + std::to_string(i));
+    write_msg(Msg("user", "b"), calls[i].initInput().initMsg());
+  }
+  auto r = req.send().wait(p.io.waitScope);
+  REQUIRE(r.getRefused().size() == 1);
+  CHECK(r.getRefused()[0].getTicket() == 6);
+  g_gate.set(true);
+  auto answer = lone.wait(p.io.waitScope);
+  auto d = answered_in_submit(answer, 0);
+  REQUIRE(d);
+  CHECK(d->text_bytes == 5);
+  REQUIRE(p.pump_until([&] { return p.answered(5, 6) == 1; }));
+}
