@@ -1,6 +1,9 @@
 #include "worker_pool.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <cerrno>
 
 namespace agentd::detail {
 
@@ -23,15 +26,41 @@ void WorkerPool::spawn_locked() {
   threads_.emplace(key, std::thread([this, key] { worker_main(key); }));
 }
 
-bool WorkerPool::wake_one_locked() {
-  if (idle_ == 0 || wake_pending_) return false;
+bool WorkerPool::Idle::acquire_until(std::chrono::steady_clock::time_point deadline) {
+  // steady_clock is CLOCK_MONOTONIC on Linux.
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+  timespec at{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  for (;;) {
+    if (::sem_clockwait(&ready, CLOCK_MONOTONIC, &at) == 0) return true;
+    if (errno != EINTR) return false;  // ETIMEDOUT
+  }
+}
+
+void WorkerPool::Idle::acquire() {
+  while (::sem_wait(&ready) != 0) {
+  }  // EINTR only
+}
+
+std::shared_ptr<WorkerPool::Idle> WorkerPool::wake_one_locked() {
+  if (idle_stack_.empty() || wake_pending_) return nullptr;
   wake_pending_ = true;
-  return true;
+  auto idle = std::move(idle_stack_.back());
+  idle_stack_.pop_back();
+  idle->woken = true;
+  return idle;
+}
+
+void WorkerPool::wake_all_idle_locked() {
+  for (auto& idle : idle_stack_) {
+    idle->woken = true;
+    idle->release();
+  }
+  idle_stack_.clear();
 }
 
 void WorkerPool::submit(std::function<void()> task) {
   std::vector<std::thread> done;
-  bool wake = false;
+  std::shared_ptr<Idle> wake;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -42,7 +71,7 @@ void WorkerPool::submit(std::function<void()> task) {
     if (idle_ == 0 && !monitor_watching_) monitor_cv_.notify_one();
     join_finished_locked(done);
   }
-  if (wake) cv_.notify_one();
+  if (wake) wake->release();
   for (auto& t : done) t.join();
 }
 
@@ -60,7 +89,7 @@ void WorkerPool::monitor_main() {
     if (std::chrono::steady_clock::now() - last_progress_ < kStarvedAfter) continue;
     if (idle_ > 0) {
       // Idle threads missed their wake-up: wake them all.
-      cv_.notify_all();
+      wake_all_idle_locked();
       continue;
     }
     // Starved: every thread is stuck in a long call (or, on an overloaded machine, just not
@@ -82,20 +111,30 @@ void WorkerPool::join_finished_locked(std::vector<std::thread>& out) {
 }
 
 void WorkerPool::worker_main(std::size_t key) {
+  auto idle = std::make_shared<Idle>();
   std::unique_lock lock(mu_);
   --starting_;
   for (;;) {
     if (queue_.empty()) {
       if (stopping_) return;
       ++idle_;
+      idle->woken = false;
+      idle_stack_.push_back(idle);
       const auto deadline = std::chrono::steady_clock::now() + idle_timeout_;
-      bool timed_out = false;
-      while (queue_.empty() && !stopping_) {
-        timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
-        // Whoever wakes takes over the pending wake-up, even to find the queue drained by a
+      lock.unlock();
+      bool timed_out = !idle->acquire_until(deadline);
+      lock.lock();
+      if (timed_out && idle->woken) {
+        // Woken just as the wait ran out: take the wake-up (and its release) after all.
+        idle->acquire();
+        timed_out = false;
+      }
+      if (idle->woken) {
+        // Whoever is woken takes over the pending wake-up, even to find the queue drained by a
         // busy thread: the next submit must be able to wake someone again.
         wake_pending_ = false;
-        if (timed_out) break;
+      } else {
+        idle_stack_.erase(std::find(idle_stack_.begin(), idle_stack_.end(), idle));
       }
       --idle_;
       if (timed_out && queue_.empty() && threads_.size() > min_threads_) {
@@ -111,10 +150,10 @@ void WorkerPool::worker_main(std::size_t key) {
     queue_.pop_front();
     last_progress_ = std::chrono::steady_clock::now();
     // More work than this thread: pass the wake-up on (parallelism ramps up with the queue).
-    const bool wake = !queue_.empty() && wake_one_locked();
+    auto wake = queue_.empty() ? nullptr : wake_one_locked();
     if (idle_ == 0 && !queue_.empty() && !monitor_watching_) monitor_cv_.notify_one();
     lock.unlock();
-    if (wake) cv_.notify_one();
+    if (wake) wake->release();
     task();
     task = nullptr;  // destroy captures outside the lock
     lock.lock();
@@ -129,8 +168,8 @@ void WorkerPool::stop() {
     stopping_ = true;
     // Queued tasks still run: a pool with no thread (min_threads 0) gets one for them.
     if (!queue_.empty() && threads_.empty()) spawn_locked();
+    wake_all_idle_locked();
   }
-  cv_.notify_all();
   monitor_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
   // Threads remove themselves only on idle timeout, which cannot happen once stopping_ is set,

@@ -2,18 +2,24 @@
 //
 // Waking: a submit wakes at most one idle thread at a time, and a woken thread that sees more
 // queued work wakes the next (so a burst of short tasks is drained by the threads already
-// awake instead of costing a futex wake and a context switch per task).
+// awake instead of costing a futex wake and a context switch per task). Idle threads wait each
+// on a semaphore of its own, woken last-idle-first (the warmest cache); a woken thread does not
+// wake holding a contended mutex (a condition variable's wait re-locks its mutex as contended,
+// which costs every wake-up one more futex call when it unlocks).
 // Growing: agents may block for seconds, so a monitor thread watches for starvation: when
 // queued tasks made no progress for kStarvedAfter while no thread was idle, it adds threads for
 // them, at most doubling the pool per check (up to max_threads). Extra threads leave after
 // idle_timeout, down to min_threads.
 #pragma once
 
+#include <semaphore.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -44,10 +50,28 @@ class WorkerPool {
   std::size_t max_threads() const { return max_threads_; }
 
  private:
+  // An idle thread's place to wait. Shared: a submitter releases it after unlocking mu_.
+  // (A POSIX semaphore: it sleeps at once, where std::binary_semaphore spins and yields first,
+  // which costs a short task's wake-up more context switches than it saves.)
+  struct Idle {
+    Idle() { ::sem_init(&ready, 0, 0); }
+    ~Idle() { ::sem_destroy(&ready); }
+    Idle(const Idle&) = delete;
+    Idle& operator=(const Idle&) = delete;
+    void release() { ::sem_post(&ready); }
+    // Until released (true) or deadline passes (false).
+    bool acquire_until(std::chrono::steady_clock::time_point deadline);
+    void acquire();
+    sem_t ready;
+    bool woken = false;  // guarded by mu_: taken off the idle stack by a submit
+  };
+
   void spawn_locked();
-  // Marks a wake-up pending if a worker is idle and none is: true when the caller must then
-  // notify cv_ (after unlocking mu_, so the woken worker does not block on the mutex at once).
-  bool wake_one_locked();
+  // Takes the last idle thread off the stack if none has a wake-up pending: the caller then
+  // releases its semaphore (after unlocking mu_, so the woken thread does not block on it).
+  std::shared_ptr<Idle> wake_one_locked();
+  // Stopping, or idle threads missed their wake-up: wakes every idle thread.
+  void wake_all_idle_locked();
   void worker_main(std::size_t key);
   void monitor_main();
   void join_finished_locked(std::vector<std::thread>& out);
@@ -57,8 +81,8 @@ class WorkerPool {
   const std::chrono::milliseconds idle_timeout_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;          // idle workers wait here
-  std::condition_variable monitor_cv_;  // the monitor waits here for work to watch
+  std::vector<std::shared_ptr<Idle>> idle_stack_;  // idle threads, the last to go idle last
+  std::condition_variable monitor_cv_;             // the monitor waits here for work to watch
   std::deque<std::function<void()>> queue_;
   std::unordered_map<std::size_t, std::thread> threads_;
   std::vector<std::thread> finished_;  // threads that left on idle; joined later

@@ -141,6 +141,29 @@ TEST_CASE("a burst submitted from several threads runs every task exactly once",
   CHECK(wrong == 0);
 }
 
+TEST_CASE("tasks submitted while idle threads time out and leave all run, without stop()", "[worker_pool]") {
+  // A 1 ms idle timeout with gaps of about that length between submits: wake-ups race with
+  // threads timing out (a thread woken as its wait runs out must still take the task) and with
+  // threads leaving and being replaced.
+  WorkerPool pool(0, 8, 1ms);
+  constexpr int kSubmitters = 3;
+  constexpr int kEach = 400;
+  std::atomic<int> ran{0};
+  std::vector<std::thread> submitters;
+  for (int s = 0; s < kSubmitters; ++s)
+    submitters.emplace_back([&, s] {
+      for (int i = 0; i < kEach; ++i) {
+        pool.submit([&ran] { ++ran; });
+        if ((i + s) % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500 + 300 * s));
+      }
+    });
+  for (auto& t : submitters) t.join();
+  // Every task runs on the pool's own threads, not in stop().
+  CHECK(wait_until([&] { return ran.load() == kSubmitters * kEach; }, 10s));
+  pool.stop();
+  CHECK(ran.load() == kSubmitters * kEach);
+}
+
 TEST_CASE("blocking tasks all run at once: the pool grows to max_threads, not beyond", "[worker_pool]") {
   WorkerPool pool(2, 40);
   Gate gate;
