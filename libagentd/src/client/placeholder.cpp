@@ -100,7 +100,7 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
-  if (!slot.cv.wait_for(lock, timeout, [&slot] { return slot.value || slot.error; }))
+  if (!slot.waiters.wait_for(lock, timeout, [&slot] { return slot.value || slot.error; }))
     throw Error(ErrorCode::timeout,
                 fmt::format("the result of call {} to agent {} was not ready within {} ms", s_->call_id,
                             s_->agent_id, timeout.count()),
@@ -127,7 +127,7 @@ std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds tim
   auto ready = [&slot] { return !slot.chunks.empty() || slot.stream_ended || slot.value || slot.error; };
   if (!ready()) {
     s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
-    if (!slot.cv.wait_for(lock, timeout, ready))
+    if (!slot.waiters.wait_for(lock, timeout, ready))
       throw Error(ErrorCode::timeout,
                   fmt::format("no chunk of call {} to agent {} within {} ms", s_->call_id, s_->agent_id,
                               timeout.count()),

@@ -84,11 +84,13 @@ void ResultSlot::push_chunk(std::string text) {
     call_reader(on_chunk, text);
     return;
   }
+  WaitList::Wake wake;
   {
     std::lock_guard lock(mu);
     chunks.push_back(std::move(text));
+    wake = waiters.take_locked();
   }
-  cv.notify_all();
+  wake.run();
 }
 
 void ResultSlot::set_on_chunk(std::function<void(std::string_view)> fn) {

@@ -47,11 +47,13 @@ struct ResultSlot : Sync<Msg> {
   // Loop thread, after the outcome was delivered (or the call failed): no more chunks; the
   // reader's callback is released here.
   void end_stream() {
+    WaitList::Wake wake;
     {
       std::lock_guard lock(mu);
       stream_ended = true;
+      wake = waiters.take_locked();
     }
-    cv.notify_all();
+    wake.run();
     on_chunk = nullptr;
   }
 };

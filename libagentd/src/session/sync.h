@@ -3,10 +3,11 @@
 
 #include <agentd/error.h>
 
+#include "wait_list.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -24,7 +25,7 @@ namespace agentd::detail {
 template <typename T>
 struct Sync {
   std::mutex mu;
-  std::condition_variable cv;
+  WaitList waiters;            // threads in wait() (and, for a ResultSlot, in a chunk read)
   std::optional<T> value;      // guarded by mu
   std::optional<Error> error;  // guarded by mu
   // Run once settled, on the settling thread, without mu (coroutines awaiting a placeholder).
@@ -65,7 +66,7 @@ struct Sync {
   // retryable) naming what after timeout. Takes the value: call once.
   T wait(std::chrono::milliseconds timeout, const std::string& what) {
     std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, timeout, [this] { return value || error; }))
+    if (!waiters.wait_for(lock, timeout, [this] { return value || error; }))
       throw Error(ErrorCode::timeout, fmt::format("{}: no answer within {} ms", what, timeout.count()));
     if (error) throw *error;
     return std::move(*value);
@@ -75,8 +76,9 @@ struct Sync {
   void settled(std::unique_lock<std::mutex>& lock) {
     auto run = std::move(watchers);
     watchers.clear();
+    auto wake = waiters.take_locked();
     lock.unlock();
-    cv.notify_all();
+    wake.run();
     for (auto& [id, fn] : run) fn();
   }
 };

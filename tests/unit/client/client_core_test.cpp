@@ -201,7 +201,7 @@ TEST_CASE(
   // waits for its workers when it goes.
   std::thread opener([slot = waiting->slot] {
     std::unique_lock lock(slot->mu);
-    slot->cv.wait_for(lock, std::chrono::seconds(10), [&] { return slot->value || slot->error; });
+    slot->waiters.wait_for(lock, std::chrono::seconds(10), [&] { return slot->value || slot->error; });
     lock.unlock();
     g_gate.set(true);
   });
