@@ -12,8 +12,7 @@
 using agentd::detail::WaitList;
 using namespace std::chrono_literals;
 
-TEST_CASE("a waiter wakes when the state it waits for is set, and times out when it is not",
-          "[wait_list]") {
+TEST_CASE("a waiter wakes when the state it waits for is set, and times out when it is not", "[wait_list]") {
   std::mutex mu;
   WaitList waiters;
   bool ready = false;
