@@ -31,10 +31,10 @@ void WaitList::Wake::run() {
 }
 
 std::chrono::steady_clock::time_point WaitList::deadline_after(std::chrono::milliseconds timeout) {
-  const auto now = std::chrono::steady_clock::now();
-  // A timeout of years means "no timeout": keep the sum from overflowing.
-  constexpr auto kLongest = std::chrono::hours(24 * 365 * 100);
-  return now + std::min<std::chrono::steady_clock::duration>(timeout, kLongest);
+  // A timeout of years means "no timeout": compared in milliseconds, so that neither the
+  // conversion to the clock's nanoseconds nor the sum overflows.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+  return std::chrono::steady_clock::now() + std::min(timeout, kLongest);
 }
 
 bool WaitList::wait_once(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline) {
