@@ -1,9 +1,6 @@
 #include "worker_pool.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <cerrno>
 
 namespace agentd::detail {
 
@@ -26,21 +23,6 @@ void WorkerPool::spawn_locked() {
   threads_.emplace(key, std::thread([this, key] { worker_main(key); }));
 }
 
-bool WorkerPool::Idle::acquire_until(std::chrono::steady_clock::time_point deadline) {
-  // steady_clock is CLOCK_MONOTONIC on Linux.
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-  timespec at{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  for (;;) {
-    if (::sem_clockwait(&ready, CLOCK_MONOTONIC, &at) == 0) return true;
-    if (errno != EINTR) return false;  // ETIMEDOUT
-  }
-}
-
-void WorkerPool::Idle::acquire() {
-  while (::sem_wait(&ready) != 0) {
-  }  // EINTR only
-}
-
 std::shared_ptr<WorkerPool::Idle> WorkerPool::wake_one_locked() {
   if (idle_stack_.empty() || wake_pending_) return nullptr;
   wake_pending_ = true;
@@ -53,7 +35,7 @@ std::shared_ptr<WorkerPool::Idle> WorkerPool::wake_one_locked() {
 void WorkerPool::wake_all_idle_locked() {
   for (auto& idle : idle_stack_) {
     idle->woken = true;
-    idle->release();
+    idle->ready.post();
   }
   idle_stack_.clear();
 }
@@ -71,7 +53,7 @@ void WorkerPool::submit(std::function<void()> task) {
     if (idle_ == 0 && !monitor_watching_) monitor_cv_.notify_one();
     join_finished_locked(done);
   }
-  if (wake) wake->release();
+  if (wake) wake->ready.post();
   for (auto& t : done) t.join();
 }
 
@@ -122,11 +104,11 @@ void WorkerPool::worker_main(std::size_t key) {
       idle_stack_.push_back(idle);
       const auto deadline = std::chrono::steady_clock::now() + idle_timeout_;
       lock.unlock();
-      bool timed_out = !idle->acquire_until(deadline);
+      bool timed_out = !idle->ready.wait_until(deadline);
       lock.lock();
       if (timed_out && idle->woken) {
-        // Woken just as the wait ran out: take the wake-up (and its release) after all.
-        idle->acquire();
+        // Woken just as the wait ran out: take the wake-up (and its post) after all.
+        idle->ready.wait();
         timed_out = false;
       }
       if (idle->woken) {
@@ -153,7 +135,7 @@ void WorkerPool::worker_main(std::size_t key) {
     auto wake = queue_.empty() ? nullptr : wake_one_locked();
     if (idle_ == 0 && !queue_.empty() && !monitor_watching_) monitor_cv_.notify_one();
     lock.unlock();
-    if (wake) wake->release();
+    if (wake) wake->ready.post();
     task();
     task = nullptr;  // destroy captures outside the lock
     lock.lock();

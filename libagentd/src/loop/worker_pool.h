@@ -12,7 +12,7 @@
 // idle_timeout, down to min_threads.
 #pragma once
 
-#include <semaphore.h>
+#include "thread_semaphore.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -50,25 +50,15 @@ class WorkerPool {
   std::size_t max_threads() const { return max_threads_; }
 
  private:
-  // An idle thread's place to wait. Shared: a submitter releases it after unlocking mu_.
-  // (A POSIX semaphore: it sleeps at once, where std::binary_semaphore spins and yields first,
-  // which costs a short task's wake-up more context switches than it saves.)
+  // An idle thread's place to wait. Shared: a submitter posts to it after unlocking mu_.
   struct Idle {
-    Idle() { ::sem_init(&ready, 0, 0); }
-    ~Idle() { ::sem_destroy(&ready); }
-    Idle(const Idle&) = delete;
-    Idle& operator=(const Idle&) = delete;
-    void release() { ::sem_post(&ready); }
-    // Until released (true) or deadline passes (false).
-    bool acquire_until(std::chrono::steady_clock::time_point deadline);
-    void acquire();
-    sem_t ready;
+    Semaphore ready;
     bool woken = false;  // guarded by mu_: taken off the idle stack by a submit
   };
 
   void spawn_locked();
   // Takes the last idle thread off the stack if none has a wake-up pending: the caller then
-  // releases its semaphore (after unlocking mu_, so the woken thread does not block on it).
+  // posts to its semaphore (after unlocking mu_, so the woken thread does not block on it).
   std::shared_ptr<Idle> wake_one_locked();
   // Stopping, or idle threads missed their wake-up: wakes every idle thread.
   void wake_all_idle_locked();

@@ -1,32 +1,21 @@
 #include "wait_list.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <cerrno>
 
 namespace agentd::detail {
 
 namespace {
 
 // The calling thread's semaphore: it waits on one object at a time.
-struct ThreadSemaphore {
-  ThreadSemaphore() { ::sem_init(&sem, 0, 0); }
-  ~ThreadSemaphore() { ::sem_destroy(&sem); }
-  ThreadSemaphore(const ThreadSemaphore&) = delete;
-  ThreadSemaphore& operator=(const ThreadSemaphore&) = delete;
-  sem_t sem;
-};
-
-sem_t* my_semaphore() {
-  thread_local ThreadSemaphore s;
-  return &s.sem;
+Semaphore& my_semaphore() {
+  thread_local Semaphore s;
+  return s;
 }
 
 }  // namespace
 
 void WaitList::Wake::run() {
-  for (sem_t* s : sems_) ::sem_post(s);
+  for (Semaphore* s : sems_) s->post();
   sems_.clear();
 }
 
@@ -38,18 +27,12 @@ std::chrono::steady_clock::time_point WaitList::deadline_after(std::chrono::mill
 }
 
 bool WaitList::wait_once(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline) {
-  sem_t* me = my_semaphore();
+  Semaphore* me = &my_semaphore();
   waiting_.push_back(me);
   lock.unlock();
-  // steady_clock is CLOCK_MONOTONIC on Linux.
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-  const timespec at{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  int rc;
-  do {
-    rc = ::sem_clockwait(me, CLOCK_MONOTONIC, &at);
-  } while (rc != 0 && errno == EINTR);
+  const bool posted = me->wait_until(deadline);
   lock.lock();
-  if (rc == 0) return true;
+  if (posted) return true;
   auto it = std::find(waiting_.begin(), waiting_.end(), me);
   if (it != waiting_.end()) {
     waiting_.erase(it);
@@ -58,8 +41,7 @@ bool WaitList::wait_once(std::unique_lock<std::mutex>& lock, std::chrono::steady
   // A waker took this thread off the list as the wait ran out and posts after unlocking: take
   // that post now, so the semaphore is at zero for the thread's next wait.
   lock.unlock();
-  while (::sem_wait(me) != 0) {
-  }  // EINTR only
+  me->wait();
   lock.lock();
   return true;
 }

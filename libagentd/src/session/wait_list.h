@@ -7,7 +7,7 @@
 // after unlocking.
 #pragma once
 
-#include <semaphore.h>
+#include "thread_semaphore.h"
 
 #include <chrono>
 #include <mutex>
@@ -42,7 +42,7 @@ class WaitList {
 
    private:
     friend class WaitList;
-    std::vector<sem_t*> sems_;
+    std::vector<Semaphore*> sems_;
   };
   // The mutex held: everyone waiting now.
   [[nodiscard]] Wake take_locked() {
@@ -56,7 +56,7 @@ class WaitList {
   // One wait: false when the deadline passed without a wake-up.
   bool wait_once(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline);
 
-  std::vector<sem_t*> waiting_;  // guarded by the caller's mutex
+  std::vector<Semaphore*> waiting_;  // guarded by the caller's mutex
 };
 
 }  // namespace agentd::detail
