@@ -1,5 +1,6 @@
 #include "exposure_config.h"
 
+#include <agentd/value_limits.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -85,14 +86,24 @@ class Parser {
   }
 
  private:
+  // A scalar's text, refused unless UTF-8. The file as a whole is checked before parsing, but
+  // YAML's reader can still turn what it holds (a NUL, other control characters) into bytes that
+  // are not; they would end up in JSON (agent cards, skills) that cannot be written.
+  const std::string& text(const YAML::Node& n, const std::string& what) const {
+    const std::string& s = n.Scalar();
+    if (auto why = agentd::utf8_problem(s); !why.empty())
+      fail(n, what + " is not UTF-8 text (" + why + "); the file may hold control characters such as NUL");
+    return s;
+  }
+
   std::string scalar_key(const YAML::Node& k) const {
     if (!k.IsScalar()) fail(k, "a key must be a plain name, not a list or mapping");
-    return k.Scalar();
+    return text(k, "a key");
   }
 
   std::string string_value(const YAML::Node& v, const std::string& what) const {
     if (!v.IsScalar()) fail(v, what + " must be a string");
-    return v.Scalar();
+    return text(v, what);
   }
 
   std::string nonempty_string(const YAML::Node& v, const std::string& what) const {
@@ -263,7 +274,7 @@ class Parser {
       for (const auto& kv : n) out[scalar_key(kv.first)] = to_value(kv.second, depth + 1, nodes);
       return out;
     }
-    const std::string& s = n.Scalar();
+    const std::string& s = text(n, "a value in 'args'");
     if (n.Tag() == "!") return s;  // quoted
     if (s == "null" || s == "Null" || s == "NULL" || s == "~") return nullptr;
     if (s == "true" || s == "True" || s == "TRUE") return true;

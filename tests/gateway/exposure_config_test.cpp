@@ -3,6 +3,9 @@
 // FILE:LINE:COLUMN and what to do.
 #include "exposure_config.h"
 
+#include <fstream>
+#include <iterator>
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -118,6 +121,17 @@ TEST_CASE("exposure config: a file that cannot be read or parsed") {
   CHECK_THAT(refused("entries:\n  a: {agent: \"\xed\xa0\x80\"}\n"),
              Catch::Contains("not UTF-8"));                                                     // surrogate
   CHECK_THAT(refused("entries:\n  a: {agent: \"\xe2\x82\"}\n"), Catch::Contains("not UTF-8"));  // cut short
+  {
+    // A UTF-8 file whose NUL and control bytes YAML's reader turns into text that is not UTF-8
+    // (found by gateway_config_fuzz): refused at the scalar, not written later into an agent card.
+    std::ifstream seed(
+        std::string(AGENTD_SOURCE_DIR) + "/tests/fuzz/corpus/gateway_config_fuzz/control_characters.yaml",
+        std::ios::binary);
+    REQUIRE(seed);
+    const std::string text((std::istreambuf_iterator<char>(seed)), std::istreambuf_iterator<char>());
+    CHECK_THAT(refused(text), Catch::StartsWith("gw.yaml:") && Catch::Contains("is not UTF-8 text") &&
+                                  Catch::Contains("control characters such as NUL"));
+  }
   CHECK(ok("entries:\n  a: {agent: \"\xf0\x9f\x98\x80\", description: caf\xc3\xa9 \xe2\x82\xac}\n")
             .entries[0]
             .description == "caf\xc3\xa9 \xe2\x82\xac");
