@@ -296,30 +296,18 @@ class Parser {
   std::string source_;
 };
 
-// The position of the first byte that is not part of valid UTF-8 ("LINE:COLUMN"), or empty.
+// Where the first character that is not UTF-8 starts ("LINE:COLUMN", the column counted in
+// characters), or empty when all of text is UTF-8.
 std::string bad_utf8_at(const std::string& text) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = n > 0 && i + n <= text.size();
-    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
-      const auto c1 = static_cast<unsigned char>(text[i + 1]);
-      ok = !(n == 2 && c < 0xc2) && !(n == 3 && c == 0xe0 && c1 < 0xa0) &&
-           !(n == 3 && c == 0xed && c1 >= 0xa0) && !(n == 4 && c == 0xf0 && c1 < 0x90) &&
-           !(n == 4 && (c > 0xf4 || (c == 0xf4 && c1 >= 0x90)));
-    }
-    if (!ok) return std::to_string(line) + ":" + std::to_string(column);
-    if (c == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-    i += n;
-  }
-  return {};
+  const std::size_t good = agentd::utf8_prefix_length(text);
+  if (good == text.size()) return {};
+  const std::string_view before(text.data(), good);
+  const std::size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  std::size_t column = 1;  // UTF-8 continuation bytes (10xxxxxx) do not start a character
+  for (std::size_t i = line_start; i < good; ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) ++column;
+  const auto line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+  return std::to_string(line) + ":" + std::to_string(column);
 }
 
 }  // namespace

@@ -117,6 +117,10 @@ TEST_CASE("exposure config: a file that cannot be read or parsed") {
   CHECK_THAT(refused("entries:\n  a: [\n"), Catch::Contains("not valid YAML"));
   CHECK_THAT(refused("entries:\n  a: {agent: \"x\xff\"}\n"),
              Catch::StartsWith("gw.yaml:2:16: not UTF-8 text; save the file as UTF-8"));
+  // The column counts characters: "é" is one, two bytes.
+  CHECK_THAT(refused("entries:\n  a: {agent: \"\xc3\xa9\xff\"}\n"),
+             Catch::StartsWith("gw.yaml:2:16: not UTF-8 text"));
+  CHECK_THAT(refused("\xff"), Catch::StartsWith("gw.yaml:1:1: not UTF-8 text"));
   CHECK_THAT(refused("entries:\n  a: {agent: \"\xc0\xaf\"}\n"), Catch::Contains("not UTF-8"));  // overlong
   CHECK_THAT(refused("entries:\n  a: {agent: \"\xed\xa0\x80\"}\n"),
              Catch::Contains("not UTF-8"));                                                     // surrogate

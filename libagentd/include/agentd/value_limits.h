@@ -44,6 +44,10 @@ std::string msg_problem(const Msg& m, int max_depth = kMaxValueDepth);
 // it is all UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF).
 std::string utf8_problem(std::string_view s);
 
+// The length of the longest prefix of s that is whole UTF-8 characters by the rules above (s.size()
+// when all of s is UTF-8): where a parser reporting line and column finds the first bad byte.
+std::size_t utf8_prefix_length(std::string_view s);
+
 // s with every byte that is not part of a UTF-8 character replaced by U+FFFD (for text meant
 // for people, such as error messages; never for data).
 std::string utf8_replaced(std::string_view s);

@@ -62,6 +62,18 @@ std::string utf8_problem(std::string_view s) {
   return {};
 }
 
+std::size_t utf8_prefix_length(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  std::size_t bad = 0;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t len = char_length(p, s.size(), i, &bad);
+    if (len == 0) break;
+    i += len;
+  }
+  return i;
+}
+
 std::string utf8_replaced(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::string out;

@@ -36,6 +36,12 @@ TEST_CASE("text is checked for UTF-8, naming the byte", "[value_limits]") {
   CHECK_THAT(agentd::utf8_problem("\xc0\xaf"), Contains("byte 0"));          // overlong
   CHECK_THAT(agentd::utf8_problem("\xed\xa0\x80"), Contains("byte 1"));      // a surrogate
   CHECK_THAT(agentd::utf8_problem("\xf4\x90\x80\x80"), Contains("byte 1"));  // past U+10FFFF
+  // The whole characters before the first bad one: where a parser says the problem is.
+  CHECK(agentd::utf8_prefix_length("héllo") == 6);
+  CHECK(agentd::utf8_prefix_length("h\xc3\xa9\xff") == 3);
+  CHECK(agentd::utf8_prefix_length("ab\xe2\x82") == 2);  // a character cut short starts the bad part
+  CHECK(agentd::utf8_prefix_length("\xed\xa0\x80") == 0);
+  CHECK(agentd::utf8_prefix_length("") == 0);
   CHECK(agentd::utf8_replaced("a\xff"
                               "b") ==
         "a\xEF\xBF\xBD"
