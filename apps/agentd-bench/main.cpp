@@ -42,7 +42,9 @@ deletes only the agents it created.
 
 Workloads (all by default; choose with --workloads W1,W5):
   W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
-      beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong
+      beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong; then
+      the same replies from a single-thread client (ClientOptions::single_thread) beside the
+      usual client's
   W2  throughput: --replies replies in flight to 10 echo agents, then all read (replies/s),
       beside --replies pipelined bare Cap'n Proto echo calls
   W3  the tutorial scenario: 5 web agents sleeping --sleep-ms: child-mode init (spawn + create),

@@ -13,6 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
+#include <thread>
+
 using namespace agentd::test;
 
 // A class compiled into this program: local mode hosts it without a plugin.
@@ -194,5 +197,100 @@ TEST_CASE("local mode hosts the program's own agent classes and reports plugin e
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::plugin_error);
     CHECK_THAT(e.message(), Contains("/nonexistent/libnope.so"));
+  }
+}
+
+TEST_CASE("a single-thread client runs the same program to the same results", "[modes][single_thread]") {
+  auto s = ServerProcess::start(standard_args());
+  auto threaded = s->connect();
+  auto want = run_program(threaded);
+
+  agentd::ClientOptions one;
+  one.single_thread = true;
+  {
+    auto fresh = ServerProcess::start(standard_args());  // the program's agent ids are fixed
+    auto single = fresh->connect(one);
+    CHECK(run_program(single) == want);
+  }
+  auto o = child_options();
+  o.client.single_thread = true;
+  auto child = Client::spawn_child(o);
+  CHECK(run_program(child) == want);
+
+  // A streamed reply's chunks come one by one while the thread waits for them.
+  auto stream = child.create_agent("StreamEchoAgent", "S");
+  auto p = stream.reply_stream(Msg("user", Value{{"count", 5}, {"gap_ms", 10}}));
+  for (int i = 0; i < 5; ++i) {
+    auto chunk = p.next_chunk();
+    REQUIRE(chunk.has_value());
+    CHECK(*chunk == std::to_string(i) + " ");
+  }
+  CHECK_FALSE(p.next_chunk().has_value());
+  CHECK(p.get().text() == "0 1 2 3 4 ");
+}
+
+TEST_CASE("a single-thread client sends a call when it is made, and is used from its own thread only",
+          "[modes][single_thread]") {
+  auto s = ServerProcess::start(standard_args());
+  auto observer = s->connect();
+  agentd::ClientOptions one;
+  one.single_thread = true;
+  auto single = s->connect(one);
+  auto e = single.create_agent("EchoAgent", "E", Value::object(), "e");
+
+  // Not waited for: the call still reaches the server and runs while this thread does something
+  // else that does not run its connection (here: joins a thread that watches the agent through
+  // another client).
+  auto remote = observer.agent("e");
+  Placeholder p = e.reply(Msg("user", "sent at once"));
+  bool ran = false;
+  std::thread watcher([&] { ran = wait_until([&] { return remote.memory().size() == 2; }, 10s); });
+  watcher.join();
+  CHECK(ran);
+  CHECK(p.get().text() == "sent at once");
+
+  // Another thread may not wait on it: that thread cannot run its connection.
+  Placeholder q = e.reply(Msg("user", "q"));
+  std::optional<Error> from_get, from_call;
+  std::thread other([&] {
+    try {
+      q.get();
+    } catch (const Error& err) {
+      from_get = err;
+    }
+    try {
+      e.call("ping");
+    } catch (const Error& err) {
+      from_call = err;
+    }
+  });
+  other.join();
+  REQUIRE(from_get);
+  CHECK(from_get->code() == ErrorCode::bad_request);
+  CHECK_THAT(from_get->message(), Contains("Placeholder::get()") && Contains("single_thread"));
+  REQUIRE(from_call);
+  CHECK(from_call->code() == ErrorCode::bad_request);
+  CHECK(q.get().text() == "q");  // on its own thread it still works
+
+  // Two single-thread clients share this thread's loop; a threaded client beside them still
+  // answers (its loop thread wakes this thread's loop).
+  auto second = s->connect(one);
+  auto e2 = second.create_agent("EchoAgent", "E2");
+  Placeholder a = e.reply(Msg("user", "a"));
+  Placeholder b = e2.reply(a);
+  Placeholder c = remote.reply(Msg("user", "c"));
+  CHECK(b.get().text() == "a");
+  CHECK(c.get().text() == "c");
+  second.close();
+  CHECK(e.reply(Msg("user", "after")).get().text() == "after");
+
+  agentd::LocalOptions lo;
+  lo.client.single_thread = true;
+  try {
+    Client::local(lo);
+    FAIL("expected bad_args");
+  } catch (const Error& err) {
+    CHECK(err.code() == ErrorCode::bad_args);
+    CHECK_THAT(err.message(), Contains("single_thread"));
   }
 }

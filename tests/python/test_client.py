@@ -174,6 +174,36 @@ def test_context_manager_stops_child_server():
     c.close()  # twice is fine
 
 
+def test_single_thread_client(shared_server):
+    """single_thread=True: this thread runs the client's connection while it waits. The answers
+    are the same; another thread may not wait on it."""
+    import threading
+    with shared_server.connect(single_thread=True) as c:
+        a = c.create_agent("EchoAgent", "E", {"prefix": "> "})
+        b = c.create_agent("EchoAgent", "F")
+        p = b(a(Msg("user", "hi", role="user")))  # a placeholder passed on before it is ready
+        assert p.get().content == "> hi"
+        q = a(Msg("user", "there"))
+        caught = []
+
+        def other():
+            try:
+                q.get()
+            except agentd.Error as e:
+                caught.append(e)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(caught) == 1
+        assert caught[0].code == "bad_request"
+        assert "single_thread" in str(caught[0])
+        assert q.get().content == "> there"
+    from conftest import CHILD_TOKEN
+    with agentd.Client.spawn_child(plugins=conftest_plugins(), token=CHILD_TOKEN, single_thread=True) as c:
+        assert c.create_agent("EchoAgent").reply(Msg("user", "child")).get().content == "child"
+
+
 def test_closing_an_independent_client_leaves_the_server(server):
     with server.connect() as c:
         c.create_agent("EchoAgent", "kept", id="kept")

@@ -31,6 +31,37 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   cleanup(dep, 0, {a}, 1);
 }
 
+// The same replies from a client made with ClientOptions::single_thread (this thread runs its
+// connection while it waits: no hand-off to a loop thread and back), alternating with the usual
+// client's, and against the raw TCP ping-pong measured in the same repeat.
+void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
+  const auto [host, port] = split_address(dep.client(0).address());
+  ClientOptions options = dep.client_options();
+  options.single_thread = true;
+  Client single = Client::connect(host, port, options);
+  AgentRef a = single.create_agent("EchoAgent", "bench-w1-single-thread");
+  AgentRef usual = dep.client(0).create_agent("EchoAgent", "bench-w1-usual");
+  Msg msg = text_msg(cfg.payload);
+  Row st50{"W1", "reply().get() p50, single-thread client", "us"};
+  Row st99{"W1", "reply().get() p99, single-thread client", "us"};
+  Row st_tcp{"W1", "reply().get() p50, single-thread client vs raw TCP", "us"};
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 single-thread client repeat {}/{}", r + 1, cfg.repeat));
+    auto mine = reply_latencies(a, msg, cfg.calls);
+    auto theirs = reply_latencies(usual, msg, cfg.calls);
+    auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
+    add_p50_p99(st50, st99, mine, &theirs);
+    st_tcp.agentd.add(percentile(mine, 50));
+    st_tcp.baseline.add(percentile(tcp, 50));
+  }
+  st50.baseline_name = st99.baseline_name = "usual client";
+  st_tcp.baseline_name = "raw TCP";
+  st50.note = "informative: ClientOptions::single_thread, for programs that use a client from one thread";
+  for (Row* row : {&st50, &st99, &st_tcp}) report.rows.push_back(std::move(*row));
+  single.delete_agent(a.id());
+  cleanup(dep, 0, {usual}, 1);
+}
+
 }  // namespace
 
 void run_w1(const Config& cfg, Deployment& dep, Report& report) {
@@ -132,6 +163,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
     report.rows.push_back(std::move(*row));
   cleanup(dep, 0, {a}, 1);
+  run_w1_single_thread(cfg, dep, report);
   if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, report);
 }
 

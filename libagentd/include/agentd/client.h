@@ -87,6 +87,16 @@ struct ClientOptions {
   std::chrono::milliseconds reconnect_initial = std::chrono::milliseconds(100);
   std::chrono::milliseconds reconnect_max = std::chrono::seconds(5);
   std::chrono::milliseconds reconnect_deadline = std::chrono::seconds(60);
+  // For a program that uses the client from one thread: the thread that makes the client runs
+  // its connection itself, while it waits (Placeholder::get(), next_chunk(), a synchronous call)
+  // and when it issues a call, instead of a loop thread of the client's doing it and handing
+  // every call and answer over. A synchronous call then costs two thread wake-ups fewer. The
+  // connection makes progress only then: answers wait in the socket while the program computes,
+  // and a lost connection is noticed (and reconnected) at the next wait. Use the client, its
+  // AgentRefs and its Placeholders from that thread only (a wait on another thread fails with
+  // bad_request), and close or destroy it there. Client::connect and spawn_child; not
+  // Client::local.
+  bool single_thread = false;
 };
 
 struct ChildOptions {

@@ -204,6 +204,17 @@ struct ClientCore::Reconnector {
   }
 };
 
+// What runs one connection, on its loop's thread: the TLS configuration (it outlives the
+// connection), the reconnector and the loop state. Destroyed in reverse: the loop state's tasks,
+// which refer to the reconnector, go first.
+struct ClientCore::Run {
+  explicit Run(kj::AsyncIoContext& i) : io(i), client_loop(i) {}
+  kj::AsyncIoContext& io;
+  std::unique_ptr<TlsConfig> tls;
+  std::optional<Reconnector> reconnector;
+  ClientLoop client_loop;
+};
+
 void ClientCore::set_server_id(std::string id) {
   std::lock_guard lock(server_ids_mu_);
   if (id == *server_id_.load()) return;
@@ -244,6 +255,28 @@ void ClientCore::report_child_loss(LoopState& loop) {
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
     : options_(options), child_dir_(target.child_dir), child_(std::move(child)) {
+  if (options_.single_thread) {
+    if (target.mode == Mode::local)
+      throw Error(ErrorCode::bad_args,
+                  "ClientOptions::single_thread is for Client::connect and Client::spawn_child; a "
+                  "local client's agents run in this process and need its loop thread");
+    thread_loop_ = ThreadLoop::for_this_thread();
+    run_ = std::make_unique<Run>(thread_loop_->io());
+    try {
+      open_run(*run_, target);
+    } catch (const kj::Exception& e) {
+      bridge_.store(nullptr);
+      loop_ = nullptr;
+      run_.reset();
+      throw Error(ErrorCode::disconnected, e.getDescription().cStr());
+    } catch (...) {
+      bridge_.store(nullptr);
+      loop_ = nullptr;
+      run_.reset();
+      throw;
+    }
+    return;
+  }
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, target = std::move(target), started = std::move(started)]() mutable {
@@ -301,6 +334,23 @@ ClientCore::~ClientCore() { close(); }
 
 void ClientCore::close() {
   std::lock_guard lock(close_mu_);
+  if (run_) {
+    if (thread_loop_->on_owner_thread() && !thread_loop_->running()) {
+      shut_run(*run_);
+      run_.reset();
+    } else {
+      // Its loop's objects belong to the thread that made it: leave them (and the connection)
+      // rather than touch them here.
+      spdlog::error(
+          "a single-thread client (ClientOptions::single_thread) of as_server at {} was closed {}; "
+          "its connection is left open: close it on the thread that made it, outside its callbacks",
+          address_, thread_loop_->on_owner_thread() ? "inside one of its callbacks" : "on another thread");
+      bridge_.store(nullptr);
+      (void)run_.release();
+      (void)new std::shared_ptr<ThreadLoop>(std::move(thread_loop_));
+    }
+    thread_loop_.reset();
+  }
   post([this]() {
     if (quit_ && quit_->isWaiting()) quit_->fulfill();
   });
@@ -344,6 +394,15 @@ void ClientCore::check_not_on_loop(const std::string& what) {
                             what));
 }
 
+void ClientCore::check_thread(const std::string& what) const {
+  if (thread_loop_ && !thread_loop_->on_owner_thread())
+    throw Error(ErrorCode::bad_request,
+                fmt::format("{}: this client runs its connection on the thread that made it "
+                            "(ClientOptions::single_thread); wait on it from that thread, or make a "
+                            "client without single_thread to share it between threads",
+                            what));
+}
+
 void ClientCore::check_open(const std::string& what) const {
   if (!open()) throw closed_error(what);
 }
@@ -352,89 +411,96 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
   bool announced = false;
   try {
     auto io = kj::setupAsyncIo();
-    // Outlives the connection (declared before the loop state that holds it).
-    std::unique_ptr<TlsConfig> tls;
-    if (target.mode != Mode::local && (!options_.tls_ca.empty() || !options_.tls_cert.empty()))
-      tls = TlsConfig::client(TlsFiles{.cert = options_.tls_cert,
-                                       .key = options_.tls_key,
-                                       .ca = options_.tls_ca,
-                                       .cert_name = "tls_cert",
-                                       .key_name = "tls_key",
-                                       .ca_name = "tls_ca"});
-    // Declared before the loop state: its tasks, which refer to it, go first.
-    std::optional<Reconnector> reconnector;
-    ClientLoop client_loop(io);
-    LoopState& loop = client_loop.state;
+    Run run(io);
     auto quit = kj::newPromiseAndFulfiller<void>();
     quit_ = kj::mv(quit.fulfiller);
-    loop.tasks.add(loop.bridge.run());
-    if (target.mode == Mode::local) {
-      client_loop.local = target.in_process(io);
-      loop.server = client_loop.local->bootstrap();
-      set_server_id(client_loop.local->server_id());
-      address_ = "local";
-      loop.tasks.add(client_loop.local->run());
-    } else {
-      // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
-      net::Endpoint to = endpoint_of(target.host, target.port);
-      if (to.is_unix()) tls.reset();
-      auto c = open_connection(io, to, tls.get(), loop.bytes, client_token(options_.token),
-                               options_.connect_timeout)
-                   .wait(io.waitScope);
-      if (auto error = dial_error(*c, to, tls != nullptr)) throw *error;
-      loop.stream = kj::mv(c->stream);
-      loop.rpc = kj::mv(c->rpc);
-      loop.server = kj::mv(c->server);
-      set_server_id(c->server_id);
-      set_server(loop, c->server_id);
-      address_ = c->advertised.empty() ? to.text() : c->advertised;
-      if (target.mode == Mode::independent && options_.reconnect_deadline.count() > 0) {
-        reconnector.emplace(*this, loop, io, to, tls.get());
-        loop.on_lost = [r = &*reconnector]() { r->lost(); };
-        loop.look_up_lost_calls = true;
-      } else if (target.mode == Mode::child) {
-        loop.on_lost = [this, &loop]() { report_child_loss(loop); };
-      }
-      port_ = target.port;
-    }
-    loop.where = address_;
-    loop.limits = send_limits(options_);
-    open_session(loop);
-    loop_ = &loop;
-    bridge_.store(&loop.bridge);
+    open_run(run, target);
     announced = true;
     started.set_value();
     quit.promise.wait(io.waitScope);
-    // Release every capability while the loop still runs, and let the releases reach the
-    // server (a ping answered after them proves it): dropping thousands of queued releases
-    // with the connection would unwind one deeply nested promise chain.
-    // Calls still held for want of room on the connection go first.
-    auto sent = kj::newPromiseAndFulfiller<void>();
-    after_calls_sent(loop, [f = kj::mv(sent.fulfiller)]() mutable { f->fulfill(); });
-    if (loop.rpc && loop.connected && !loop.down) {
-      try {
-        auto* server = &loop.server;
-        io.provider->getTimer()
-            .timeoutAfter(2 * kj::SECONDS, sent.promise.then([server]() {
-              return server->pingRequest().send().ignoreResult();
-            }))
-            .wait(io.waitScope);
-      } catch (const kj::Exception&) {
-        // The server is gone or slow: nothing is left to flush.
-      }
-    }
-    // Shut down on this thread: refuse posts, drop capabilities, then the connection.
-    bridge_.store(nullptr);
-    loop.bridge.close();
-    loop.on_lost = nullptr;  // closing: a loss now is the end
-    fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));
-    loop.session = nullptr;
-    loop_ = nullptr;
+    shut_run(run);
   } catch (...) {
     bridge_.store(nullptr);
     loop_ = nullptr;
     if (!announced) started.set_exception(std::current_exception());
   }
+}
+
+void ClientCore::open_run(Run& run, Target& target) {
+  kj::AsyncIoContext& io = run.io;
+  ClientLoop& client_loop = run.client_loop;
+  LoopState& loop = client_loop.state;
+  if (target.mode != Mode::local && (!options_.tls_ca.empty() || !options_.tls_cert.empty()))
+    run.tls = TlsConfig::client(TlsFiles{.cert = options_.tls_cert,
+                                         .key = options_.tls_key,
+                                         .ca = options_.tls_ca,
+                                         .cert_name = "tls_cert",
+                                         .key_name = "tls_key",
+                                         .ca_name = "tls_ca"});
+  loop.tasks.add(loop.bridge.run());
+  if (target.mode == Mode::local) {
+    client_loop.local = target.in_process(io);
+    loop.server = client_loop.local->bootstrap();
+    set_server_id(client_loop.local->server_id());
+    address_ = "local";
+    loop.tasks.add(client_loop.local->run());
+  } else {
+    // "unix:PATH" reaches a server's --unix-socket (plaintext: the file's permissions guard it).
+    net::Endpoint to = endpoint_of(target.host, target.port);
+    if (to.is_unix()) run.tls.reset();
+    auto c = open_connection(io, to, run.tls.get(), loop.bytes, client_token(options_.token),
+                             options_.connect_timeout)
+                 .wait(io.waitScope);
+    if (auto error = dial_error(*c, to, run.tls != nullptr)) throw *error;
+    loop.stream = kj::mv(c->stream);
+    loop.rpc = kj::mv(c->rpc);
+    loop.server = kj::mv(c->server);
+    set_server_id(c->server_id);
+    set_server(loop, c->server_id);
+    address_ = c->advertised.empty() ? to.text() : c->advertised;
+    if (target.mode == Mode::independent && options_.reconnect_deadline.count() > 0) {
+      run.reconnector.emplace(*this, loop, io, to, run.tls.get());
+      loop.on_lost = [r = &*run.reconnector]() { r->lost(); };
+      loop.look_up_lost_calls = true;
+    } else if (target.mode == Mode::child) {
+      loop.on_lost = [this, &loop]() { report_child_loss(loop); };
+    }
+    port_ = target.port;
+  }
+  loop.where = address_;
+  loop.limits = send_limits(options_);
+  open_session(loop);
+  loop_ = &loop;
+  bridge_.store(&loop.bridge);
+}
+
+void ClientCore::shut_run(Run& run) {
+  kj::AsyncIoContext& io = run.io;
+  LoopState& loop = run.client_loop.state;
+  // Release every capability while the loop still runs, and let the releases reach the
+  // server (a ping answered after them proves it): dropping thousands of queued releases
+  // with the connection would unwind one deeply nested promise chain.
+  // Calls still held for want of room on the connection go first.
+  auto sent = kj::newPromiseAndFulfiller<void>();
+  after_calls_sent(loop, [f = kj::mv(sent.fulfiller)]() mutable { f->fulfill(); });
+  if (loop.rpc && loop.connected && !loop.down) {
+    try {
+      auto* server = &loop.server;
+      io.provider->getTimer()
+          .timeoutAfter(2 * kj::SECONDS,
+                        sent.promise.then([server]() { return server->pingRequest().send().ignoreResult(); }))
+          .wait(io.waitScope);
+    } catch (const kj::Exception&) {
+      // The server is gone or slow: nothing is left to flush.
+    }
+  }
+  // Shut down on this thread: refuse posts, drop capabilities, then the connection.
+  bridge_.store(nullptr);
+  loop.bridge.close();
+  loop.on_lost = nullptr;  // closing: a loss now is the end
+  fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));
+  loop.session = nullptr;
+  loop_ = nullptr;
 }
 
 }  // namespace agentd::detail

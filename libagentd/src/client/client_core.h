@@ -2,7 +2,9 @@
 // A KJ event-loop thread owns the connection and its session (loop_state.h): over TCP to an
 // as_server (independent mode, or a child process the core stops when it goes), or to a Server
 // in this process (local mode, which the local layer above gives as an InProcess). User threads reach that
-// thread through post() and block on plain condition variables (sync.h) for answers. An attached core has no
+// thread through post() and block on plain condition variables (sync.h) for answers. A
+// single-thread core (ClientOptions::single_thread) has no loop thread: the thread that made it
+// runs the loop (thread_loop.h) while it waits, so posts and answers cross no thread. An attached core has no
 // thread: it lives on a server's loop and uses a connection the server owns; that is how a server's agents
 // reach other agents (pooled_connector.h).
 #pragma once
@@ -16,6 +18,7 @@
 #include "loop_state.h"
 #include "result_slot.h"
 #include "sync.h"
+#include "thread_loop.h"
 #include "value_codec.h"
 
 #include <kj/function.h>
@@ -94,6 +97,11 @@ class ClientCore {
   bool post(kj::Function<void()> fn) {
     Bridge* b = bridge_.load();
     if (b == nullptr) return false;
+    if (thread_loop_ && thread_loop_->on_owner_thread()) {
+      // A single-thread client on its own thread: queued on its loop, with no eventfd to wake.
+      loop_->tasks.add(kj::evalLater(kj::mv(fn)));
+      return true;
+    }
     b->post(kj::mv(fn));
     return true;
   }
@@ -153,6 +161,15 @@ class ClientCore {
   // asynchronous agent), where waiting would block that loop for good.
   static void check_not_on_loop(const std::string& what);
 
+  // A single-thread client (ClientOptions::single_thread): throws Error(bad_request) naming what
+  // unless called on the thread that made it. Other clients: nothing.
+  void check_thread(const std::string& what) const;
+  // A single-thread client, on its thread: sends what was issued now (a call reaches the server
+  // at once, not at the next wait). Other clients: nothing (their loop thread sends it).
+  void kick() {
+    if (thread_loop_) thread_loop_->kick();
+  }
+
   // Any thread: false once the client is closed (posts are then dropped).
   bool open() const { return bridge_.load() != nullptr; }
   // Any thread: throws Error(disconnected, retryable) "<what>: the client is closed" unless open.
@@ -174,7 +191,15 @@ class ClientCore {
   std::atomic<std::uint64_t> waits_{0};
 
  private:
+  // What runs the connection: the loop thread's (thread_main), or a single-thread client's
+  // (run_, on the thread that made it). Defined in client_core.cpp.
+  struct Run;
   void thread_main(Target target, std::promise<void> started);
+  // On the loop's thread: connects (or starts the local server) and opens the session.
+  void open_run(Run& run, Target& target);
+  // On the loop's thread, at close: lets sent calls and releases reach the server, then fails
+  // what still waits and drops the connection's capabilities.
+  void shut_run(Run& run);
   // Loop thread: records a server id (the first, or a restarted server's).
   void set_server_id(std::string id);
   struct Reconnector;
@@ -188,6 +213,7 @@ class ClientCore {
   template <typename T>
   T wait_counted(Sync<T>& st, const std::string& what) {
     check_not_on_loop(what);
+    check_thread(what);
     requests_.fetch_add(1, std::memory_order_relaxed);
     waits_.fetch_add(1, std::memory_order_relaxed);
     const std::uint64_t id = watch_close([&st, &what] { st.fail(closed_error(what)); });
@@ -207,6 +233,9 @@ class ClientCore {
   std::shared_ptr<void> child_dir_;  // removed after child_ has stopped
   std::unique_ptr<ChildProcess> child_;
   std::thread thread_;
+  // A single-thread client's loop (that thread's) and connection; null otherwise.
+  std::shared_ptr<ThreadLoop> thread_loop_;
+  std::unique_ptr<Run> run_;
   std::mutex close_mu_;  // close(): one closer at a time
   // User threads' waits that close() fails (wait_counted).
   std::mutex waits_mu_;

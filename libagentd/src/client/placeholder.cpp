@@ -50,6 +50,7 @@ void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state) {
   });
   // A call made after close() fails at once rather than waiting out the client's timeout.
   if (!posted) state.slot->fail(ClientCore::closed_error("call to agent '" + state.agent_id + "'"));
+  core.kick();  // a single-thread client sends it now, not at its next wait
 }
 
 PlaceholderAwaiter::~PlaceholderAwaiter() {
@@ -97,6 +98,7 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
     }
   }
   detail::ClientCore::check_not_on_loop("Placeholder::get()");
+  s_->core->check_thread("Placeholder::get()");
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
@@ -126,6 +128,7 @@ std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds tim
   // A stream ends with its CallDone; a placeholder that is not streamed ends with its result.
   auto ready = [&slot] { return !slot.chunks.empty() || slot.stream_ended || slot.value || slot.error; };
   if (!ready()) {
+    s_->core->check_thread("Placeholder::next_chunk()");
     s_->core->waits_.fetch_add(1, std::memory_order_relaxed);
     if (!slot.waiters.wait_for(lock, timeout, ready))
       throw Error(ErrorCode::timeout,
