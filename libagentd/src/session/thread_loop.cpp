@@ -81,9 +81,8 @@ bool ThreadLoop::drive(Wait& w, std::chrono::steady_clock::time_point deadline) 
   Running running(running_);
   return wait.take_promise()
       .then([]() { return true; })
-      .exclusiveJoin(io_.provider->getTimer().afterDelay(left.count() * kj::NANOSECONDS).then([]() {
-        return false;
-      }))
+      .exclusiveJoin(
+          io_.provider->getTimer().afterDelay(left.count() * kj::NANOSECONDS).then([]() { return false; }))
       .wait(io_.waitScope);
 }
 
