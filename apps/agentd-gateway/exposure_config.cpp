@@ -302,7 +302,8 @@ std::string bad_utf8_at(const std::string& text) {
   const std::size_t good = agentd::utf8_prefix_length(text);
   if (good == text.size()) return {};
   const std::string_view before(text.data(), good);
-  const std::size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  const std::size_t last_newline = before.rfind('\n');
+  const std::size_t line_start = last_newline == std::string_view::npos ? 0 : last_newline + 1;
   std::size_t column = 1;  // UTF-8 continuation bytes (10xxxxxx) do not start a character
   for (std::size_t i = line_start; i < good; ++i)
     if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) ++column;

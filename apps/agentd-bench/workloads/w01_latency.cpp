@@ -47,8 +47,10 @@ void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
   Row st_tcp{"W1", "reply().get() p50, single-thread client vs raw TCP", "us"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 single-thread client repeat {}/{}", r + 1, cfg.repeat));
-    auto mine = reply_latencies(a, msg, cfg.calls);
-    auto theirs = reply_latencies(usual, msg, cfg.calls);
+    std::vector<double> mine, theirs;
+    alternating(
+        r, [&] { mine = reply_latencies(a, msg, cfg.calls); },
+        [&] { theirs = reply_latencies(usual, msg, cfg.calls); });
     auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
     add_p50_p99(st50, st99, mine, &theirs);
     st_tcp.agentd.add(percentile(mine, 50));

@@ -264,16 +264,16 @@ ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<Chi
     run_ = std::make_unique<Run>(thread_loop_->io());
     try {
       open_run(*run_, target);
-    } catch (const kj::Exception& e) {
-      bridge_.store(nullptr);
-      loop_ = nullptr;
-      run_.reset();
-      throw Error(ErrorCode::disconnected, e.getDescription().cStr());
     } catch (...) {
+      // Nothing of a start that failed stays; what KJ threw becomes an agentd::Error.
       bridge_.store(nullptr);
       loop_ = nullptr;
       run_.reset();
-      throw;
+      try {
+        throw;
+      } catch (const kj::Exception& e) {
+        throw Error(ErrorCode::disconnected, e.getDescription().cStr());
+      }
     }
     return;
   }

@@ -43,35 +43,34 @@ std::size_t char_length(const unsigned char* p, std::size_t n, std::size_t i, st
   return len;
 }
 
+// The length of p's (n bytes) longest prefix of whole UTF-8 characters; when that is not all of
+// p, *bad is the offset of the offending byte (char_length's).
+std::size_t valid_prefix(const unsigned char* p, std::size_t n, std::size_t* bad) {
+  std::size_t i = 0;
+  while (i < n) {
+    const std::size_t len = char_length(p, n, i, bad);
+    if (len == 0) break;
+    i += len;
+  }
+  return i;
+}
+
 }  // namespace
 
 std::string utf8_problem(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t bad = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    const std::size_t len = char_length(p, s.size(), i, &bad);
-    if (len == 0) {
-      if (bad == i && p[i] >= 0xC2 && p[i] <= 0xF4)
-        return fmt::format("byte {} (0x{:02x}) starts a character the text cuts short", i, p[i]);
-      if (bad == i) return fmt::format("byte {} is 0x{:02x}, which starts no UTF-8 character", i, p[i]);
-      return fmt::format("byte {} is 0x{:02x}, which does not continue the character at byte {}", bad, p[bad],
-                         i);
-    }
-    i += len;
-  }
-  return {};
+  const std::size_t i = valid_prefix(p, s.size(), &bad);
+  if (i == s.size()) return {};
+  if (bad == i && p[i] >= 0xC2 && p[i] <= 0xF4)
+    return fmt::format("byte {} (0x{:02x}) starts a character the text cuts short", i, p[i]);
+  if (bad == i) return fmt::format("byte {} is 0x{:02x}, which starts no UTF-8 character", i, p[i]);
+  return fmt::format("byte {} is 0x{:02x}, which does not continue the character at byte {}", bad, p[bad], i);
 }
 
 std::size_t utf8_prefix_length(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t bad = 0;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const std::size_t len = char_length(p, s.size(), i, &bad);
-    if (len == 0) break;
-    i += len;
-  }
-  return i;
+  return valid_prefix(reinterpret_cast<const unsigned char*>(s.data()), s.size(), &bad);
 }
 
 std::string utf8_replaced(std::string_view s) {

@@ -2,6 +2,8 @@
 
 #include <agentd/error.h>
 
+#include <kj/common.h>
+
 #include <atomic>
 #include <thread>
 
@@ -25,13 +27,6 @@ class LoopWait final : public WaitList::Driver::Wait {
  private:
   kj::PromiseCrossThreadFulfillerPair<void> paf_;
   std::atomic<bool> done_{false};
-};
-
-// Turns running_ on for a scope.
-struct Running {
-  explicit Running(bool& flag) : flag_(flag) { flag_ = true; }
-  ~Running() { flag_ = false; }
-  bool& flag_;
 };
 
 }  // namespace
@@ -62,7 +57,8 @@ ThreadLoop::~ThreadLoop() noexcept(false) {
 
 void ThreadLoop::kick() {
   if (!on_owner_thread() || running_) return;
-  Running running(running_);
+  running_ = true;
+  KJ_DEFER(running_ = false);
   io_.waitScope.poll();
 }
 
@@ -78,7 +74,8 @@ bool ThreadLoop::drive(Wait& w, std::chrono::steady_clock::time_point deadline) 
   const auto now = std::chrono::steady_clock::now();
   const auto left = deadline > now ? std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now)
                                    : std::chrono::nanoseconds(0);
-  Running running(running_);
+  running_ = true;
+  KJ_DEFER(running_ = false);
   return wait.take_promise()
       .then([]() { return true; })
       .exclusiveJoin(
