@@ -276,7 +276,11 @@ void StateStore::submit(Change change, Done done) {
   }
   queue_.push_back(Pending{std::move(change), std::move(done)});
   ++submitted_;
-  if (queue_.size() == 1) wake_.notify_one();
+  const bool first = queue_.size() == 1;
+  // Woken after the unlock: a writer woken while this thread holds mu_ would sleep on it at once
+  // and be woken again (two more context switches on a durable call's path).
+  lock.unlock();
+  if (first) wake_.notify_one();
 }
 
 void StateStore::trim_results(std::size_t max_results, std::chrono::milliseconds max_age) {
@@ -415,6 +419,13 @@ void StateStore::apply(std::vector<Pending>& batch,
   s.begin.run();
   try {
     const std::int64_t now = now_unix_ms();
+    // The commit's number rides on its last result row; a commit without one writes it to meta.
+    const Pending* numbered = nullptr;
+    for (const auto& p : batch)
+      if ((p.change.kind == Change::Kind::put_agent || p.change.kind == Change::Kind::call) &&
+          !p.change.call_id.empty())
+        numbered = &p;
+    const auto seq = static_cast<std::int64_t>(commit_seq_ + 1);
     for (auto& p : batch) {
       const Change& c = p.change;
       switch (c.kind) {
@@ -445,8 +456,14 @@ void StateStore::apply(std::vector<Pending>& batch,
       if (c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) {
         if (!c.memory.empty())
           s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
-        if (!c.call_id.empty())
-          s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now).run();
+        if (!c.call_id.empty()) {
+          s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now);
+          if (&p == numbered)
+            s.put_result.integer(5, seq);
+          else
+            s.put_result.null(5);
+          s.put_result.run();
+        }
       }
     }
     std::int64_t forgotten = forgotten_until_ms_;
@@ -463,7 +480,8 @@ void StateStore::apply(std::vector<Pending>& batch,
       if (forgotten != forgotten_until_ms_)
         s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
     }
-    s.put_meta.text(1, "commit_seq").text(2, std::to_string(commit_seq_ + 1)).run();
+    // A trim may remove the numbered rows (this commit's too): the number goes to meta as well.
+    if (numbered == nullptr || trim) s.put_meta.text(1, "commit_seq").text(2, std::to_string(seq)).run();
     s.commit.run();
     forgotten_until_ms_ = forgotten;
   } catch (...) {

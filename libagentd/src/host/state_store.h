@@ -66,8 +66,9 @@ std::vector<std::string_view> split_framed(std::string_view blob);  // throws on
 
 class StateStore {
  public:
-  // Bumped when the tables change incompatibly; a database of another format is refused.
-  static constexpr int kFormat = 1;
+  // Bumped when the tables change incompatibly; a database of another format is refused, except
+  // format 1, which a start upgrades in place (2: results.commit_seq, see apply()).
+  static constexpr int kFormat = 2;
 
   struct AgentRow {
     std::string id;
@@ -185,7 +186,8 @@ class StateStore {
   };
   void writer_main();
   // The constructor's checks against the run journal and the database (see the constructor).
-  void check_against_journal(bool fresh);
+  // upgrading: a format 1 database, whose results have no commit_seq yet.
+  void check_against_journal(bool fresh, bool upgrading);
   void record_interrupted();
   // Applies batch in one transaction; throws Error on failure (rolled back).
   void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
@@ -197,7 +199,11 @@ class StateStore {
   std::string file_;
   int lock_fd_ = -1;  // DIR, flock()ed
   std::unique_ptr<RunJournal> journal_;
-  std::uint64_t commit_seq_ = 0;                    // commits in the database (writer thread)
+  // Commits in the database (writer thread). A commit's number is kept on the last result row it
+  // writes (a page the commit writes anyway), else in meta's commit_seq; the count is the larger
+  // of meta's and the newest result row's. So meta must be written by any transaction that adds
+  // a result row without a number (record_interrupted) or removes result rows (a trim).
+  std::uint64_t commit_seq_ = 0;
   std::int64_t forgotten_until_ms_ = 0;             // writer thread after the constructor
   std::atomic<std::int64_t> commit_started_ms_{0};  // 0: no commit running
   std::atomic<bool> stall_logged_{false};

@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -121,6 +122,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     tables.row();
     const bool fresh = tables.column_int(0) == 0;
     tables.row();
+    bool upgrading = false;  // format 1: results.commit_seq is added below
     if (!fresh) {
       Stmt has_meta(db_, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'");
       has_meta.row();
@@ -133,7 +135,8 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
       const std::string found = meta("format");
       std::string writer = meta("agentd_version");
       if (writer.empty()) writer = "?";
-      if (found != std::to_string(kFormat))
+      upgrading = found == "1";
+      if (found != std::to_string(kFormat) && !upgrading)
         throw Error(ErrorCode::config_error,
                     fmt::format("{}: written by agentd {} in state format {}, but this as_server "
                                 "(agentd {}) reads format {}; run the version that wrote it, or "
@@ -141,14 +144,26 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                                 file_, printable(writer), found.empty() ? "(none)" : printable(found),
                                 AGENTD_VERSION_STRING, kFormat));
     }
-    check_against_journal(fresh);
+    check_against_journal(fresh, upgrading);
     exec("PRAGMA journal_mode = WAL");
     exec("PRAGMA synchronous = FULL");
     exec(kSchema);
-    exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', '{}'), "
-                     "('agentd_version', '{}')",
-                     kFormat, AGENTD_VERSION_STRING)
-             .c_str());
+    // The upgrade and the format that says it was made, together.
+    exec("BEGIN IMMEDIATE");
+    try {
+      if (upgrading) {
+        exec("ALTER TABLE results ADD COLUMN commit_seq INTEGER");
+        spdlog::info("state dir {}: upgraded {} from state format 1 to {}", dir_, file_, kFormat);
+      }
+      exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', '{}'), "
+                       "('agentd_version', '{}')",
+                       kFormat, AGENTD_VERSION_STRING)
+               .c_str());
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
     st_ = std::make_unique<Statements>(db_);
     record_interrupted();
     journal_->start();  // the previous run's record is dealt with: this run's starts
@@ -173,10 +188,19 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
   writer_ = std::thread([this] { writer_main(); });
 }
 
-void StateStore::check_against_journal(bool fresh) {
+void StateStore::check_against_journal(bool fresh, bool upgrading) {
   const RunJournal::Previous& prev = journal_->previous();
   const std::string commits_text = fresh ? std::string() : meta("commit_seq");
   commit_seq_ = commits_text.empty() ? 0 : std::stoull(commits_text);
+  if (!fresh && !upgrading) {
+    // The newest result row carries its commit's number (see commit_seq_).
+    Stmt newest(db_, "SELECT commit_seq FROM results ORDER BY seq DESC LIMIT 1");
+    if (newest.row()) {
+      if (!newest.column_null(0))
+        commit_seq_ = std::max(commit_seq_, static_cast<std::uint64_t>(newest.column_int(0)));
+      newest.row();
+    }
+  }
   const std::string forgotten = fresh ? std::string() : meta("forgotten_until_ms");
   forgotten_until_ms_ = forgotten.empty() ? 0 : std::stoll(forgotten);
   if (!prev.present) return;
@@ -255,10 +279,12 @@ void StateStore::record_interrupted() {
                     prev.fatal_signal != 0 ? fmt::format(" (the server died of signal {})", prev.fatal_signal)
                                            : std::string());
       const std::string outcome = encode_outcome(Outcome(Error(ErrorCode::interrupted, why, r->agent_id)));
-      st_->put_result.text(1, r->call_id).text(2, r->agent_id).blob(3, outcome).integer(4, now).run();
+      st_->put_result.text(1, r->call_id).text(2, r->agent_id).blob(3, outcome).integer(4, now).null(5).run();
     }
-    exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('forgotten_until_ms', '{}')",
-                     forgotten_until_ms_)
+    // These rows are newer than the one that carries the last commit's number: meta keeps it.
+    exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('forgotten_until_ms', '{}'), "
+                     "('commit_seq', '{}')",
+                     forgotten_until_ms_, commit_seq_)
              .c_str());
     exec("COMMIT");
   } catch (...) {

@@ -99,7 +99,8 @@ CREATE TABLE IF NOT EXISTS results (
   call_id TEXT NOT NULL,  -- unique (the result pool refuses reused ids), so not indexed
   agent_id TEXT NOT NULL,
   outcome BLOB NOT NULL,
-  finished_ms INTEGER NOT NULL);
+  finished_ms INTEGER NOT NULL,
+  commit_seq INTEGER);    -- the commit's number, on the last result row a commit writes (format 2)
 )sql";
 
 struct StateStore::Statements {
@@ -114,8 +115,8 @@ struct StateStore::Statements {
         delete_memory(db, "DELETE FROM memory WHERE agent_id = ?1"),
         put_memory(db, "INSERT OR REPLACE INTO memory (agent_id, pos, msgs) VALUES (?1, ?2, ?3)"),
         put_result(db,
-                   "INSERT INTO results (call_id, agent_id, outcome, finished_ms) "
-                   "VALUES (?1, ?2, ?3, ?4)"),
+                   "INSERT INTO results (call_id, agent_id, outcome, finished_ms, commit_seq) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5)"),
         delete_all_agents(db, "DELETE FROM agents"),
         delete_all_memory(db, "DELETE FROM memory"),
         trim_age(db, "DELETE FROM results WHERE finished_ms < ?1"),

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -551,4 +552,130 @@ TEST_CASE("a saved outcome keeps the call's usage", "[state_store]") {
   CHECK(detail::decode_outcome(detail::encode_outcome(failed)).usage == failed.usage);
   // Saved before the field existed (or with no model use): zeros.
   CHECK(detail::decode_outcome(detail::encode_outcome(detail::Outcome(Msg("a", "x")))).usage.empty());
+}
+
+namespace {
+
+// Runs body on a store opened on dir in a child process that then dies without closing it (as
+// kill -9 would leave it: no checkpoint, the run record not marked clean). Returns body's result.
+bool in_child_that_dies(const std::string& dir, const std::function<bool(StateStore&)>& body) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      StateStore store(dir);
+      const bool ok = body(store);
+      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
+    } catch (...) {
+    }
+    ::_exit(2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status) == 0;
+}
+
+// What the start of a store on dir says: "opened" or its error's message.
+std::string open_result(const std::string& dir) {
+  try {
+    StateStore store(dir);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "opened";
+}
+
+// sqlite3's command-line shell on db (installed by scripts/setup.sh); its output. (Its close
+// checkpoints the write-ahead log into the file.)
+std::string sqlite(const std::string& db, const std::string& sql) {
+  TempDir out_dir;
+  const std::string out = out_dir.path() + "/out";
+  const int rc = std::system(("sqlite3 '" + db + "' \"" + sql + "\" > '" + out + "' 2>&1").c_str());
+  std::string text = read_bytes(out);
+  INFO(text);
+  REQUIRE(rc == 0);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+// A commit's number is kept on the last result row it writes (one page fewer per durable call
+// than a counter of its own); a start must still count every acknowledged commit, or it would
+// refuse the state dir as having lost commits.
+TEST_CASE("a start counts every commit the last run acknowledged, wherever its number was kept",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+    return !commit(store, put_agent("a")) &&
+           !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+           !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
+  }));
+  REQUIRE(fs::exists(db + "-wal"));
+
+  SECTION("numbers on result rows") { CHECK(open_result(dir) == "opened"); }
+  SECTION("the calls' numbers are on their rows; meta's counter is left at the agent's creation") {
+    CHECK(sqlite(db, "SELECT group_concat(coalesce(commit_seq, '-'), ',') FROM results") == "2,3");
+    CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'") == "1");
+  }
+  SECTION("then a start that recorded an interrupted call, and died") {
+    REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+      store.journal().begin("call-3", "a");
+      return true;
+    }));
+    REQUIRE(in_child_that_dies(dir, [](StateStore&) { return true; }));  // records call-3
+    CHECK(open_result(dir) == "opened");
+    StateStore store(dir);
+    CHECK(load_all(store).results.size() == 3);
+  }
+  SECTION("then a trim that removed every result row, its own commit's included, and a death") {
+    REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+      // Queued from call-3's done callback, which runs on the writer before it takes the next
+      // batch: call-4 and the trim go in one transaction, which removes call-4's row too.
+      std::optional<Error> failed;
+      store.submit(call("a", 2, {Msg("user", "three")}, 3, "call-3", Msg("a", "3")), [&](const Error* e) {
+        if (e != nullptr) failed = *e;
+        store.trim_results(0, std::chrono::hours(24));
+        store.submit(call("a", 3, {Msg("user", "four")}, 4, "call-4", Msg("a", "4")), [&](const Error* e4) {
+          if (e4 != nullptr) failed = *e4;
+        });
+      });
+      store.flush();  // call-3; call-4 is queued by then
+      store.flush();  // call-4 and the trim
+      return !failed;
+    }));
+    REQUIRE(sqlite(db, "SELECT count(*) FROM results") == "0");
+    CHECK(open_result(dir) == "opened");
+  }
+  SECTION("a lost write-ahead log is still seen") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    CHECK_THAT(open_result(dir), Contains("acknowledged commit(s) are missing"));
+  }
+}
+
+TEST_CASE("a state dir of format 1 is upgraded in place and keeps everything", "[host][state_store]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  make_state(dir);
+  // As format 1 left it: no results.commit_seq, the counter in meta (two commits).
+  sqlite(db,
+         "ALTER TABLE results DROP COLUMN commit_seq; UPDATE meta SET value = '1' WHERE key = 'format'; "
+         "INSERT OR REPLACE INTO meta (key, value) VALUES ('commit_seq', '2')");
+  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+    auto c = load_all(store);
+    return c.agents.size() == 1 && c.agents[0].memory.size() == 5 && c.results.size() == 1 &&
+           !commit(store, call("kept", 5, {Msg("user", "after")}, 2, "call-1", Msg("kept", "b")));
+  }));
+  CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'format'") == std::to_string(StateStore::kFormat));
+  CHECK(sqlite(db, "SELECT commit_seq FROM results WHERE call_id = 'call-1'") == "3");
+  StateStore store(dir);
+  auto c = load_all(store);
+  REQUIRE(c.agents.size() == 1);
+  CHECK(c.agents[0].memory.size() == 6);
+  CHECK(c.results.size() == 2);
 }
