@@ -96,7 +96,9 @@ class ResultImpl final : public wire::Result::Server {
   kj::Promise<void> get(GetContext context) override {
     return answer_when_ready(
         ctx_, call_id_, /*wait_for_unknown=*/false, [context](const OutcomePtr& o) mutable {
-          write_outcome(*o, context.getResults().initOutcome(), context.getParams().getInlineLimit());
+          const auto limit = context.getParams().getInlineLimit();
+          write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, limit))).initOutcome(),
+                        limit);
         });
   }
 
@@ -190,7 +192,8 @@ class AgentImpl final : public wire::Agent::Server {
     if (inline_limit > 0) {
       report.outcome = [context, inline_limit, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
         if (!f->isWaiting()) return;  // the caller went away
-        write_outcome(*o, context.getResults().initOutcome(), inline_limit);
+        write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, inline_limit))).initOutcome(),
+                      inline_limit);
         f->fulfill();
       };
     }
@@ -352,10 +355,11 @@ class AgentServerImpl final : public wire::AgentServer::Server {
       on_fetch_();
       on_fetch_ = nullptr;
     }
-    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()),
-                             /*wait_for_unknown=*/true, [context](const OutcomePtr& o) mutable {
-                               write_outcome(*o, context.getResults().initOutcome());
-                             });
+    return answer_when_ready(
+        ctx_, to_std(context.getParams().getCallId()),
+        /*wait_for_unknown=*/true, [context](const OutcomePtr& o) mutable {
+          write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, 0))).initOutcome());
+        });
   }
 
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }

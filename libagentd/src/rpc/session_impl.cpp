@@ -23,6 +23,12 @@ namespace {
 
 using CallDoneWriter = kj::Function<void(wire::CallDone::Builder)>;
 
+// A lone call's CallDone, written into its submit's answer: about size bytes.
+struct LoneAnswer {
+  CallDoneWriter write;
+  std::size_t size = 0;
+};
+
 // The most calls one Session.submit may carry. The C++ client sends at most 4,096; a list of
 // empty structs costs a few bytes on the wire per million, so the count is checked, not the size.
 constexpr unsigned kMaxCallsPerSubmit = 65536;
@@ -55,7 +61,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
         claims_.erase(claim);
         // Bigger than about a batch: through the sink, which cuts and checks sizes.
         if (size <= batch_bytes_) {
-          fulfiller->fulfill(kj::Maybe<CallDoneWriter>(kj::mv(write)));
+          fulfiller->fulfill(kj::Maybe<LoneAnswer>(LoneAnswer{kj::mv(write), size}));
           return;
         }
         fulfiller->fulfill(nullptr);
@@ -67,8 +73,8 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   }
   // The submit of call ticket answers with its CallDone: the promise resolves to its writer
   // when the call finishes, or to nullptr when it goes through the sink after all.
-  kj::Promise<kj::Maybe<CallDoneWriter>> claim(std::uint64_t ticket) {
-    auto paf = kj::newPromiseAndFulfiller<kj::Maybe<CallDoneWriter>>();
+  kj::Promise<kj::Maybe<LoneAnswer>> claim(std::uint64_t ticket) {
+    auto paf = kj::newPromiseAndFulfiller<kj::Maybe<LoneAnswer>>();
     claims_[ticket] = kj::mv(paf.fulfiller);
     return kj::mv(paf.promise);
   }
@@ -182,7 +188,9 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   }
 
   void send_chunks(std::size_t begin, std::size_t end) {
-    auto req = sink_.chunksRequest();
+    std::size_t approx_bytes = 0;
+    for (std::size_t i = begin; i < end; ++i) approx_bytes += items_[i].size;
+    auto req = sink_.chunksRequest(message_size_for(approx_bytes));
     auto list = req.initChunks(static_cast<unsigned>(end - begin));
     std::size_t bytes = 0;
     for (std::size_t i = begin; i < end; ++i) {
@@ -198,7 +206,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   // Sends items [begin, end) as one CallSink.done. A batch holds more than kBatchBytes only
   // when it is one big item; if that one is over the message limit, its call gets too_large.
   void send(std::size_t begin, std::size_t end, std::size_t approx_bytes) {
-    auto req = sink_.doneRequest();
+    auto req = sink_.doneRequest(message_size_for(approx_bytes));
     auto list = req.initCalls(static_cast<unsigned>(end - begin));
     for (std::size_t i = begin; i < end; ++i) {
       auto out = list[static_cast<unsigned>(i - begin)];
@@ -229,7 +237,7 @@ class Outbox : public std::enable_shared_from_this<Outbox> {
   const std::size_t max_chunk_bytes_;  // a streamed chunk over it is split
   std::vector<Item> items_;
   // Calls whose submit answers with their CallDone (Session.submit's answerLone), by ticket.
-  std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<kj::Maybe<CallDoneWriter>>>> claims_;
+  std::unordered_map<std::uint64_t, kj::Own<kj::PromiseFulfiller<kj::Maybe<LoneAnswer>>>> claims_;
   std::size_t queued_bytes_ = 0;      // of items_
   std::size_t unanswered_bytes_ = 0;  // of CallSink messages sent and not answered
   bool overflowed_ = false;
@@ -275,7 +283,7 @@ class SessionImpl final : public wire::Session::Server {
     }
     for (auto ticket : context.getParams().getDropped()) forget_refused(ticket);
     // A lone call the client wants answered in this submit's answer (see the schema).
-    kj::Maybe<kj::Promise<kj::Maybe<CallDoneWriter>>> lone;
+    kj::Maybe<kj::Promise<kj::Maybe<LoneAnswer>>> lone;
     std::uint64_t lone_ticket = 0;
     if (context.getParams().getAnswerLone() && calls.size() == 1 && calls[0].getReport() &&
         !calls[0].getStream()) {
@@ -315,11 +323,11 @@ class SessionImpl final : public wire::Session::Server {
       return kj::READY_NOW;
     }
     KJ_IF_MAYBE (done, lone) {
-      return kj::mv(*done).then([context, lone_ticket](kj::Maybe<CallDoneWriter> writer) mutable {
-        KJ_IF_MAYBE (write, writer) {
-          auto d = context.getResults().initDone(1)[0];
+      return kj::mv(*done).then([context, lone_ticket](kj::Maybe<LoneAnswer> answer) mutable {
+        KJ_IF_MAYBE (a, answer) {
+          auto d = context.getResults(message_size_for(a->size + 16)).initDone(1)[0];
           d.setTicket(lone_ticket);
-          (*write)(d);
+          a->write(d);
         }  // else sent through the sink
       });
     }
@@ -333,9 +341,10 @@ class SessionImpl final : public wire::Session::Server {
     return answer_when_ready(
         ctx_, to_std(context.getParams().getCallId()), /*wait_for_unknown=*/false,
         [context, max_bytes, host = &ctx_.host](const OutcomePtr& o) mutable {
+          const std::size_t size = outcome_size(*o, 0);
+          context.getResults(message_size_for(std::min(size, max_bytes)));  // the first call sizes it
           if (const Error* e = std::get_if<Error>(o.get()); e && e->code() == ErrorCode::unknown_call)
             if (auto age = host->forgotten_age()) context.getResults().setForgottenAgeMs(age->count());
-          const std::size_t size = outcome_size(*o, 0);
           if (size + 4096 > max_bytes) {
             // About the size: the message goes only when clearly under the limit.
             write_error(

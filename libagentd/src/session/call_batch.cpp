@@ -4,12 +4,14 @@
 #include "kj_errors.h"
 #include "loop_state.h"
 #include "value_codec.h"
+#include "wire_limits.h"
 
 #include <agentd/value_limits.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -237,7 +239,8 @@ void send_held(LoopState& loop) {
 namespace {
 
 void submit(LoopState& loop, std::vector<OutSpec> batch, std::size_t batch_bytes) {
-  auto req = loop.session.submitRequest();
+  auto req = loop.session.submitRequest(
+      message_size_for(std::min(batch_bytes, loop.limits.message_limit()) + 64 * batch.size()));
   if (!loop.dropped.empty()) {
     auto dropped = req.initDropped(static_cast<unsigned>(loop.dropped.size()));
     for (unsigned i = 0; i < loop.dropped.size(); ++i) dropped.set(i, loop.dropped[i]);

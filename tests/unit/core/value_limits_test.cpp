@@ -53,6 +53,27 @@ TEST_CASE("text is checked for UTF-8, naming the byte", "[value_limits]") {
   CHECK_THAT(agentd::msg_problem(m), Contains("the message's name is not UTF-8"));
 }
 
+TEST_CASE("long text is checked byte by byte, whatever its alignment", "[value_limits]") {
+  // ASCII is skipped eight bytes at a time: a bad byte or a character anywhere in a run, and a
+  // run of any length, is still found where it is.
+  for (std::size_t len = 1; len <= 40; ++len) {
+    const std::string ascii(len, 'a');
+    CHECK(agentd::utf8_prefix_length(ascii) == len);
+    CHECK(agentd::utf8_problem(ascii).empty());
+    for (std::size_t at = 0; at < len; ++at) {
+      std::string bad = ascii;
+      bad[at] = '\xff';
+      CHECK(agentd::utf8_prefix_length(bad) == at);
+      CHECK_THAT(agentd::utf8_problem(bad), Contains("byte " + std::to_string(at) + " is 0xff"));
+      std::string two = ascii;
+      two.replace(at, 1, "\xc3\xa9");  // é: a valid two-byte character in the run
+      CHECK(agentd::utf8_prefix_length(two) == two.size());
+      std::string cut = ascii.substr(0, at) + "\xe2\x82";  // a character cut short at the end
+      CHECK(agentd::utf8_prefix_length(cut) == at);
+    }
+  }
+}
+
 TEST_CASE("JSON is parsed with its nesting bounded, before anything is built", "[value_limits]") {
   auto ok = agentd::parse_value(R"({"a": [1, "[[[[", {"b": null}]})");
   REQUIRE(ok);
