@@ -223,6 +223,17 @@ StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::mill
   return out;
 }
 
+void StateStore::in_transaction(const std::function<void()>& body) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    body();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
 std::string StateStore::meta(const char* key) {
   Stmt read(db_, "SELECT value FROM meta WHERE key = ?1");
   read.text(1, key);

@@ -192,6 +192,9 @@ class StateStore {
   // Applies batch in one transaction; throws Error on failure (rolled back).
   void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
   void exec(const char* sql);
+  // Runs body in one write transaction, rolled back when it throws (the constructor's writes;
+  // apply() has its own, with prepared statements).
+  void in_transaction(const std::function<void()>& body);
   // The meta table's value for key (empty when there is none); throws std::runtime_error.
   std::string meta(const char* key);
 

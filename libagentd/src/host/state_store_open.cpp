@@ -149,8 +149,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     exec("PRAGMA synchronous = FULL");
     exec(kSchema);
     // The upgrade and the format that says it was made, together.
-    exec("BEGIN IMMEDIATE");
-    try {
+    in_transaction([&] {
       if (upgrading) {
         exec("ALTER TABLE results ADD COLUMN commit_seq INTEGER");
         spdlog::info("state dir {}: upgraded {} from state format 1 to {}", dir_, file_, kFormat);
@@ -159,11 +158,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                        "('agentd_version', '{}')",
                        kFormat, AGENTD_VERSION_STRING)
                .c_str());
-      exec("COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    });
     st_ = std::make_unique<Statements>(db_);
     record_interrupted();
     journal_->start();  // the previous run's record is dealt with: this run's starts
@@ -260,8 +255,7 @@ void StateStore::record_interrupted() {
       if (!known.count(r.call_id)) todo.push_back(&r);
   }
   // Written before anything else, so the next start still knows them if this one dies too.
-  exec("BEGIN IMMEDIATE");
-  try {
+  in_transaction([&] {
     const std::int64_t now = now_unix_ms();
     for (const auto* r : todo) {
       const std::string why =
@@ -286,11 +280,7 @@ void StateStore::record_interrupted() {
                      "('commit_seq', '{}')",
                      forgotten_until_ms_, commit_seq_)
              .c_str());
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
   if (!todo.empty())
     spdlog::warn(
         "state dir {}: {} call(s) the last run was running are kept as interrupted "

@@ -187,6 +187,49 @@ std::string open_as_nobody(const std::string& dir) {
   return out;
 }
 
+// Runs body on a store opened on dir in a child process that then dies without closing it (as
+// kill -9 would leave it: no checkpoint, the run record not marked clean). Returns body's result.
+bool in_child_that_dies(const std::string& dir, const std::function<bool(StateStore&)>& body) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      StateStore store(dir);
+      const bool ok = body(store);
+      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
+    } catch (...) {
+    }
+    ::_exit(2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status) == 0;
+}
+
+// What the start of a store on dir says: "opened" or its error's message.
+std::string open_result(const std::string& dir) {
+  try {
+    StateStore store(dir);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "opened";
+}
+
+// sqlite3's command-line shell on db (installed by scripts/setup.sh); its output. (Its close
+// checkpoints the write-ahead log into the file.)
+std::string sqlite(const std::string& db, const std::string& sql) {
+  TempDir out_dir;
+  const std::string out = out_dir.path() + "/out";
+  const int rc = std::system(("sqlite3 '" + db + "' \"" + sql + "\" > '" + out + "' 2>&1").c_str());
+  std::string text = read_bytes(out);
+  INFO(text);
+  REQUIRE(rc == 0);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 }  // namespace
 
 TEST_CASE("the state store keeps what it acknowledged: agents, memory, state, results, server id",
@@ -489,26 +532,14 @@ TEST_CASE(
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
-  // A child process opens the store, commits two calls, starts a third and dies without closing
-  // (as kill -9 would leave it: no checkpoint, the run record not marked clean).
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    try {
-      StateStore store(dir);
-      bool ok = !commit(store, put_agent("a")) &&
-                !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
-                !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
-      store.journal().begin("call-3", "a");
-      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
-    } catch (...) {
-    }
-    ::_exit(1);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  // A child process opens the store, commits two calls, starts a third and dies.
+  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+    bool ok = !commit(store, put_agent("a")) &&
+              !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+              !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
+    store.journal().begin("call-3", "a");
+    return ok;
+  }));
   REQUIRE(fs::exists(db + "-wal"));  // the last commits are in the write-ahead log only
 
   SECTION("a restart restores them") {
@@ -553,53 +584,6 @@ TEST_CASE("a saved outcome keeps the call's usage", "[state_store]") {
   // Saved before the field existed (or with no model use): zeros.
   CHECK(detail::decode_outcome(detail::encode_outcome(detail::Outcome(Msg("a", "x")))).usage.empty());
 }
-
-namespace {
-
-// Runs body on a store opened on dir in a child process that then dies without closing it (as
-// kill -9 would leave it: no checkpoint, the run record not marked clean). Returns body's result.
-bool in_child_that_dies(const std::string& dir, const std::function<bool(StateStore&)>& body) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    try {
-      StateStore store(dir);
-      const bool ok = body(store);
-      ::_exit(ok ? 0 : 1);  // here: leaving the scope would close the store
-    } catch (...) {
-    }
-    ::_exit(2);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  return WEXITSTATUS(status) == 0;
-}
-
-// What the start of a store on dir says: "opened" or its error's message.
-std::string open_result(const std::string& dir) {
-  try {
-    StateStore store(dir);
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "opened";
-}
-
-// sqlite3's command-line shell on db (installed by scripts/setup.sh); its output. (Its close
-// checkpoints the write-ahead log into the file.)
-std::string sqlite(const std::string& db, const std::string& sql) {
-  TempDir out_dir;
-  const std::string out = out_dir.path() + "/out";
-  const int rc = std::system(("sqlite3 '" + db + "' \"" + sql + "\" > '" + out + "' 2>&1").c_str());
-  std::string text = read_bytes(out);
-  INFO(text);
-  REQUIRE(rc == 0);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
-}
-
-}  // namespace
 
 // A commit's number is kept on the last result row it writes (one page fewer per durable call
 // than a counter of its own); a start must still count every acknowledged commit, or it would
