@@ -34,6 +34,12 @@ namespace agentd::detail {
 
 namespace {
 
+// change adds a row to results: a call's (or a restored agent's) with a call id.
+bool writes_result(const StateStore::Change& c) {
+  return (c.kind == StateStore::Change::Kind::put_agent || c.kind == StateStore::Change::Kind::call) &&
+         !c.call_id.empty();
+}
+
 template <typename Fill>
 std::string flat(Fill&& fill) {
   capnp::MallocMessageBuilder message;
@@ -433,9 +439,7 @@ void StateStore::apply(std::vector<Pending>& batch,
     // The commit's number rides on its last result row; a commit without one writes it to meta.
     const Pending* numbered = nullptr;
     for (const auto& p : batch)
-      if ((p.change.kind == Change::Kind::put_agent || p.change.kind == Change::Kind::call) &&
-          !p.change.call_id.empty())
-        numbered = &p;
+      if (writes_result(p.change)) numbered = &p;
     const auto seq = static_cast<std::int64_t>(commit_seq_ + 1);
     for (auto& p : batch) {
       const Change& c = p.change;
@@ -464,17 +468,15 @@ void StateStore::apply(std::vector<Pending>& batch,
           if (c.memory_reset) s.delete_memory.text(1, c.agent_id).run();
           break;
       }
-      if (c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) {
-        if (!c.memory.empty())
-          s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
-        if (!c.call_id.empty()) {
-          s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now);
-          if (&p == numbered)
-            s.put_result.integer(5, seq);
-          else
-            s.put_result.null(5);
-          s.put_result.run();
-        }
+      if ((c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) && !c.memory.empty())
+        s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
+      if (writes_result(c)) {
+        s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now);
+        if (&p == numbered)
+          s.put_result.integer(5, seq);
+        else
+          s.put_result.null(5);
+        s.put_result.run();
       }
     }
     std::int64_t forgotten = forgotten_until_ms_;

@@ -15,6 +15,13 @@ namespace agentd::detail {
 
 namespace {
 
+// Writes o as a call's answer (its results' outcome), the answer's message sized for it.
+template <typename Context>
+void answer_outcome(Context& context, const Outcome& o, std::uint64_t inline_limit = 0) {
+  write_outcome(o, context.getResults(message_size_for(outcome_size(o, inline_limit))).initOutcome(),
+                inline_limit);
+}
+
 AgentInfo agent_info(const AgentInfoRow& r) {
   return AgentInfo{.id = r.id,
                    .name = r.name,
@@ -94,12 +101,10 @@ class ResultImpl final : public wire::Result::Server {
   ResultImpl(RpcContext& ctx, std::string call_id) : ctx_(ctx), call_id_(std::move(call_id)) {}
 
   kj::Promise<void> get(GetContext context) override {
-    return answer_when_ready(
-        ctx_, call_id_, /*wait_for_unknown=*/false, [context](const OutcomePtr& o) mutable {
-          const auto limit = context.getParams().getInlineLimit();
-          write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, limit))).initOutcome(),
-                        limit);
-        });
+    return answer_when_ready(ctx_, call_id_, /*wait_for_unknown=*/false,
+                             [context](const OutcomePtr& o) mutable {
+                               answer_outcome(context, *o, context.getParams().getInlineLimit());
+                             });
   }
 
  private:
@@ -192,8 +197,7 @@ class AgentImpl final : public wire::Agent::Server {
     if (inline_limit > 0) {
       report.outcome = [context, inline_limit, f = kj::mv(paf.fulfiller)](const OutcomePtr& o) mutable {
         if (!f->isWaiting()) return;  // the caller went away
-        write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, inline_limit))).initOutcome(),
-                      inline_limit);
+        answer_outcome(context, *o, inline_limit);
         f->fulfill();
       };
     }
@@ -355,11 +359,9 @@ class AgentServerImpl final : public wire::AgentServer::Server {
       on_fetch_();
       on_fetch_ = nullptr;
     }
-    return answer_when_ready(
-        ctx_, to_std(context.getParams().getCallId()),
-        /*wait_for_unknown=*/true, [context](const OutcomePtr& o) mutable {
-          write_outcome(*o, context.getResults(message_size_for(outcome_size(*o, 0))).initOutcome());
-        });
+    return answer_when_ready(ctx_, to_std(context.getParams().getCallId()),
+                             /*wait_for_unknown=*/true,
+                             [context](const OutcomePtr& o) mutable { answer_outcome(context, *o); });
   }
 
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
