@@ -183,7 +183,10 @@ def test_single_thread_client(shared_server):
         b = c.create_agent("EchoAgent", "F")
         p = b(a(Msg("user", "hi", role="user")))  # a placeholder passed on before it is ready
         assert p.get().content == "> hi"
-        q = a(Msg("user", "there"))
+        # q's agent sleeps, so its result cannot be there yet when the other thread asks: a result
+        # that is there is returned on any thread, and only a wait is refused.
+        s = c.create_agent("EchoAgent", "S", {"prefix": "> ", "sleep_ms": 1000})
+        q = s(Msg("user", "there"))
         caught = []
 
         def other():
