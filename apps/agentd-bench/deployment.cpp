@@ -26,7 +26,16 @@ Deployment::Deployment(const Config& cfg, std::size_t children) : cfg_(cfg) {
     secrets_ = std::make_unique<detail::PrivateDir>();
     child_token_ = detail::random_token();
     child_token_file_ = secrets_->write_private("token", child_token_);
-    for (std::size_t i = 0; i < children; ++i) clients_.push_back(spawn());
+    // The workloads reach the children over loopback TCP, as a program reaches a server by host
+    // and port and as servers reach each other: a child's own client talks to it over a Unix
+    // socket (Client::spawn_child), which moves bytes faster than TCP and would set agentd
+    // beside baselines that use TCP (W1's raw TCP and bare echo, W2's echo, W6's second hop
+    // between the servers) on a faster link than theirs. W1's --unix-socket rows measure that link.
+    for (std::size_t i = 0; i < children; ++i) {
+      children_.push_back(spawn());
+      auto [host, port] = split_address(children_.back().address());
+      clients_.push_back(Client::connect(host, port, client_options()));
+    }
   } else {
     for (const auto& s : cfg.servers) {
       auto [host, port] = split_address(s);

@@ -28,6 +28,7 @@ class Deployment {
 
   bool owned() const { return owned_; }  // children of ours: free to restart and wipe
   std::size_t size() const { return clients_.size(); }
+  // A connection to server i over loopback TCP (or as --server names it).
   Client& client(std::size_t i) { return clients_.at(i); }
   // A fresh child with the bench's plugins (W3 child-mode init, W4 on a clean server), given
   // these more as_server options (W11, W12: --state-dir).
@@ -48,6 +49,9 @@ class Deployment {
   std::string child_token_;
   std::string child_token_file_;
   bool owned_ = false;
+  // The children's own clients (over Unix sockets): closing one stops its child, so they go
+  // after clients_, the loopback TCP connections the workloads use.
+  std::vector<Client> children_;
   std::vector<Client> clients_;
   std::vector<std::vector<std::string>> classes_;
   std::vector<std::size_t> pool_sizes_;

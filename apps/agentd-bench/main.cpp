@@ -36,9 +36,10 @@ constexpr const char* kAbout =
 Usage: agentd-bench [options]
 
 Without --server the bench starts its own as_server children (child mode) with the build's
-plugins; with --server host:port (repeatable) it measures running servers, which must have the
-echo_agent and web_agent plugins (W6 needs two servers). On servers it did not start, the bench
-deletes only the agents it created.
+plugins and measures them over loopback TCP, the link of its TCP baselines and of the servers'
+own hand-offs; with --server host:port (repeatable) it measures running servers, which must
+have the echo_agent and web_agent plugins (W6 needs two servers). On servers it did not start,
+the bench deletes only the agents it created.
 
 Workloads (all by default; choose with --workloads W1,W5):
   W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
