@@ -249,8 +249,11 @@ TEST_CASE("a single-thread client sends a call when it is made, and is used from
   CHECK(ran);
   CHECK(p.get().text() == "sent at once");
 
-  // Another thread may not wait on it: that thread cannot run its connection.
-  Placeholder q = e.reply(Msg("user", "q"));
+  // Another thread may not wait on it: that thread cannot run its connection. q's agent sleeps,
+  // so its result cannot be there yet (issuing a call runs the loop, which may take in a quick
+  // answer, and a result that is there is returned on any thread).
+  auto slow = single.create_agent("EchoAgent", "S", Value{{"sleep_ms", 500}});
+  Placeholder q = slow.reply(Msg("user", "q"));
   std::optional<Error> from_get, from_call;
   std::thread other([&] {
     try {
