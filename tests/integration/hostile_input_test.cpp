@@ -4,6 +4,7 @@
 // keeps being served, the server's memory stays bounded, and each connection the server closes
 // for what it sent is logged once with its address.
 #include "error_of.h"
+#include "loopback.h"
 #include "raw_login.h"
 #include "server_process.h"
 
@@ -13,11 +14,7 @@
 #include <agentd/error.h>
 #include <agentd/value_limits.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <capnp/message.h>
@@ -73,60 +70,6 @@ rlim_t raise_fd_limit() {
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &fds) == 0);
   return fds.rlim_cur;
 }
-
-// A plain TCP connection to the server, for sending bytes no client library would.
-class RawSocket {
- public:
-  explicit RawSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    local_port_ = ntohs(addr.sin_port);
-  }
-  ~RawSocket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RawSocket(const RawSocket&) = delete;
-  RawSocket& operator=(const RawSocket&) = delete;
-
-  // "127.0.0.1:PORT": how the server names this connection in its log.
-  std::string peer_name() const { return "127.0.0.1:" + std::to_string(local_port_); }
-
-  // Sends all of data; false when the server closed first (a reset).
-  bool send_all(const std::string& data) {
-    std::size_t sent = 0;
-    while (sent < data.size()) {
-      ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-  void end_writing() { ::shutdown(fd_, SHUT_WR); }
-
-  // True once the server closed the connection (EOF or reset) within timeout; what the server
-  // sent before (an RPC Abort) is read and discarded.
-  bool wait_closed(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return true;
-    }
-    return false;
-  }
-
- private:
-  int fd_;
-  std::uint16_t local_port_ = 0;
-};
 
 std::string le32(std::uint32_t v) {
   std::string s(4, '\0');

@@ -2,6 +2,7 @@
 // connection may send (a small budget, so no huge frame is ever allocated), for how long
 // (--login-timeout), how many may wait at once (--max-unauthenticated-connections), the rate of
 // failed logins per source address and overall, and rotating tokens with SIGHUP.
+#include "loopback.h"
 #include "raw_login.h"
 #include "server_process.h"
 
@@ -9,12 +10,7 @@
 
 #include <agentd/client.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,66 +40,6 @@ std::string write_tokens(const TempDir& dir, const std::string& text, mode_t mod
   return path;
 }
 
-// A blocking TCP socket to 127.0.0.1:port from the source address source (any of 127/8).
-int connect_from(std::uint16_t port, const std::string& source) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  REQUIRE(::inet_pton(AF_INET, source.c_str(), &from.sin_addr) == 1);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
-  int one = 1;  // as kj's own connections: no Nagle delay on small RPC messages
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-// Bytes on a plain socket, as a hostile client sends them.
-class RawSocket {
- public:
-  explicit RawSocket(std::uint16_t port) : fd_(connect_from(port, "127.0.0.1")) {
-    sockaddr_in addr{};
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    local_port_ = ntohs(addr.sin_port);
-  }
-  ~RawSocket() { ::close(fd_); }
-  RawSocket(const RawSocket&) = delete;
-  RawSocket& operator=(const RawSocket&) = delete;
-
-  // "127.0.0.1:PORT": how the server names this connection in its log.
-  std::string peer_name() const { return "127.0.0.1:" + std::to_string(local_port_); }
-  // Sends data; false when the server closed first.
-  bool send_all(const std::string& data) {
-    std::size_t sent = 0;
-    while (sent < data.size()) {
-      ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-  // True once the server has closed the connection (EOF or reset) within timeout.
-  bool wait_closed(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[4096];
-    do {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      if (::recv(fd_, buf, sizeof buf, 0) <= 0) return true;
-    } while (std::chrono::steady_clock::now() < deadline);
-    return false;
-  }
-
- private:
-  int fd_;
-  std::uint16_t local_port_ = 0;
-};
-
 std::string le32(std::uint32_t v) {
   std::string s(4, '\0');
   for (int i = 0; i < 4; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -115,7 +51,7 @@ std::string le32(std::uint32_t v) {
 struct RawConnection {
   RawConnection(kj::AsyncIoContext& io, std::uint16_t port, const std::string& source = "127.0.0.1")
       : io(io),
-        stream(io.lowLevelProvider->wrapSocketFd(connect_from(port, source),
+        stream(io.lowLevelProvider->wrapSocketFd(connect_loopback(port, source),
                                                  kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP)),
         rpc(*stream) {}
   kj::AsyncIoContext& io;

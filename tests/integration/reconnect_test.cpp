@@ -5,6 +5,7 @@
 // down wait for it; past reconnect_deadline everything fails with disconnected; a dead child is
 // reported with its signal and stderr; a peer fetch from a vanished origin retries until
 // --peer-connect-timeout. Real servers, real sockets, no fixed sleeps.
+#include "loopback.h"
 #include "server_process.h"
 
 #include <agentd/client.h>
@@ -12,9 +13,6 @@
 #include <catch2/catch.hpp>
 #include <error_of.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -37,30 +35,6 @@ ClientOptions fast_reconnect(std::chrono::milliseconds deadline = 30s) {
   o.timeout = 60s;
   return o;
 }
-
-// Keeps 127.0.0.1:port bound but not listening while it lives: a connection there is refused,
-// as with nothing there, and no server another test starts on a free port (port 0) is given it
-// (the kernel hands out ports nothing is bound to). Without it, a killed server's port could go
-// to another test's server at once, and a client meant to find nobody would reconnect to that.
-class PortReservation {
- public:
-  explicit PortReservation(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_ >= 0);
-    const int one = 1;  // the killed server's closed connections wait in TIME_WAIT on the port
-    REQUIRE(::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~PortReservation() { ::close(fd_); }
-  PortReservation(const PortReservation&) = delete;
-  PortReservation& operator=(const PortReservation&) = delete;
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -143,6 +117,8 @@ TEST_CASE("reconnect: calls made while the server is down wait and succeed once 
   auto c = s->connect(fast_reconnect());
   CHECK_NOTHROW(c.ping());
   s->kill_now();
+  // Until the restart: no other test's server is given the port while this one is down.
+  PortReservation down(port);
   // The client sees the connection close at once (the kernel closes a killed process's
   // sockets); this wait only makes sure the calls below are made after the kill.
   REQUIRE(wait_until([&] { return !can_connect(port); }, 10s));
@@ -153,7 +129,7 @@ TEST_CASE("reconnect: calls made while the server is down wait and succeed once 
   });
   auto info = std::async(std::launch::async, [&c] { return c.info(); });
   CHECK(created.wait_for(300ms) == std::future_status::timeout);  // still waiting, not failed
-  s = restart_on(port);
+  s = restart_on(port);  // binds beside the reservation (both are SO_REUSEADDR, neither listens)
   CHECK(created.get().content == "waited");
   CHECK(info.get().server_id == s->server_id());
 }
@@ -164,7 +140,8 @@ TEST_CASE("reconnect: with the server gone for good, calls fail after reconnect_
   auto c = s->connect(fast_reconnect(1500ms));
   auto a = c.create_agent("EchoAgent", "A");
   s->kill_now();
-  PortReservation gone(port);  // for good: no other test's server takes the port meanwhile
+  // For good: no other test's server is given the port, so the client finds nobody there.
+  PortReservation gone(port);
   const auto t0 = std::chrono::steady_clock::now();
   auto e = error_of([&] { a.reply(Msg("user", "x")).get(); });
   const auto waited = std::chrono::steady_clock::now() - t0;

@@ -1,13 +1,12 @@
 // A plain HTTP/1.1 request to 127.0.0.1:port over a socket (the metrics endpoint's tests).
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "loopback.h"
+
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 namespace agentd::test {
@@ -15,15 +14,7 @@ namespace agentd::test {
 // Sends request to 127.0.0.1:port over a plain socket; returns everything the server sent back
 // (it closes the connection after one response).
 inline std::string http(std::uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot connect to the metrics port");
-  }
+  const int fd = connect_loopback(port);
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   // Two writes: the server must wait for the whole head.

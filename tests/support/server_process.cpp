@@ -1,12 +1,9 @@
 #include "server_process.h"
 
+#include "loopback.h"
 #include "ready_line.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +75,9 @@ std::unique_ptr<ServerProcess> restart_on(std::uint16_t port, std::vector<std::s
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     try {
+      // Held until the new server listens, so that no other test's server is given the port
+      // meanwhile; the reservation cannot be made while the killed server still listens there.
+      PortReservation hold(port);
       return ServerProcess::start(standard_args_on_port(port, extra));
     } catch (const std::runtime_error&) {
       // The killed server's port may take a moment to be free.
@@ -96,31 +96,15 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
   }
 }
 
-std::uint16_t unused_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    throw std::runtime_error("bind failed");
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+std::uint16_t unused_port() { return PortReservation(0).port(); }
 
 bool can_connect(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
+  try {
+    ::close(connect_loopback(port));
+    return true;
+  } catch (const std::runtime_error&) {
+    return false;
+  }
 }
 
 bool process_alive(pid_t pid) {

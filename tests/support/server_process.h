@@ -35,7 +35,8 @@ std::vector<std::string> standard_args_on_port(std::uint16_t port, std::vector<s
 // Polls pred (every few ms) until it holds or timeout passes. Returns its last value.
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
-// A port nothing listens on right now (bound to port 0, then closed).
+// A port nothing listens on right now (bound to port 0, then closed; to keep it from other
+// tests' servers, hold a PortReservation instead).
 std::uint16_t unused_port();
 // True when a TCP connection to 127.0.0.1:port is accepted.
 bool can_connect(std::uint16_t port);
@@ -108,7 +109,9 @@ class ServerProcess {
 };
 
 // A server with standard_args_on_port(port, extra) where one was just killed: tried again
-// while the port is not yet free, until timeout (then start()'s error is thrown).
+// while the port is not yet free, until timeout (then start()'s error is thrown). The port is
+// held (a PortReservation, loopback.h) while the server starts, so that no other test's server
+// is given it; call this at once after the kill, which leaves the port free for a moment.
 std::unique_ptr<ServerProcess> restart_on(std::uint16_t port, std::vector<std::string> extra = {},
                                           std::chrono::milliseconds timeout = 20s);
 

@@ -50,7 +50,7 @@ class TestServer {
   enum class Mode { serve, close_at_once, silent };
   TestServer(kj::AsyncIoContext& io, Mode mode, detail::TlsConfig* tls = nullptr,
              std::vector<std::string> tokens = {}, bool info_fails = false)
-      : io_(io), mode_(mode), tls_(tls), info_fails_(info_fails), tasks_(errors_) {
+      : mode_(mode), tls_(tls), info_fails_(info_fails), tasks_(errors_) {
     gate_.tokens = detail::TokenSet(tokens);
     listener_ = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope)->listen();
     tasks_.add(accept_loop());
@@ -95,7 +95,6 @@ class TestServer {
         });
   }
 
-  kj::AsyncIoContext& io_;
   Mode mode_;
   detail::TlsConfig* tls_;
   bool info_fails_;
