@@ -45,7 +45,9 @@ Workloads (all by default; choose with --workloads W1,W5):
   W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
       beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong; then
       the same replies from a single-thread client (ClientOptions::single_thread) beside the
-      usual client's
+      usual client's; then an asynchronous echo agent (AsyncEchoAgent, when a plugin has it)
+      from the usual client and from a single-thread client (the bare echo's shape: no thread
+      hand-off in either process), latency and server CPU beside the bare echo's
   W2  throughput: --replies replies in flight to 10 echo agents, then all read (replies/s),
       beside --replies pipelined bare Cap'n Proto echo calls
   W3  the tutorial scenario: 5 web agents sleeping --sleep-ms: child-mode init (spawn + create),

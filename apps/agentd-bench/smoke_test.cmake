@@ -4,7 +4,8 @@
 set(ENV{AGENTD_AS_SERVER} "${AS_SERVER}")
 # W16 starts this agentd-bench as its MCP tool server (--serve-mcp-echo) under the child.
 set(workloads W1,W2,W5,W6,W8,W9,W10,W11,W12,W16)
-set(needles "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "W16" "tool call p50" "ratio" "target")
+set(needles "workload" "W1" "W2" "W5" "W6" "W8" "W9" "W10" "W11" "W12" "W16" "tool call p50" "ratio" "target"
+  "async agent reply().get() p50, single-thread client")
 if(GATEWAY)
   set(ENV{AGENTD_GATEWAY} "${GATEWAY}")
   string(APPEND workloads ",W14")
