@@ -9,13 +9,19 @@ namespace agentd {
 
 namespace {
 
+// Local time to the second. Formatted once per second and thread: every message an agent
+// answers with is stamped, and localtime_r + strftime cost more than the rest of a Msg.
 std::string now_timestamp() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  std::array<char, 32> buf{};
-  std::strftime(buf.data(), buf.size(), "%Y-%m-%d %H:%M:%S", &tm);
-  return buf.data();
+  thread_local std::time_t last = -1;
+  thread_local std::array<char, 32> text{};
+  const std::time_t t = std::time(nullptr);
+  if (t != last) {
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    if (std::strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &tm) == 0) text[0] = '\0';
+    last = t;
+  }
+  return text.data();
 }
 
 }  // namespace
