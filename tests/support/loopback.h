@@ -62,14 +62,12 @@ class RawSocket {
     socklen_t len = sizeof local;
     if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len) != 0)
       loopback_detail::socket_failure("getsockname", port, fd_);
-    local_port_ = ntohs(local.sin_port);
-    peer_name_ = source + ":" + std::to_string(local_port_);
+    peer_name_ = source + ":" + std::to_string(ntohs(local.sin_port));
   }
   ~RawSocket() { ::close(fd_); }
   RawSocket(const RawSocket&) = delete;
   RawSocket& operator=(const RawSocket&) = delete;
 
-  int fd() const { return fd_; }
   // "127.0.0.1:PORT": how the server names this connection in its log.
   const std::string& peer_name() const { return peer_name_; }
 
@@ -100,7 +98,6 @@ class RawSocket {
 
  private:
   int fd_;
-  std::uint16_t local_port_ = 0;
   std::string peer_name_;
 };
 

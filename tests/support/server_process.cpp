@@ -4,13 +4,12 @@
 #include "ready_line.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -99,12 +98,12 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
 std::uint16_t unused_port() { return PortReservation(0).port(); }
 
 bool can_connect(std::uint16_t port) {
-  try {
-    ::close(connect_loopback(port));
-    return true;
-  } catch (const std::runtime_error&) {
-    return false;
-  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const sockaddr_in a = loopback_address(port);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
 }
 
 bool process_alive(pid_t pid) {

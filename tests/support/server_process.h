@@ -109,7 +109,8 @@ class ServerProcess {
 };
 
 // A server with standard_args_on_port(port, extra) where one was just killed: tried again
-// while the port is not yet free, until timeout (then start()'s error is thrown). The port is
+// while the port is not yet free, until timeout (then the last error is thrown: the port still
+// in use, or start()'s). The port is
 // held (a PortReservation, loopback.h) while the server starts, so that no other test's server
 // is given it; call this at once after the kill, which leaves the port free for a moment.
 std::unique_ptr<ServerProcess> restart_on(std::uint16_t port, std::vector<std::string> extra = {},

@@ -11,6 +11,15 @@ namespace agentd::bench {
 
 namespace {
 
+// A second connection to server 0 made with ClientOptions::single_thread: the calling thread runs
+// its connection while it waits (no hand-off to a loop thread and back), and owns an event loop.
+Client single_thread_client(Deployment& dep) {
+  const auto [host, port] = split_address(dep.client(0).address());
+  ClientOptions options = dep.client_options();
+  options.single_thread = true;
+  return Client::connect(host, port, options);
+}
+
 // The asynchronous echo (examples/async_agents): its reply runs on the server's loop thread
 // without a hop to a worker and back, against the bare Cap'n Proto echo, alternating runs. Also
 // from a single-thread client: then the call has the bare echo's shape (the program's thread
@@ -19,10 +28,7 @@ namespace {
 void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   Client& c = dep.client(0);
   AgentRef a = c.create_agent("AsyncEchoAgent", "bench-w1-async");
-  const auto [host, port] = split_address(c.address());
-  ClientOptions options = dep.client_options();
-  options.single_thread = true;
-  Client single = Client::connect(host, port, options);
+  Client single = single_thread_client(dep);
   AgentRef sa = single.create_agent("AsyncEchoAgent", "bench-w1-async-single-thread");
   Msg msg = text_msg(cfg.payload);
   CapnpEchoServer echo;
@@ -60,10 +66,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
 // connection while it waits: no hand-off to a loop thread and back), alternating with the usual
 // client's, and against the raw TCP ping-pong measured in the same repeat.
 void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
-  const auto [host, port] = split_address(dep.client(0).address());
-  ClientOptions options = dep.client_options();
-  options.single_thread = true;
-  Client single = Client::connect(host, port, options);
+  Client single = single_thread_client(dep);
   AgentRef a = single.create_agent("EchoAgent", "bench-w1-single-thread");
   AgentRef usual = dep.client(0).create_agent("EchoAgent", "bench-w1-usual");
   Msg msg = text_msg(cfg.payload);
