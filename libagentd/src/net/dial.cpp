@@ -49,9 +49,10 @@ kj::Promise<kj::Own<Dialed>> dial(kj::AsyncIoContext& io, const Endpoint& to, Di
           .then([dp, bounded, bytes = options.bytes,
                  token = kj::mv(options.token)](kj::Own<kj::AsyncIoStream> raw) {
             dp->stage = DialStage::login;
-            kj::Own<kj::AsyncIoStream> buffered = kj::heap<detail::BufferedStream>(kj::mv(raw));
-            dp->stream = bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(buffered), *bytes)
-                                          : kj::mv(buffered);
+            // Counted beneath the buffer: once per socket read, not once per piece of a frame.
+            kj::Own<kj::AsyncIoStream> counted =
+                bytes != nullptr ? kj::heap<detail::CountingStream>(kj::mv(raw), *bytes) : kj::mv(raw);
+            dp->stream = kj::heap<detail::BufferedStream>(kj::mv(counted));
             dp->rpc = kj::heap<detail::RpcConnection>(*dp->stream);
             // Log in at the gate; info goes pipelined on the server the login returns.
             auto login = dp->rpc->bootstrap().castAs<wire::Gate>().loginRequest();

@@ -51,7 +51,7 @@ struct Server::Connection {
   std::set<Connection*>& live;
   std::optional<TokenSet::Digest> token;      // the token it logged in with, once it has
   kj::Own<kj::PromiseFulfiller<void>> close;  // fulfilled: drop the connection
-  kj::Own<CountingStream> stream;
+  kj::Own<kj::AsyncIoStream> stream;          // BufferedStream over CountingStream over the socket
   kj::Own<ConnectionGuard> guard;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
@@ -83,8 +83,11 @@ kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string 
 kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool tls,
                                     bool tls_expected, PreLoginSlot& slot) {
   auto conn = kj::heap<Connection>(rpc_, connections_);
-  conn->stream =
-      kj::heap<CountingStream>(kj::heap<BufferedStream>(kj::mv(raw)), bytes_.client, &writes_in_flight_);
+  // The counting goes beneath the buffer, so it runs once per socket read rather than once for
+  // each piece of a frame the RPC stream asks the buffer for.
+  auto counting = kj::heap<CountingStream>(kj::mv(raw), bytes_.client, &writes_in_flight_);
+  CountingStream* stream = counting.get();
+  conn->stream = kj::heap<BufferedStream>(kj::mv(counting));
   conn->guard = kj::heap<ConnectionGuard>(*conn->stream, peer, tls);
   conn->network = kj::heap<capnp::TwoPartyVatNetwork>(*conn->guard, capnp::rpc::twoparty::Side::SERVER,
                                                       ConnectionGuard::reader_options());
@@ -95,7 +98,6 @@ kj::Promise<void> Server::serve_rpc(kj::Own<kj::AsyncIoStream> raw, std::string 
     c->guard->note_closing(why);
     if (c->close->isWaiting()) c->close->fulfill();
   };
-  CountingStream* stream = conn->stream.get();
   auto gate = tls_expected ? make_refusing_gate(
                                  "this server serves TLS only: connect with TLS (ClientOptions::tls_ca, "
                                  "or --tls-ca FILE for agentctl and agentd-bench)")
