@@ -3,15 +3,21 @@
 #   scripts/build.sh                  the normal build: gcc, RelWithDebInfo, into build/
 #   SANITIZE=ON scripts/build.sh      clang with AddressSanitizer, UBSan and libFuzzer's coverage,
 #                                     into build-asan/: the whole suite and the fuzz targets
+#   SANITIZE=thread scripts/build.sh  clang with ThreadSanitizer into build-tsan/: the suite
+#                                     without the Python module (python3 cannot load it)
 #   BUILD_TYPE=Debug BUILD_DIR=build-debug scripts/build.sh    another type or directory
 #   TARGETS="unit_tests as_server" scripts/build.sh             only these targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${SANITIZE:-OFF}" in
   ON|on|1|yes|true) SANITIZE=ON ;;
+  thread) SANITIZE=thread ;;
   *) SANITIZE=OFF ;;
 esac
-if [ "$SANITIZE" = ON ]; then
+if [ "$SANITIZE" = thread ]; then
+  BUILD_DIR=${BUILD_DIR:-build-tsan}
+  COMPILERS=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAGENTD_TSAN=ON -DAGENTD_BUILD_PYTHON=OFF)
+elif [ "$SANITIZE" = ON ]; then
   BUILD_DIR=${BUILD_DIR:-build-asan}
   # clang builds the sanitized tree several times faster than gcc (whose UBSan at -O2 is slow),
   # and libFuzzer needs it: one build serves the sanitized suite and the fuzz targets.

@@ -4,13 +4,23 @@
 # start sanitized too, then each libFuzzer target for FUZZ_SECONDS (default 20) and the format
 # check. One clang build in build-asan/ serves all of it. Prints each stage's time.
 #   SANITIZE=OFF scripts/test.sh      the suite on the normal build (build/) only: faster to build
+#   SANITIZE=thread scripts/test.sh   the suite under ThreadSanitizer (build-tsan/; no Python
+#                                     module, no fuzzing); not part of CI, which it would double
 #   FUZZ_SECONDS=0 scripts/test.sh    no fuzzing
 #   scripts/test.sh -R flow           arguments go to ctest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SANITIZE=${SANITIZE:-ON}
-case "$SANITIZE" in ON|on|1|yes|true) SANITIZE=ON ;; *) SANITIZE=OFF ;; esac
-if [ "$SANITIZE" = ON ]; then BUILD_DIR=${BUILD_DIR:-build-asan}; else BUILD_DIR=${BUILD_DIR:-build}; fi
+case "$SANITIZE" in ON|on|1|yes|true) SANITIZE=ON ;; thread) ;; *) SANITIZE=OFF ;; esac
+case "$SANITIZE" in
+  ON) BUILD_DIR=${BUILD_DIR:-build-asan} ;;
+  thread)
+    BUILD_DIR=${BUILD_DIR:-build-tsan}
+    # A report fails the test that caused it; the servers and programs a test starts inherit it.
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/support/tsan.supp}
+    ;;
+  *) BUILD_DIR=${BUILD_DIR:-build} ;;
+esac
 export SANITIZE BUILD_DIR
 
 stage() {

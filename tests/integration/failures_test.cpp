@@ -10,8 +10,12 @@
 
 #include <signal.h>
 
+#include <atomic>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace agentd::test;
 
@@ -108,6 +112,46 @@ TEST_CASE("close() fails a request waiting for a server that is reconnecting at 
   CHECK(waited < std::chrono::seconds(10));
   // And every later request fails at once the same way.
   CHECK(error_of([&] { c.ping(); }).code() == ErrorCode::disconnected);
+}
+
+TEST_CASE("close() while other threads keep calling: each request answers or fails as closed", "[failures]") {
+  // A request that found the client open hands its work to the connection's thread while
+  // close() takes that thread down: the hand-over must finish before the thread's state goes
+  // (ThreadSanitizer saw it race with the state's destruction, an eventfd written as it closed).
+  // Requests that wait (ping) only: a reply's get() issued as close() runs can wait for good,
+  // a fault of its own not mended yet.
+  auto s = ServerProcess::start(standard_args());
+  for (int round = 0; round < 10; ++round) {
+    auto c = s->connect();
+    std::atomic<bool> stop{false};
+    std::atomic<int> answered{0};
+    std::mutex mu;
+    std::vector<std::string> unexpected;  // guarded by mu
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t)
+      callers.emplace_back([&] {
+        while (!stop) {
+          try {
+            c.ping();
+            ++answered;
+          } catch (const Error& e) {
+            if (e.code() != ErrorCode::disconnected) {
+              std::lock_guard lock(mu);
+              unexpected.push_back(e.what());
+            }
+          }
+        }
+      });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (answered < 20 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    c.close();
+    stop = true;
+    for (auto& t : callers) t.join();
+    CHECK(answered >= 20);
+    CHECK(unexpected.empty());
+    CHECK(error_of([&] { c.ping(); }).code() == ErrorCode::disconnected);
+  }
 }
 
 TEST_CASE("a peer server that dies fails the consumer's placeholder, retryable", "[failures][peer]") {

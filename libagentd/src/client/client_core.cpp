@@ -266,7 +266,7 @@ ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<Chi
       open_run(*run_, target);
     } catch (...) {
       // Nothing of a start that failed stays; what KJ threw becomes an agentd::Error.
-      bridge_.store(nullptr);
+      stop_posts();
       loop_ = nullptr;
       run_.reset();
       try {
@@ -305,7 +305,7 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
     // The connection is gone: refuse new calls (the owner makes a new core for the address)
     // and fail the ones still waiting. The state itself stays until detach().
     auto close = [this]() {
-      bridge_.store(nullptr);
+      stop_posts();
       fail_all_tickets(*attached_,
                        Error::retryable(ErrorCode::disconnected, "lost the connection to as_server at " +
                                                                      address_ + " before the call finished"));
@@ -319,7 +319,7 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
 
 void ClientCore::detach() {
   if (!attached_) return;
-  bridge_.store(nullptr);
+  stop_posts();
   LoopState& loop = *attached_;
   loop.bridge.close();
   fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected, "the server holding the connection to " +
@@ -345,7 +345,7 @@ void ClientCore::close() {
           "a single-thread client (ClientOptions::single_thread) of as_server at {} was closed {}; "
           "its connection is left open: close it on the thread that made it, outside its callbacks",
           address_, thread_loop_->on_owner_thread() ? "inside one of its callbacks" : "on another thread");
-      bridge_.store(nullptr);
+      stop_posts();
       (void)run_.release();
       (void)new std::shared_ptr<ThreadLoop>(std::move(thread_loop_));
     }
@@ -412,6 +412,8 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
   try {
     auto io = kj::setupAsyncIo();
     Run run(io);
+    // However this ends, posts stop before the run (and its bridge) is destroyed.
+    KJ_DEFER(stop_posts());
     auto quit = kj::newPromiseAndFulfiller<void>();
     quit_ = kj::mv(quit.fulfiller);
     open_run(run, target);
@@ -420,7 +422,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     quit.promise.wait(io.waitScope);
     shut_run(run);
   } catch (...) {
-    bridge_.store(nullptr);
+    stop_posts();
     loop_ = nullptr;
     if (!announced) started.set_exception(std::current_exception());
   }
@@ -495,7 +497,7 @@ void ClientCore::shut_run(Run& run) {
     }
   }
   // Shut down on this thread: refuse posts, drop capabilities, then the connection.
-  bridge_.store(nullptr);
+  stop_posts();
   loop.bridge.close();
   loop.on_lost = nullptr;  // closing: a loss now is the end
   fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));

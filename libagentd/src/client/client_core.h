@@ -95,6 +95,9 @@ class ClientCore {
   // Any thread: run fn on the loop thread. Dropped once the client is closed: false then, and
   // a caller waiting for what fn would set must fail instead (closed_error).
   bool post(kj::Function<void()> fn) {
+    // Held until the function is handed over: the loop thread's stop_posts() waits for it, so
+    // the bridge (and its eventfd) is not destroyed under a post that found it.
+    std::lock_guard lock(post_mu_);
     Bridge* b = bridge_.load();
     if (b == nullptr) return false;
     if (thread_loop_ && thread_loop_->on_owner_thread()) {
@@ -194,6 +197,12 @@ class ClientCore {
   // What runs the connection: the loop thread's (thread_main), or a single-thread client's
   // (run_, on the thread that made it). Defined in client_core.cpp.
   struct Run;
+  // Posts are refused from now on, and none still uses the bridge when it returns: called
+  // before the bridge goes (with its loop state), wherever that happens.
+  void stop_posts() {
+    std::lock_guard lock(post_mu_);
+    bridge_.store(nullptr);
+  }
   void thread_main(Target target, std::promise<void> started);
   // On the loop's thread: connects (or starts the local server) and opens the session.
   void open_run(Run& run, Target& target);
@@ -243,6 +252,7 @@ class ClientCore {
   std::uint64_t next_wait_ = 1;                                              // guarded by waits_mu_
   std::vector<std::pair<std::uint64_t, std::function<void()>>> open_waits_;  // guarded by waits_mu_
   std::atomic<Bridge*> bridge_{nullptr};
+  std::mutex post_mu_;                   // post() holds it while it uses *bridge_; see stop_posts()
   LoopState* loop_ = nullptr;            // loop thread only
   std::unique_ptr<LoopState> attached_;  // an attached core's state, until detach()
   kj::Own<kj::PromiseFulfiller<void>> quit_;

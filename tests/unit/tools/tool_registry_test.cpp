@@ -455,9 +455,14 @@ TEST_CASE(
   // Once the handle is closed, calls fail with Error(stopping).
   handle->close();
   std::optional<Error> stopped;
-  std::thread late([&] { stopped = error_of([&] { tools->call("w/echo", {{"text", "x"}}); }); });
-  run_until(f.io, [&] { return stopped.has_value(); });
+  std::atomic<bool> late_done{false};  // stopped is read only after it (ThreadSanitizer)
+  std::thread late([&] {
+    stopped = error_of([&] { tools->call("w/echo", {{"text", "x"}}); });
+    late_done = true;
+  });
+  run_until(f.io, [&] { return late_done.load(); });
   late.join();
+  REQUIRE(stopped);
   CHECK(stopped->code() == ErrorCode::stopping);
 }
 
