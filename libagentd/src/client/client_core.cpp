@@ -321,6 +321,7 @@ void ClientCore::detach() {
   if (!attached_) return;
   stop_posts();
   LoopState& loop = *attached_;
+  loop.bridge.run_queued();  // as in shut_run: nothing posted before posts stopped is lost
   loop.bridge.close();
   fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected, "the server holding the connection to " +
                                                                        address_ + " is stopping"));
@@ -496,8 +497,11 @@ void ClientCore::shut_run(Run& run) {
       // The server is gone or slow: nothing is left to flush.
     }
   }
-  // Shut down on this thread: refuse posts, drop capabilities, then the connection.
+  // Shut down on this thread: refuse posts, drop capabilities, then the connection. What other
+  // threads posted before posts stopped runs first, so a call made as close() ran is failed
+  // below with the others rather than left unsent with its get() waiting for good.
   stop_posts();
+  loop.bridge.run_queued();
   loop.bridge.close();
   loop.on_lost = nullptr;  // closing: a loss now is the end
   fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));

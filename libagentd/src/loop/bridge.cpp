@@ -59,21 +59,27 @@ kj::Promise<void> Bridge::drain_loop() {
     do {
       n = ::read(fd_.get(), &count, sizeof count);
     } while (n < 0 && errno == EINTR);
-    std::vector<kj::Function<void()>> batch;
-    for (;;) {
-      {
-        std::lock_guard lock(mu_);
-        batch.swap(queue_);
-        if (batch.empty()) {
-          signaled_ = false;
-          break;
-        }
-      }
-      for (auto& fn : batch) fn();
-      batch.clear();
-    }
+    drain_queue();
     return drain_loop();
   });
 }
+
+void Bridge::drain_queue() {
+  std::vector<kj::Function<void()>> batch;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      batch.swap(queue_);
+      if (batch.empty()) {
+        signaled_ = false;
+        break;
+      }
+    }
+    for (auto& fn : batch) fn();
+    batch.clear();
+  }
+}
+
+void Bridge::run_queued() { drain_queue(); }
 
 }  // namespace agentd::detail
