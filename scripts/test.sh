@@ -11,15 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SANITIZE=${SANITIZE:-ON}
-case "$SANITIZE" in ON|on|1|yes|true) SANITIZE=ON ;; thread) ;; *) SANITIZE=OFF ;; esac
 case "$SANITIZE" in
-  ON) BUILD_DIR=${BUILD_DIR:-build-asan} ;;
+  ON | on | 1 | yes | true)
+    SANITIZE=ON
+    BUILD_DIR=${BUILD_DIR:-build-asan}
+    ;;
   thread)
     BUILD_DIR=${BUILD_DIR:-build-tsan}
     # A report fails the test that caused it; the servers and programs a test starts inherit it.
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/support/tsan.supp}
     ;;
-  *) BUILD_DIR=${BUILD_DIR:-build} ;;
+  *)
+    SANITIZE=OFF
+    BUILD_DIR=${BUILD_DIR:-build}
+    ;;
 esac
 export SANITIZE BUILD_DIR
 

@@ -423,8 +423,7 @@ void ClientCore::thread_main(Target target, std::promise<void> started) {
     quit.promise.wait(io.waitScope);
     shut_run(run);
   } catch (...) {
-    stop_posts();
-    loop_ = nullptr;
+    loop_ = nullptr;  // posts stopped already: the KJ_DEFER above ran as the exception left
     if (!announced) started.set_exception(std::current_exception());
   }
 }

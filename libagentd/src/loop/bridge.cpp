@@ -59,12 +59,12 @@ kj::Promise<void> Bridge::drain_loop() {
     do {
       n = ::read(fd_.get(), &count, sizeof count);
     } while (n < 0 && errno == EINTR);
-    drain_queue();
+    run_queued();
     return drain_loop();
   });
 }
 
-void Bridge::drain_queue() {
+void Bridge::run_queued() {
   std::vector<kj::Function<void()>> batch;
   for (;;) {
     {
@@ -79,7 +79,5 @@ void Bridge::drain_queue() {
     batch.clear();
   }
 }
-
-void Bridge::run_queued() { drain_queue(); }
 
 }  // namespace agentd::detail

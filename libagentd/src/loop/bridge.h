@@ -30,13 +30,13 @@ class Bridge {
   // Any thread: refuse further posts. Functions already queued still run if run() continues.
   void close();
 
-  // Loop thread: runs what is queued now (and what that posts meanwhile) without waiting for a
-  // wake-up; for an owner shutting down, so that nothing posted before it stopped posts is lost.
+  // Loop thread: runs what is queued now (and what that posts meanwhile) until the queue is empty,
+  // and clears the signal. run() calls it on each wake-up; an owner shutting down calls it
+  // directly, so that nothing posted before it stopped posts is lost.
   void run_queued();
 
  private:
   kj::Promise<void> drain_loop();
-  void drain_queue();  // runs batches until the queue is empty; clears signaled_
 
   kj::AutoCloseFd fd_;  // declared before observer_, which must go first
   kj::UnixEventPort::FdObserver observer_;
