@@ -52,7 +52,7 @@ AgentHost::AgentHost(const ClassCatalog& catalog, AgentServices& services, Worke
           [this](std::shared_ptr<Call> call, Error e) { fail(std::move(call), std::move(e)); }}) {}
 
 AgentHost::~AgentHost() {
-  watch_.reset();  // its thread's tick takes the lock and touches agents
+  stop_watch();  // its thread's tick takes the lock and touches agents
   // runner_ goes next (the last member): the asynchronous calls still suspended (the grace
   // period passed) are destroyed, which cancels what they wait on.
 }
@@ -375,7 +375,10 @@ void AgentHost::after_saved(kj::Function<void()> fn) {
   auto holder = std::make_shared<kj::Function<void()>>(kj::mv(fn));
   // Submitted without the lock: the completion runs under it (the done scope) or, failing at
   // once, here without it; on_loop() posts to the loop or runs fn now (no host state touched).
-  store->submit(StateStore::Change{}, [this, holder](const Error*) { on_loop([holder]() { (*holder)(); }); });
+  // holder moves on: fn must be destroyed on the loop thread, not with the completion on the writer.
+  store->submit(StateStore::Change{}, [this, holder = std::move(holder)](const Error*) mutable {
+    on_loop([holder = std::move(holder)]() { (*holder)(); });
+  });
 }
 
 void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
@@ -594,7 +597,14 @@ void AgentHost::publish(const std::shared_ptr<Call>& call) {
     default:
       break;
   }
-  if (c.has_on_done) defer([this, call]() { on_loop([call]() { call->on_done(*call); }); });
+  if (c.has_on_done) defer([this, call]() { run_on_done(call); });
+}
+
+void AgentHost::run_on_done(std::shared_ptr<Call> call) {
+  on_loop([call = std::move(call)]() {
+    auto done = kj::mv(call->on_done);
+    done(*call);
+  });
 }
 
 void AgentHost::fail(std::shared_ptr<Call> call, Error error) {

@@ -21,7 +21,9 @@
 // it is held (defer()) and run, in order, by the thread that held it, right after it unlocks.
 // - Loop thread (the one that constructed the host): creation, cloning, removal, enqueue(),
 //   begin_stop() and the set_*() calls (before serving). CreateDone, on_done, when_result()
-//   waiters and on_chunk run there, without the lock. Asynchronous agents' code runs there,
+//   waiters and on_chunk run there, without the lock. CreateDone, on_done and after_saved()'s
+//   function are also destroyed there (they hold KJ objects): a lambda that carries one through
+//   another thread moves it on rather than keeping a copy. Asynchronous agents' code runs there,
 //   without the lock.
 // - Any thread: on_loop(), the result-pool members, input_waiter() and the waiter it returns,
 //   after_saved(), and the read-only queries (exists, info, list, the counters and spans).
@@ -307,6 +309,10 @@ class AgentHost : private CallRunner::Host {
   // A call that failed without running: counted, and published.
   void fail(std::shared_ptr<Call> call, Error error);
   void publish(const std::shared_ptr<Call>& call);
+  // Runs call's on_done on the loop thread and destroys it there, before the Call (whose last
+  // owner may be a worker or the watch's thread): it holds the RPC's own objects, a call context
+  // and a promise fulfiller, which must not be destroyed off the loop thread.
+  void run_on_done(std::shared_ptr<Call> call);
   // Commits call.change, then publishes the call; without one publishes at once.
   void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void destroy_agent(AgentSlot& slot);
@@ -324,6 +330,10 @@ class AgentHost : private CallRunner::Host {
   void watch_dispatch(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void watch_finish(AgentSlot& slot, Call& call);
   void watch_tick(std::chrono::steady_clock::time_point now);
+  // Any thread but the watch's, without the lock: stops the watch's thread. watch_ is taken out
+  // under the lock (the tick reads it under the lock) and destroyed after it, which joins the
+  // thread (its tick takes the lock).
+  void stop_watch();
   void expire(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   // where: the call's state at its deadline.
   enum class Stalled { queued, waiting_for_worker, running };

@@ -107,14 +107,20 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-void AgentHost::set_watch(Watch w) {
+void AgentHost::stop_watch() {
   std::unique_ptr<CallWatch> old;
   {
     Locked lock(*this);
-    watch_options_ = std::move(w);
     old = std::move(watch_);
   }
-  old.reset();  // joins its thread, whose tick takes the lock
+}
+
+void AgentHost::set_watch(Watch w) {
+  stop_watch();
+  {
+    Locked lock(*this);
+    watch_options_ = std::move(w);
+  }
   const auto& o = watch_options_;
   bool any_timeout = o.call_timeout.count() > 0;
   for (const auto& [_, t] : o.class_timeouts) any_timeout = any_timeout || t.count() > 0;
@@ -268,7 +274,7 @@ void AgentHost::expire(const std::shared_ptr<AgentSlot>& slot, const std::shared
     stand_in->out_error = std::move(e);
     stand_in->on_done = kj::mv(call->on_done);
     call->has_on_done = false;
-    defer([this, stand_in]() { on_loop([stand_in]() { stand_in->on_done(*stand_in); }); });
+    defer([this, stand_in]() { run_on_done(stand_in); });
   }
 }
 

@@ -74,7 +74,9 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
         err = guarded(*slot, "save_state", [&] { record_own_state(*slot, agent, held); });
       }
     }
-    bridge_.post([this, slot, holder, err = std::move(err), done_ptr, change = std::move(change)]() mutable {
+    // done_ptr moves on: the last copy of a CreateDone must die on the loop thread (agent_host.h).
+    bridge_.post([this, slot, holder, err = std::move(err), done_ptr = std::move(done_ptr),
+                  change = std::move(change)]() mutable {
       Locked lock(*this);
       mailboxes_.constructor_returned();
       if (err) {
@@ -105,23 +107,27 @@ std::variant<std::string, Error> AgentHost::create(const std::string& class_name
       StateStore* store = store_.load();
       if (change && store != nullptr) {
         // Acknowledged once committed; its calls may run meanwhile (their commits come after).
-        // The completion runs with the host lock held (the done scope, or inline from submit).
-        store->submit(std::move(*change), [this, slot, done_ptr](const Error* failed) {
+        // The completion runs on the store's writer thread with the host lock held (the done
+        // scope), or inline from submit; done_ptr moves through it to the loop thread.
+        auto committed = [this, slot, done_ptr = std::move(done_ptr)](const Error* failed) mutable {
           std::optional<Error> e;
           if (failed != nullptr) e = store_error(*failed, slot->id, slot->class_name);
           std::optional<AgentInfoRow> row;
           if (!e) row = row_of(*slot);
-          defer([this, slot, done_ptr, e = std::move(e), row = std::move(row)]() mutable {
-            on_loop([this, slot, done_ptr, e = std::move(e), row = std::move(row)]() mutable {
-              if (e) remove(slot->id);
-              if (!*done_ptr) return;
-              if (e)
-                (*done_ptr)(*e);
-              else
-                (*done_ptr)(*row);
-            });
-          });
-        });
+          defer(
+              [this, slot, done_ptr = std::move(done_ptr), e = std::move(e), row = std::move(row)]() mutable {
+                on_loop([this, slot, done_ptr = std::move(done_ptr), e = std::move(e),
+                         row = std::move(row)]() mutable {
+                  if (e) remove(slot->id);
+                  if (!*done_ptr) return;
+                  if (e)
+                    (*done_ptr)(*e);
+                  else
+                    (*done_ptr)(*row);
+                });
+              });
+        };
+        store->submit(std::move(*change), std::move(committed));
       } else if (*done_ptr) {
         defer([done_ptr, row = row_of(*slot)]() { (*done_ptr)(row); });
       }
