@@ -2,6 +2,7 @@
 // DNS name with several addresses (three servers on 127.0.0.1-3, one port, and a name that
 // resolves to all three through nss_wrapper's hosts file).
 #include "agentctl_runner.h"
+#include "sanitizers.h"
 #include "server_process.h"
 
 #include <agentd/client.h>
@@ -12,13 +13,7 @@
 #include <cstdlib>
 #include <set>
 
-// Built with ThreadSanitizer (clang)?
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define AGENTD_TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifdef AGENTD_TEST_UNDER_TSAN
+#ifdef AGENTD_TEST_TSAN
 constexpr bool kThreadSanitizer = true;
 #else
 constexpr bool kThreadSanitizer = false;

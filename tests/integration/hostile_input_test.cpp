@@ -6,6 +6,7 @@
 #include "error_of.h"
 #include "loopback.h"
 #include "raw_login.h"
+#include "sanitizers.h"
 #include "server_process.h"
 
 #include "agentd.capnp.h"
@@ -35,15 +36,6 @@
 using namespace agentd;
 using namespace agentd::test;
 using namespace std::chrono_literals;
-
-// gcc says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
-#if defined(__SANITIZE_ADDRESS__)
-#define AGENTD_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AGENTD_TEST_ASAN 1
-#endif
-#endif
 
 namespace {
 

@@ -317,12 +317,16 @@ ClientCore::ClientCore(Attached attached, ClientOptions options) : options_(opti
   bridge_.store(&loop.bridge);
 }
 
+void ClientCore::retire_bridge(LoopState& loop) {
+  stop_posts();
+  loop.bridge.run_queued();
+  loop.bridge.close();
+}
+
 void ClientCore::detach() {
   if (!attached_) return;
-  stop_posts();
   LoopState& loop = *attached_;
-  loop.bridge.run_queued();  // as in shut_run: nothing posted before posts stopped is lost
-  loop.bridge.close();
+  retire_bridge(loop);
   fail_all_tickets(loop, Error::retryable(ErrorCode::disconnected, "the server holding the connection to " +
                                                                        address_ + " is stopping"));
   loop.session = nullptr;
@@ -496,12 +500,8 @@ void ClientCore::shut_run(Run& run) {
       // The server is gone or slow: nothing is left to flush.
     }
   }
-  // Shut down on this thread: refuse posts, drop capabilities, then the connection. What other
-  // threads posted before posts stopped runs first, so a call made as close() ran is failed
-  // below with the others rather than left unsent with its get() waiting for good.
-  stop_posts();
-  loop.bridge.run_queued();
-  loop.bridge.close();
+  // Shut down on this thread: refuse posts, drop capabilities, then the connection.
+  retire_bridge(loop);
   loop.on_lost = nullptr;  // closing: a loss now is the end
   fail_all_tickets(loop, Error(ErrorCode::disconnected, "the client was closed"));
   loop.session = nullptr;

@@ -203,6 +203,10 @@ class ClientCore {
     std::lock_guard lock(post_mu_);
     bridge_.store(nullptr);
   }
+  // Loop thread, shutting the connection down: stop_posts(), then runs what other threads posted
+  // before that (so a call made as the client closed is failed with the others rather than left
+  // unsent, its get() waiting for good), then closes the bridge.
+  void retire_bridge(LoopState& loop);
   void thread_main(Target target, std::promise<void> started);
   // On the loop's thread: connects (or starts the local server) and opens the session.
   void open_run(Run& run, Target& target);
