@@ -1,22 +1,27 @@
 #include "baselines.h"
 
 #include "bench_echo.capnp.h"
+#include "helper_process.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <kj/async-unix.h>
 
 #include <chrono>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
-#include <future>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace agentd::bench {
 
@@ -43,50 +48,108 @@ kj::Array<kj::byte> make_payload(std::size_t n) {
   return data;
 }
 
-}  // namespace
+void check(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string("raw tcp baseline: ") + what);
+}
 
-CapnpEchoServer::CapnpEchoServer() {
-  std::promise<void> ready;
-  auto started = ready.get_future();
-  thread_ = std::thread([this, ready = std::move(ready)]() mutable {
-    try {
-      auto io = kj::setupAsyncIo();
-      capnp::TwoPartyServer server(kj::heap<EchoImpl>());
-      auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
-      auto listener = addr->listen();
-      auto paf = kj::newPromiseAndFulfiller<void>();
-      port_ = static_cast<std::uint16_t>(listener->getPort());
-      executor_ = &kj::getCurrentThreadExecutor();
-      stop_ = paf.fulfiller.get();
-      auto serving = server.listen(*listener);
-      ready.set_value();
-      paf.promise.exclusiveJoin(kj::mv(serving)).wait(io.waitScope);
-    } catch (...) {
-      try {
-        ready.set_exception(std::current_exception());
-      } catch (const std::future_error&) {
-        // already running: the loop failed later; the server simply stops answering
-      }
+bool read_full(int fd, char* buf, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, buf + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool write_full(int fd, const char* buf, std::size_t n) {
+  std::size_t put = 0;
+  while (put < n) {
+    ssize_t r = ::write(fd, buf + put, n - put);
+    if (r <= 0) return false;
+    put += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// The raw TCP echo: one connection at a time (the bench opens one per measurement), each echoed
+// until its client closes; stops when the listener is shut down.
+void tcp_echo_loop(int lfd) {
+  for (;;) {
+    int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;
     }
-  });
-  try {
-    started.get();
-  } catch (...) {
-    thread_.join();
-    throw;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0 || !write_full(fd, buf, static_cast<std::size_t>(n))) break;
+    }
+    ::close(fd);
   }
 }
 
-CapnpEchoServer::~CapnpEchoServer() {
-  executor_->executeSync([this]() { stop_->fulfill(); });
-  thread_.join();
+}  // namespace
+
+int serve_echo() {
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  auto io = kj::setupAsyncIo();
+  capnp::TwoPartyServer server(kj::heap<EchoImpl>());
+  auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
+  auto listener = addr->listen();
+
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    std::fprintf(stderr, "agentd-bench: --serve-echo: cannot listen for the raw TCP echo: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  std::thread tcp([lfd]() { tcp_echo_loop(lfd); });
+  std::printf("PORT %u %u\n", static_cast<unsigned>(listener->getPort()),
+              static_cast<unsigned>(ntohs(sa.sin_port)));
+  std::fflush(stdout);
+  auto stop = io.unixEventPort.onSignal(SIGTERM)
+                  .ignoreResult()
+                  .exclusiveJoin(io.unixEventPort.onSignal(SIGINT).ignoreResult())
+                  .exclusiveJoin(parent_closed_stdin(io));
+  server.listen(*listener).exclusiveJoin(kj::mv(stop)).wait(io.waitScope);
+  ::shutdown(lfd, SHUT_RDWR);  // wakes the accept()
+  tcp.join();
+  ::close(lfd);
+  return 0;
 }
 
-double CapnpEchoServer::cpu_seconds() const {
+struct EchoServers::Impl {
+  HelperProcess helper;
+};
+
+EchoServers::EchoServers() : impl_(std::make_unique<Impl>()) {
+  const std::string what = "the echo servers (agentd-bench --serve-echo)";
+  impl_->helper = start_helper({"--serve-echo"}, what);
+  const std::string& line = impl_->helper.port_line;
+  unsigned capnp = 0, tcp = 0;
+  if (std::sscanf(line.c_str(), "PORT %u %u", &capnp, &tcp) != 2 || capnp == 0 || capnp > 65535 || tcp == 0 ||
+      tcp > 65535)
+    throw std::runtime_error(what + " gave no ports (they said \"" + line + "\")");
+  capnp_port_ = static_cast<std::uint16_t>(capnp);
+  tcp_port_ = static_cast<std::uint16_t>(tcp);
+}
+
+EchoServers::~EchoServers() { stop_helper(impl_->helper); }
+
+double EchoServers::cpu_seconds() const {
   clockid_t clock;
   timespec ts{};
-  if (pthread_getcpuclockid(const_cast<std::thread&>(thread_).native_handle(), &clock) != 0 ||
-      clock_gettime(clock, &ts) != 0)
+  if (clock_getcpuclockid(impl_->helper.process.pid(), &clock) != 0 || clock_gettime(clock, &ts) != 0)
     return 0;
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
@@ -136,74 +199,24 @@ double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payl
   return n / (micros_since(t0) / 1e6);
 }
 
-namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) throw std::runtime_error(std::string("raw tcp baseline: ") + what);
-}
-
-bool read_full(int fd, char* buf, std::size_t n) {
-  std::size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::read(fd, buf + got, n - got);
-    if (r <= 0) return false;
-    got += static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-bool write_full(int fd, const char* buf, std::size_t n) {
-  std::size_t put = 0;
-  while (put < n) {
-    ssize_t r = ::write(fd, buf + put, n - put);
-    if (r <= 0) return false;
-    put += static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-}  // namespace
-
-std::vector<double> tcp_pingpong_latency(std::size_t calls, std::size_t payload) {
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  check(lfd >= 0, "socket");
+std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = 0;
-  check(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "bind");
-  check(::listen(lfd, 1) == 0, "listen");
-  socklen_t len = sizeof sa;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
-
-  // The echo side: one connection, echoes until the client closes.
-  std::thread server([lfd, payload]() {
-    int fd = ::accept(lfd, nullptr, nullptr);
-    if (fd < 0) return;
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    std::string buf(payload, '\0');
-    while (read_full(fd, buf.data(), payload) && write_full(fd, buf.data(), payload)) {
-    }
-    ::close(fd);
-  });
-
+  sa.sin_port = htons(port);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  check(fd >= 0, "socket");
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  if (!connected) ::shutdown(lfd, SHUT_RDWR);  // wakes the accept() above
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
   std::vector<double> out;
   std::string msg(payload, 'x'), back(payload, '\0');
-  bool ok = connected;
   for (std::size_t i = 0; ok && i < calls + kWarmup; ++i) {
     auto t0 = Clock::now();
     ok = write_full(fd, msg.data(), payload) && read_full(fd, back.data(), payload);
     if (ok && i >= kWarmup) out.push_back(micros_since(t0));
   }
   ::close(fd);
-  server.join();
-  ::close(lfd);
   check(ok, "connection failed");
   return out;
 }

@@ -1,43 +1,46 @@
 // The baselines agentd is measured against in the same run:
-//   - a bare Cap'n Proto echo (bench_echo.capnp): TwoPartyServer on its own KJ loop thread in this
-//     process, TwoPartyClient on the calling thread, loopback TCP: the RPC stack with no agentd;
-//   - a raw TCP ping-pong over loopback: the floor under any RPC.
+//   - a bare Cap'n Proto echo (bench_echo.capnp): TwoPartyServer on its own KJ loop thread in a
+//     child process (EchoServers), TwoPartyClient on the calling thread, loopback TCP: the RPC
+//     stack with no agentd;
+//   - a raw TCP ping-pong over loopback to the same child: the floor under any RPC.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <thread>
+#include <memory>
 #include <vector>
-
-namespace kj {
-class Executor;
-template <typename T>
-class PromiseFulfiller;
-}  // namespace kj
 
 namespace agentd::bench {
 
-// A bare Cap'n Proto echo server on 127.0.0.1 (a free port), served by its own thread until
-// destroyed.
-class CapnpEchoServer {
+// The echo servers the baselines call, in a child process of their own (`agentd-bench
+// --serve-echo`), as agentd's server is: a bare Cap'n Proto echo (TwoPartyServer on one KJ loop
+// thread) and a raw TCP echo, both on 127.0.0.1. A server in the bench's own process would share
+// its address space with the client: on one CPU its hand-offs are thread switches without the
+// address-space switch that every round trip to as_server pays, and the baseline would be cheaper
+// than any server could be. Stopped (stdin closed) when destroyed.
+class EchoServers {
  public:
-  CapnpEchoServer();
-  ~CapnpEchoServer();
-  CapnpEchoServer(const CapnpEchoServer&) = delete;
-  CapnpEchoServer& operator=(const CapnpEchoServer&) = delete;
+  EchoServers();
+  ~EchoServers();
+  EchoServers(const EchoServers&) = delete;
+  EchoServers& operator=(const EchoServers&) = delete;
 
-  std::uint16_t port() const { return port_; }
-  // CPU time the server thread has used so far (seconds).
+  std::uint16_t capnp_port() const { return capnp_port_; }
+  std::uint16_t tcp_port() const { return tcp_port_; }
+  // CPU time the echo process has used so far (seconds, all its threads: like as_server's
+  // info().cpu_seconds). Only the Cap'n Proto echo's loop thread works while it is called.
   double cpu_seconds() const;
 
  private:
-  void thread_main();
-
-  std::thread thread_;
-  std::uint16_t port_ = 0;
-  const kj::Executor* executor_ = nullptr;      // the server loop's; set before port_ is known
-  kj::PromiseFulfiller<void>* stop_ = nullptr;  // owned by the server thread
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::uint16_t capnp_port_ = 0;
+  std::uint16_t tcp_port_ = 0;
 };
+
+// Runs both echo servers in this process until stdin closes or SIGTERM/SIGINT; prints
+// "PORT <capnp> <tcp>" when listening. Returns the exit status (agentd-bench --serve-echo).
+int serve_echo();
 
 // Sequential echo calls of payload bytes from the calling thread (which must not run a KJ event
 // loop already); microseconds per call, after a short warm-up.
@@ -46,10 +49,11 @@ std::vector<double> capnp_echo_latency(std::uint16_t port, std::size_t calls, st
 // n echo calls sent at once (pipelined on one connection), then all answers awaited; calls/s.
 double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payload);
 
-// Sequential ping-pongs of payload bytes over a plain loopback TCP socket (TCP_NODELAY) to a
-// blocking echo thread; microseconds per round trip, after a short warm-up.
-// Round trips of payload bytes over a Unix socket pair to an echo thread (first 50 excluded).
+// Sequential ping-pongs of payload bytes over a plain loopback TCP socket (TCP_NODELAY) to the
+// raw echo on port (EchoServers::tcp_port); microseconds per round trip, after a short warm-up.
+std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload);
+// Round trips of payload bytes over a Unix socket pair to an echo thread of this process (first
+// 50 excluded).
 std::vector<double> unix_pingpong_latency(std::size_t calls, std::size_t payload);
-std::vector<double> tcp_pingpong_latency(std::size_t calls, std::size_t payload);
 
 }  // namespace agentd::bench

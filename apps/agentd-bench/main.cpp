@@ -1,6 +1,7 @@
 // agentd-bench: measures an agentd deployment with the standard workloads and prints each figure
 // beside a baseline measured in the same run. main() is the wiring: options -> servers ->
 // workloads -> report.
+#include "baselines.h"
 #include "compare.h"
 #include "mcp_echo.h"
 #include "model_endpoint.h"
@@ -43,7 +44,8 @@ the bench deletes only the agents it created.
 
 Workloads (all by default; choose with --workloads W1,W5):
   W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
-      beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong; then
+      beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong, both
+      answered by a child process of the bench's (--serve-echo), as agentd's are by as_server; then
       the same replies from a single-thread client (ClientOptions::single_thread) beside the
       usual client's; then an asynchronous echo agent (AsyncEchoAgent, when a plugin has it)
       from the usual client and from a single-thread client (the bare echo's shape: no thread
@@ -289,6 +291,10 @@ int main(int argc, char** argv) {
       "model-url", po::value<std::string>()->value_name("URL"),
       "--model-calls against this OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead")(
       "model-stream", "--model-calls streams (stream_async) instead")(
+      "serve-echo",
+      "only run the baselines' echo servers (a bare Cap'n Proto echo and a raw TCP echo on 127.0.0.1, "
+      "any free ports, printed as \"PORT capnp tcp\") until stdin closes or SIGTERM/SIGINT; W1 and W2 "
+      "start one as a child process, so that the baselines, like agentd, answer from another process")(
       "serve-mcp-echo",
       "only run W16's MCP tool server over stdio (newline-delimited JSON-RPC; tools echo and sleep) "
       "until stdin closes");
@@ -325,6 +331,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (vm.count("serve-mcp-echo")) return serve_mcp_echo();
+  if (vm.count("serve-echo")) return serve_echo();
   if (vm.count("serve-model") || vm.count("model-calls")) {
     const int delay_ms = vm["model-delay-ms"].as<int>();
     if (delay_ms < 0) {

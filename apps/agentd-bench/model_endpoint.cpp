@@ -5,6 +5,7 @@
 #include "kj_errors.h"
 #include "model_config.h"
 #include "model_registry.h"
+#include "helper_process.h"
 #include "subprocess.h"
 
 #include <agentd/error.h>
@@ -14,7 +15,6 @@
 #include <kj/async-unix.h>
 
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -171,28 +171,7 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
                static_cast<unsigned>(endpoint.port()), static_cast<long long>(delay.count()), fd_limit());
   kj::Promise<void> stop = io.unixEventPort.onSignal(SIGTERM).ignoreResult().exclusiveJoin(
       io.unixEventPort.onSignal(SIGINT).ignoreResult());
-  struct stat st {};
-  kj::Own<kj::AsyncInputStream> in;
-  if (fstat(0, &st) == 0 && S_ISFIFO(st.st_mode)) {  // a parent's pipe: its closing stops us
-    in = io.lowLevelProvider->wrapInputFd(0);
-    auto buffer = kj::heapArray<kj::byte>(256);
-    auto& stream = *in;
-    auto* data = buffer.begin();
-    auto eof = kj::evalLater([] {})
-                   .then([&stream, data]() {
-                     struct Reader {
-                       static kj::Promise<void> loop(kj::AsyncInputStream& s, kj::byte* d) {
-                         return s.tryRead(d, 1, 256).then([&s, d](std::size_t n) -> kj::Promise<void> {
-                           if (n == 0) return kj::READY_NOW;
-                           return loop(s, d);
-                         });
-                       }
-                     };
-                     return Reader::loop(stream, data);
-                   })
-                   .attach(kj::mv(buffer));
-    stop = stop.exclusiveJoin(kj::mv(eof));
-  }
+  stop = stop.exclusiveJoin(parent_closed_stdin(io));
   endpoint.run().exclusiveJoin(kj::mv(stop)).wait(io.waitScope);
   std::fprintf(
       stderr, "agentd-bench: model endpoint answered %zu requests (at most %zu at once) on %zu connections\n",
@@ -201,28 +180,16 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
 }
 
 struct EndpointProcess::Impl {
-  detail::Subprocess process;
+  HelperProcess helper;
 };
 
 EndpointProcess::EndpointProcess(std::chrono::milliseconds delay) : impl_(std::make_unique<Impl>()) {
-  detail::SpawnOptions spawn;
-  spawn.argv = {"/proc/self/exe", "--serve-model", "0", "--model-delay-ms", std::to_string(delay.count())};
-  spawn.in = detail::Redirect::pipe();
-  spawn.out = detail::Redirect::pipe();
-  impl_->process = detail::Subprocess::spawn(spawn);
-  std::string line;
-  char c;
-  while (::read(impl_->process.stdout_pipe().get(), &c, 1) == 1 && c != '\n') line += c;
-  if (line.rfind("PORT ", 0) != 0)
-    throw std::runtime_error(fmt::format("the model endpoint did not start (it said \"{}\")", line));
-  url_ = "http://127.0.0.1:" + line.substr(5) + "/v1";
+  impl_->helper = start_helper({"--serve-model", "0", "--model-delay-ms", std::to_string(delay.count())},
+                               "the model endpoint");
+  url_ = "http://127.0.0.1:" + impl_->helper.port_line.substr(5) + "/v1";
 }
 
-EndpointProcess::~EndpointProcess() {
-  // EOF on its stdin stops it (it reports what it served); SIGKILL after 5 s.
-  impl_->process.stdin_pipe() = nullptr;
-  impl_->process.terminate(std::chrono::seconds(5));
-}
+EndpointProcess::~EndpointProcess() { stop_helper(impl_->helper); }  // it reports what it served
 
 int model_calls_bench(std::size_t calls, std::chrono::milliseconds delay, const std::string& given_url,
                       bool stream) {

@@ -31,7 +31,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   Client single = single_thread_client(dep);
   AgentRef sa = single.create_agent("AsyncEchoAgent", "bench-w1-async-single-thread");
   Msg msg = text_msg(cfg.payload);
-  CapnpEchoServer echo;
+  EchoServers echo;
   Row reply50{"W1", "async agent reply().get() p50", "us"};
   Row reply99{"W1", "async agent reply().get() p99", "us"};
   Row st50{"W1", "async agent reply().get() p50, single-thread client", "us"};
@@ -46,7 +46,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
     const double echo_cpu0 = echo.cpu_seconds();
     // On a thread of its own: this one's event loop belongs to the single-thread client.
     auto capnp = std::async(std::launch::async, [&] {
-                   return capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+                   return capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
                  }).get();
     st_cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
     add_p50_p99(reply50, reply99, replies, &capnp);
@@ -56,7 +56,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
   for (Row* row : {&reply50, &reply99, &st50, &st_cpu}) row->baseline_name = "capnp echo";
   reply50.target = at_most_ratio(1.2, "<= 1.2x");
   st50.note = "informative: the bare echo's shape (no thread hand-off in either process)";
-  st_cpu.note = "informative: all server threads (info().cpu_seconds) against the echo server's";
+  st_cpu.note = "informative: all server threads (info().cpu_seconds) against the echo process's";
   for (Row* row : {&reply50, &reply99, &st50, &st_cpu}) report.rows.push_back(std::move(*row));
   single.delete_agent(sa.id());
   cleanup(dep, 0, {a}, 1);
@@ -70,6 +70,7 @@ void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
   AgentRef a = single.create_agent("EchoAgent", "bench-w1-single-thread");
   AgentRef usual = dep.client(0).create_agent("EchoAgent", "bench-w1-usual");
   Msg msg = text_msg(cfg.payload);
+  EchoServers echo;
   Row st50{"W1", "reply().get() p50, single-thread client", "us"};
   Row st99{"W1", "reply().get() p99, single-thread client", "us"};
   Row st_tcp{"W1", "reply().get() p50, single-thread client vs raw TCP", "us"};
@@ -79,7 +80,7 @@ void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
     alternating(
         r, [&] { mine = reply_latencies(a, msg, cfg.calls); },
         [&] { theirs = reply_latencies(usual, msg, cfg.calls); });
-    auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
+    auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
     add_p50_p99(st50, st99, mine, &theirs);
     st_tcp.agentd.add(percentile(mine, 50));
     st_tcp.baseline.add(percentile(tcp, 50));
@@ -99,13 +100,13 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   Client& c = dep.client(0);
   AgentRef a = c.create_agent("EchoAgent", "bench-w1");
   Msg msg = text_msg(cfg.payload);
-  CapnpEchoServer echo;
+  EchoServers echo;
   Row call50{"W1", "call(\"ping\") p50", "us"}, call99{"W1", "call(\"ping\") p99", "us"};
   Row reply50{"W1", "reply().get() p50", "us"}, reply99{"W1", "reply().get() p99", "us"};
   Row vs_tcp{"W1", "reply().get() p50 vs raw TCP", "us"};
   Row capnp_tcp{"W1", "bare capnp echo p50 vs raw TCP", "us"};
   // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
-  // all server threads) against the bare echo server thread's CPU per call.
+  // all server threads) against the bare echo server process's CPU per call.
   Row cpu{"W1", "server CPU per reply()+get()", "us"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 repeat {}/{}", r + 1, cfg.repeat));
@@ -128,10 +129,10 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     // The info() call itself costs a little server CPU; negligible against cfg.calls replies.
     cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
     double echo_cpu0 = echo.cpu_seconds();
-    auto capnp = capnp_echo_latency(echo.port(), cfg.calls, cfg.payload);
+    auto capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
     // The echo latency run includes a warm-up of 50 calls.
     cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
-    auto tcp = tcp_pingpong_latency(cfg.calls, cfg.payload);
+    auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
     add_p50_p99(call50, call99, calls);
     add_p50_p99(reply50, reply99, replies);
     vs_tcp.agentd.add(percentile(replies, 50));

@@ -14,7 +14,7 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
   Client& c = dep.client(0);
   auto agents = c.create_agents("EchoAgent", cfg.echo_agents);
   Msg msg = text_msg(cfg.payload);
-  CapnpEchoServer echo;
+  EchoServers echo;
   Row row{"W2", fmt::format("{} replies in flight, {} agents", cfg.replies, cfg.echo_agents), "replies/s"};
   row.baseline_name = "capnp echo";
   std::size_t window = pool_window(dep, 0);
@@ -23,7 +23,7 @@ void run_w2(const Config& cfg, Deployment& dep, Report& report) {
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W2 repeat {}/{}", r + 1, cfg.repeat));
     row.agentd.add(reply_burst(agents, msg, cfg.replies, window));
-    row.baseline.add(capnp_echo_throughput(echo.port(), cfg.replies, cfg.payload));
+    row.baseline.add(capnp_echo_throughput(echo.capnp_port(), cfg.replies, cfg.payload));
   }
   row.target = at_least_ratio(0.7, ">= 0.7x");
   if (!cfg.tls_server.empty()) {

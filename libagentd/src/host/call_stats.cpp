@@ -66,13 +66,13 @@ bool append_preview(std::string& out, const Value& v, std::size_t max) {
   return append_cut(out, v.is_array() ? "]" : "}", max);
 }
 
-std::string preview(const Msg& m) {
-  std::string out;
+// m's content, cut, into out (its memory reused: a span's slot in the ring is filled in place).
+void preview_into(std::string& out, const Msg& m) {
+  out.clear();
   if (m.content.is_string())
     append_cut(out, m.content.get_ref<const std::string&>(), TraceSpan::kSpanPreviewBytes);
   else if (!m.content.is_null())
     append_preview(out, m.content, TraceSpan::kSpanPreviewBytes);
-  return out;
 }
 
 }  // namespace
@@ -81,7 +81,12 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
                          std::chrono::steady_clock::time_point finished, SpanRecord* span_out) {
   using std::chrono::duration_cast;
   using std::chrono::nanoseconds;
-  SpanRecord s;
+  const std::chrono::duration<double> run_time = finished - call.started;
+  // A read of the agent's memory keeps its span but is not counted as one of the server's calls:
+  // the counts (and rates, and latency) are of agent work, not of who looked at an agent.
+  if (!reads_only(call)) count(slot.class_name, !call.out_error, run_time.count());
+  // Every field is assigned: the slot may hold an older span, whose strings' memory is reused.
+  SpanRecord& s = next_span();
   s.call_id = call.call_id;
   s.agent_id = slot.id;
   s.agent_class = slot.class_name;
@@ -97,21 +102,23 @@ void CallStats::finished(const AgentSlot& slot, const Call& call,
   s.completion_tokens = call.completion_tokens;
   s.trace_id = call.trace_id;
   s.tool_calls = call.tool_calls;
-  if (call.input)
-    if (const Msg* in = std::get_if<Msg>(call.input.get())) s.input = preview(*in);
-  if (call.out_msg) s.output = preview(*call.out_msg);
+  const Msg* in = call.input ? std::get_if<Msg>(call.input.get()) : nullptr;
+  if (in != nullptr)
+    preview_into(s.input, *in);
+  else
+    s.input.clear();
+  if (call.out_msg)
+    preview_into(s.output, *call.out_msg);
+  else
+    s.output.clear();
   if (call.out_error) {
-    s.outcome = std::string(to_string(call.out_error->code()));
+    s.outcome = to_string(call.out_error->code());
     s.error_message = call.out_error->message();
   } else {
     s.outcome = "ok";
+    s.error_message.clear();
   }
-  const std::chrono::duration<double> run_time = finished - call.started;
-  // A read of the agent's memory keeps its span but is not counted as one of the server's calls:
-  // the counts (and rates, and latency) are of agent work, not of who looked at an agent.
-  const SpanRecord& kept =
-      record(slot.class_name, !call.out_error, run_time.count(), std::move(s), /*counted=*/!reads_only(call));
-  if (span_out != nullptr) *span_out = kept;
+  if (span_out != nullptr) *span_out = s;
 }
 
 void CallStats::failed_without_running(const std::string& class_name) {
@@ -121,24 +128,35 @@ void CallStats::failed_without_running(const std::string& class_name) {
 
 const SpanRecord& CallStats::record(const std::string& class_name, bool ok, double run_seconds,
                                     SpanRecord span, bool counted) {
-  if (counted) {
-    auto& counts = by_class_[class_name];
-    if (ok) {
-      ++completed_;
-      ++counts.first;
-    } else {
-      ++failed_;
-      ++counts.second;
-    }
-    latency_.observe(run_seconds);
+  if (counted) count(class_name, ok, run_seconds);
+  SpanRecord& slot = next_span();
+  const std::uint64_t seq = slot.seq;
+  slot = std::move(span);
+  slot.seq = seq;
+  return slot;
+}
+
+void CallStats::count(const std::string& class_name, bool ok, double run_seconds) {
+  auto& counts = by_class_[class_name];
+  if (ok) {
+    ++completed_;
+    ++counts.first;
+  } else {
+    ++failed_;
+    ++counts.second;
   }
-  span.seq = ++span_seq_;
+  latency_.observe(run_seconds);
+}
+
+SpanRecord& CallStats::next_span() {
+  ++span_seq_;
   if (spans_.size() < max_spans_) {
-    spans_.push_back(std::move(span));
+    spans_.emplace_back();
+    spans_.back().seq = span_seq_;
     return spans_.back();
   }
   SpanRecord& slot = spans_[(span_seq_ - 1) % max_spans_];
-  slot = std::move(span);
+  slot.seq = span_seq_;
   return slot;
 }
 

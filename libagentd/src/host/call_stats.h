@@ -58,6 +58,12 @@ class CallStats {
   std::vector<SpanRecord> recent_spans(std::size_t limit) const;
 
  private:
+  // Counts one finished call: in all, by class, and its run time.
+  void count(const std::string& class_name, bool ok, double run_seconds);
+  // The ring's next slot, its seq set: the newest span is written there in place, so once the
+  // ring is full a span reuses the memory of the one it replaces (no allocation per call).
+  SpanRecord& next_span();
+
   const std::size_t max_spans_;
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;

@@ -104,3 +104,54 @@ TEST_CASE("a finished call's span names its agent, kind, times and outcome", "[c
   CHECK(stats.by_class().at("Cls").second == 1);
   CHECK(stats.recent_spans(0).at(0).call_id == "call-1");
 }
+
+TEST_CASE("a span written over an older one in the ring keeps nothing of it", "[call_stats]") {
+  // The ring's slots are filled in place (their strings' memory reused): every field of the
+  // older span must be replaced, or a trace would show one call's error beside another's id.
+  CallStats stats(1);
+  AgentSlot slot;
+  slot.id = "a1";
+  slot.class_name = "Cls";
+  Call failed;
+  failed.kind = Call::Kind::reply;
+  failed.call_id = "call-1";
+  failed.consumed = {"p1", "p2"};
+  failed.trace_id = "trace-1";
+  failed.model_calls = 2;
+  failed.prompt_tokens = 10;
+  failed.tool_calls.push_back(agentd::ToolCallSpan{});
+  failed.input = std::make_shared<const Outcome>(Outcome(Msg("user", Value("the question"), "user")));
+  failed.started = failed.enqueued = std::chrono::steady_clock::now();
+  failed.out_error = Error(ErrorCode::agent_failed, "it broke", "a1", "Cls");
+  stats.finished(slot, failed, failed.started, nullptr);
+  REQUIRE(stats.recent_spans(0).at(0).error_message == "it broke");
+  REQUIRE(stats.recent_spans(0).at(0).input == "the question");
+
+  Call ok;
+  ok.kind = Call::Kind::method;
+  ok.method = "m";
+  ok.call_id = "call-2";
+  ok.started = ok.enqueued = std::chrono::steady_clock::now();
+  ok.out_msg = Msg("a1", Value("the answer"));
+  SpanRecord out;
+  stats.finished(slot, ok, ok.started, &out);
+  auto spans = stats.recent_spans(0);
+  REQUIRE(spans.size() == 1);
+  for (const SpanRecord& s : {spans[0], out}) {
+    CHECK(s.seq == 2);
+    CHECK(s.call_id == "call-2");
+    CHECK(std::string(s.kind) == "method");
+    CHECK(s.method == "m");
+    CHECK(s.outcome == "ok");
+    CHECK(s.error_message.empty());
+    CHECK(s.consumed.empty());
+    CHECK(s.trace_id.empty());
+    CHECK(s.model_calls == 0);
+    CHECK(s.prompt_tokens == 0);
+    CHECK(s.tool_calls.empty());
+    CHECK(s.input.empty());
+    CHECK(s.output == "the answer");
+  }
+  CHECK(stats.completed() == 1);
+  CHECK(stats.failed() == 1);
+}
