@@ -20,6 +20,12 @@ SpanRecord span_of(const std::string& call_id) {
   return s;
 }
 
+// The agent whose calls the spans below describe.
+void name_agent(AgentSlot& slot) {
+  slot.id = "a1";
+  slot.class_name = "Cls";
+}
+
 }  // namespace
 
 TEST_CASE("the span ring keeps the newest spans, oldest first, across wrap-around", "[call_stats]") {
@@ -75,8 +81,7 @@ TEST_CASE("finished calls are counted in all and by class", "[call_stats]") {
 TEST_CASE("a finished call's span names its agent, kind, times and outcome", "[call_stats]") {
   CallStats stats;
   AgentSlot slot;
-  slot.id = "a1";
-  slot.class_name = "Cls";
+  name_agent(slot);
   Call c;
   c.kind = Call::Kind::method;
   c.method = "m";
@@ -110,8 +115,7 @@ TEST_CASE("a span written over an older one in the ring keeps nothing of it", "[
   // older span must be replaced, or a trace would show one call's error beside another's id.
   CallStats stats(1);
   AgentSlot slot;
-  slot.id = "a1";
-  slot.class_name = "Cls";
+  name_agent(slot);
   Call failed;
   failed.kind = Call::Kind::reply;
   failed.call_id = "call-1";
