@@ -11,11 +11,9 @@
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
-#include <kj/async-unix.h>
 
 #include <chrono>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -95,8 +93,7 @@ void tcp_echo_loop(int lfd) {
 }  // namespace
 
 int serve_echo() {
-  kj::UnixEventPort::captureSignal(SIGTERM);
-  kj::UnixEventPort::captureSignal(SIGINT);
+  capture_stop_signals();
   auto io = kj::setupAsyncIo();
   capnp::TwoPartyServer server(kj::heap<EchoImpl>());
   auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", 0).wait(io.waitScope);
@@ -117,11 +114,7 @@ int serve_echo() {
   std::printf("PORT %u %u\n", static_cast<unsigned>(listener->getPort()),
               static_cast<unsigned>(ntohs(sa.sin_port)));
   std::fflush(stdout);
-  auto stop = io.unixEventPort.onSignal(SIGTERM)
-                  .ignoreResult()
-                  .exclusiveJoin(io.unixEventPort.onSignal(SIGINT).ignoreResult())
-                  .exclusiveJoin(parent_closed_stdin(io));
-  server.listen(*listener).exclusiveJoin(kj::mv(stop)).wait(io.waitScope);
+  server.listen(*listener).exclusiveJoin(told_to_stop(io)).wait(io.waitScope);
   ::shutdown(lfd, SHUT_RDWR);  // wakes the accept()
   tcp.join();
   ::close(lfd);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <stdexcept>
 
 namespace agentd::bench {
@@ -28,6 +29,8 @@ void stop_helper(HelperProcess& helper) {
   helper.process.terminate(std::chrono::seconds(5));
 }
 
+namespace {
+
 kj::Promise<void> parent_closed_stdin(kj::AsyncIoContext& io) {
   struct stat st {};
   if (fstat(0, &st) != 0 || !S_ISFIFO(st.st_mode)) return kj::NEVER_DONE;
@@ -44,6 +47,20 @@ kj::Promise<void> parent_closed_stdin(kj::AsyncIoContext& io) {
   auto& stream = *in;
   auto data = buffer.asPtr();
   return Reader::loop(stream, data).attach(kj::mv(in), kj::mv(buffer));
+}
+
+}  // namespace
+
+void capture_stop_signals() {
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+}
+
+kj::Promise<void> told_to_stop(kj::AsyncIoContext& io) {
+  return io.unixEventPort.onSignal(SIGTERM)
+      .ignoreResult()
+      .exclusiveJoin(io.unixEventPort.onSignal(SIGINT).ignoreResult())
+      .exclusiveJoin(parent_closed_stdin(io));
 }
 
 }  // namespace agentd::bench

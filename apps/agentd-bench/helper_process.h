@@ -6,6 +6,7 @@
 #include "subprocess.h"
 
 #include <kj/async-io.h>
+#include <kj/async-unix.h>
 
 #include <string>
 #include <vector>
@@ -24,8 +25,12 @@ HelperProcess start_helper(std::vector<std::string> args, const std::string& wha
 // Closes the helper's stdin (it stops and reports) and waits for it; SIGKILL after 5 s.
 void stop_helper(HelperProcess& helper);
 
-// In a helper: resolves when its stdin, a parent's pipe, reaches its end (the parent closed it
-// or is gone); never when stdin is not a pipe (a helper run by hand stops on a signal).
-kj::Promise<void> parent_closed_stdin(kj::AsyncIoContext& io);
+// In a helper: SIGTERM and SIGINT are delivered to its KJ loop. Call first in main's thread,
+// before setupAsyncIo and before any thread starts (threads inherit the blocked signals).
+void capture_stop_signals();
+// In a helper: resolves on SIGTERM or SIGINT (captured with capture_stop_signals), or when its
+// stdin, a parent's pipe, reaches its end (the parent closed it or is gone). A helper run by hand,
+// whose stdin is no pipe, stops on a signal only.
+kj::Promise<void> told_to_stop(kj::AsyncIoContext& io);
 
 }  // namespace agentd::bench

@@ -12,13 +12,11 @@
 #include <agentd/value.h>
 
 #include <fmt/format.h>
-#include <kj/async-unix.h>
 
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <vector>
@@ -159,8 +157,7 @@ kj::Promise<void> ModelEndpoint::answer(std::string request_body, Response& resp
 
 int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
   raise_fd_limit();
-  kj::UnixEventPort::captureSignal(SIGTERM);
-  kj::UnixEventPort::captureSignal(SIGINT);
+  capture_stop_signals();
   auto io = kj::setupAsyncIo();
   ModelEndpoint endpoint(io, port, delay);
   std::printf("PORT %u\n", static_cast<unsigned>(endpoint.port()));
@@ -169,10 +166,7 @@ int serve_model(std::uint16_t port, std::chrono::milliseconds delay) {
                "agentd-bench: model endpoint on http://127.0.0.1:%u/v1 (POST /v1/chat/completions), %lld ms "
                "delay, %zu file descriptors\n",
                static_cast<unsigned>(endpoint.port()), static_cast<long long>(delay.count()), fd_limit());
-  kj::Promise<void> stop = io.unixEventPort.onSignal(SIGTERM).ignoreResult().exclusiveJoin(
-      io.unixEventPort.onSignal(SIGINT).ignoreResult());
-  stop = stop.exclusiveJoin(parent_closed_stdin(io));
-  endpoint.run().exclusiveJoin(kj::mv(stop)).wait(io.waitScope);
+  endpoint.run().exclusiveJoin(told_to_stop(io)).wait(io.waitScope);
   std::fprintf(
       stderr, "agentd-bench: model endpoint answered %zu requests (at most %zu at once) on %zu connections\n",
       endpoint.answered(), endpoint.max_in_flight(), endpoint.connections());

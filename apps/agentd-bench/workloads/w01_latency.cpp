@@ -25,13 +25,12 @@ Client single_thread_client(Deployment& dep) {
 // from a single-thread client: then the call has the bare echo's shape (the program's thread
 // drives the connection, the server answers on the thread that read the call), so the gap left
 // is agentd's own work per call, in both processes.
-void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
+void run_w1_async(const Config& cfg, Deployment& dep, EchoServers& echo, Report& report) {
   Client& c = dep.client(0);
   AgentRef a = c.create_agent("AsyncEchoAgent", "bench-w1-async");
   Client single = single_thread_client(dep);
   AgentRef sa = single.create_agent("AsyncEchoAgent", "bench-w1-async-single-thread");
   Msg msg = text_msg(cfg.payload);
-  EchoServers echo;
   Row reply50{"W1", "async agent reply().get() p50", "us"};
   Row reply99{"W1", "async agent reply().get() p99", "us"};
   Row st50{"W1", "async agent reply().get() p50, single-thread client", "us"};
@@ -65,12 +64,11 @@ void run_w1_async(const Config& cfg, Deployment& dep, Report& report) {
 // The same replies from a client made with ClientOptions::single_thread (this thread runs its
 // connection while it waits: no hand-off to a loop thread and back), alternating with the usual
 // client's, and against the raw TCP ping-pong measured in the same repeat.
-void run_w1_single_thread(const Config& cfg, Deployment& dep, Report& report) {
+void run_w1_single_thread(const Config& cfg, Deployment& dep, EchoServers& echo, Report& report) {
   Client single = single_thread_client(dep);
   AgentRef a = single.create_agent("EchoAgent", "bench-w1-single-thread");
   AgentRef usual = dep.client(0).create_agent("EchoAgent", "bench-w1-usual");
   Msg msg = text_msg(cfg.payload);
-  EchoServers echo;
   Row st50{"W1", "reply().get() p50, single-thread client", "us"};
   Row st99{"W1", "reply().get() p99, single-thread client", "us"};
   Row st_tcp{"W1", "reply().get() p50, single-thread client vs raw TCP", "us"};
@@ -194,8 +192,8 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
     report.rows.push_back(std::move(*row));
   cleanup(dep, 0, {a}, 1);
-  run_w1_single_thread(cfg, dep, report);
-  if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, report);
+  run_w1_single_thread(cfg, dep, echo, report);
+  if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, echo, report);
 }
 
 }  // namespace agentd::bench
