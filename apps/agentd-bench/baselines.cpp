@@ -147,6 +147,8 @@ double EchoServers::cpu_seconds() const {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+std::int64_t EchoServers::pid() const { return impl_->helper.process.pid(); }
+
 std::vector<double> capnp_echo_latency(std::uint16_t port, std::size_t calls, std::size_t payload) {
   auto io = kj::setupAsyncIo();
   auto addr = io.provider->getNetwork().parseAddress("127.0.0.1", port).wait(io.waitScope);

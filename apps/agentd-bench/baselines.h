@@ -30,6 +30,8 @@ class EchoServers {
   // CPU time the echo process has used so far (seconds, all its threads: like as_server's
   // info().cpu_seconds). Only the Cap'n Proto echo's loop thread works while it is called.
   double cpu_seconds() const;
+  // The echo process's pid (for context_switches()).
+  std::int64_t pid() const;
 
  private:
   struct Impl;

@@ -49,7 +49,8 @@ Workloads (all by default; choose with --workloads W1,W5):
       the same replies from a single-thread client (ClientOptions::single_thread) beside the
       usual client's; then an asynchronous echo agent (AsyncEchoAgent, when a plugin has it)
       from the usual client and from a single-thread client (the bare echo's shape: no thread
-      hand-off in either process), latency and server CPU beside the bare echo's
+      hand-off in either process), latency and server CPU beside the bare echo's. With its own
+      children, also the server's context switches per call (each thread hand-off costs some)
   W2  throughput: --replies replies in flight to 10 echo agents, then all read (replies/s),
       beside --replies pipelined bare Cap'n Proto echo calls
   W3  the tutorial scenario: 5 web agents sleeping --sleep-ms: child-mode init (spawn + create),

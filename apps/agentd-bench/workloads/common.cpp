@@ -15,6 +15,22 @@
 
 namespace agentd::bench {
 
+std::optional<std::uint64_t> context_switches(std::int64_t pid) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator tasks(fs::path("/proc") / std::to_string(pid) / "task", ec);
+  if (ec) return std::nullopt;
+  std::uint64_t total = 0;
+  for (const auto& task : tasks) {
+    std::ifstream status(task.path() / "status");  // a thread that just ended: nothing to add
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
+        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
+  }
+  return total;
+}
+
 void parallel_for(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& body) {
   threads = std::max<std::size_t>(1, std::min(threads, n));
   std::exception_ptr failure;

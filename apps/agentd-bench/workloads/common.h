@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -54,6 +55,12 @@ inline std::size_t pool_window(Deployment& dep, std::size_t server) {
 inline Msg text_msg(std::size_t bytes) { return Msg("bench", std::string(bytes, 'x')); }
 
 void require_class(Deployment& dep, std::size_t server, const std::string& cls);
+
+// Context switches process pid has made so far, voluntary or not, summed over its threads
+// (/proc/PID/task/*/status): a thread that sleeps and is woken again is one. The thread
+// hand-offs a call costs, counted without a clock, so the figure does not move with the
+// machine's load. Empty when that /proc is not readable (the process is gone).
+std::optional<std::uint64_t> context_switches(std::int64_t pid);
 
 // Writes dir/models.yaml with the one model config the asynchronous model workloads use (W7,
 // W13): "delayed", an openai_chat at url (the bench's --serve-model endpoint) allowing

@@ -5,11 +5,34 @@
 
 #include "baselines.h"
 
+#include <functional>
 #include <future>
 
 namespace agentd::bench {
 
 namespace {
+
+// The pid whose context switches W1 counts for server 0: the bench's own child only (a --server's
+// pid may be another machine's, or another process's here). 0: not counted.
+std::int64_t counted_server_pid(Deployment& dep) { return dep.owned() ? dep.client(0).info().pid : 0; }
+
+// Adds to series the context switches of process pid per call while body made calls calls.
+void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body) {
+  const auto before = pid != 0 ? context_switches(pid) : std::nullopt;
+  body();
+  if (!before) return;
+  if (const auto after = context_switches(pid))
+    series.add(static_cast<double>(*after - *before) / static_cast<double>(calls));
+}
+
+// The context-switch rows: a thread hand-off costs two (the thread that is woken, the one that
+// sleeps again), so they show the hand-offs a call costs in each server without a clock.
+void finish_switch_row(Row& row, Report& report) {
+  if (row.agentd.empty() || row.baseline.empty()) return;
+  row.baseline_name = "capnp echo";
+  row.note = "informative: the server's context switches, all threads (/proc/PID/task/*/status)";
+  report.rows.push_back(std::move(row));
+}
 
 // A second connection to server 0 made with ClientOptions::single_thread: the calling thread runs
 // its connection while it waits (no hand-off to a loop thread and back), and owns an event loop.
@@ -35,18 +58,25 @@ void run_w1_async(const Config& cfg, Deployment& dep, EchoServers& echo, Report&
   Row reply99{"W1", "async agent reply().get() p99", "us"};
   Row st50{"W1", "async agent reply().get() p50, single-thread client", "us"};
   Row st_cpu{"W1", "server CPU per async reply()+get(), single-thread client", "us"};
+  Row st_switches{"W1", "server context switches per async reply()+get(), single-thread client", "switches"};
+  const std::int64_t server_pid = counted_server_pid(dep);
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
     auto replies = reply_latencies(a, msg, cfg.calls);
     const double cpu0 = c.info().cpu_seconds;
-    auto single_replies = reply_latencies(sa, msg, cfg.calls);
+    std::vector<double> single_replies;
     // reply_latencies warms up with 50 calls first; info() itself costs a little.
+    add_switches(st_switches.agentd, server_pid, cfg.calls + 50,
+                 [&] { single_replies = reply_latencies(sa, msg, cfg.calls); });
     st_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
     const double echo_cpu0 = echo.cpu_seconds();
-    // On a thread of its own: this one's event loop belongs to the single-thread client.
-    auto capnp = std::async(std::launch::async, [&] {
-                   return capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
-                 }).get();
+    std::vector<double> capnp;
+    add_switches(st_switches.baseline, echo.pid(), cfg.calls + 50, [&] {
+      // On a thread of its own: this one's event loop belongs to the single-thread client.
+      capnp = std::async(std::launch::async, [&] {
+                return capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
+              }).get();
+    });
     st_cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
     add_p50_p99(reply50, reply99, replies, &capnp);
     st50.agentd.add(percentile(single_replies, 50));
@@ -57,6 +87,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, EchoServers& echo, Report&
   st50.note = "informative: the bare echo's shape (no thread hand-off in either process)";
   st_cpu.note = "informative: all server threads (info().cpu_seconds) against the echo process's";
   for (Row* row : {&reply50, &reply99, &st50, &st_cpu}) report.rows.push_back(std::move(*row));
+  finish_switch_row(st_switches, report);
   single.delete_agent(sa.id());
   cleanup(dep, 0, {a}, 1);
 }
@@ -106,6 +137,8 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
   // all server threads) against the bare echo server process's CPU per call.
   Row cpu{"W1", "server CPU per reply()+get()", "us"};
+  Row switches{"W1", "server context switches per reply()+get()", "switches"};
+  const std::int64_t server_pid = counted_server_pid(dep);
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 repeat {}/{}", r + 1, cfg.repeat));
     for (int i = 0; i < 50; ++i) a.call("ping");  // warm-up
@@ -118,16 +151,20 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     }
     for (int i = 0; i < 50; ++i) a.reply(msg).get();
     double cpu0 = c.info().cpu_seconds;
-    for (std::size_t i = 0; i < cfg.calls; ++i) {
-      auto t0 = Clock::now();
-      Msg m = a.reply(msg).get();
-      replies.push_back(micros_since(t0));
-      expect(m.content == msg.content, "W1: the echo agent answered something else");
-    }
+    add_switches(switches.agentd, server_pid, cfg.calls, [&] {
+      for (std::size_t i = 0; i < cfg.calls; ++i) {
+        auto t0 = Clock::now();
+        Msg m = a.reply(msg).get();
+        replies.push_back(micros_since(t0));
+        expect(m.content == msg.content, "W1: the echo agent answered something else");
+      }
+    });
     // The info() call itself costs a little server CPU; negligible against cfg.calls replies.
     cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
     double echo_cpu0 = echo.cpu_seconds();
-    auto capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
+    std::vector<double> capnp;
+    add_switches(switches.baseline, echo.pid(), cfg.calls + 50,
+                 [&] { capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); });
     // The echo latency run includes a warm-up of 50 calls.
     cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
     auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
@@ -191,6 +228,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   capnp_tcp.note = "informative: the agentd column holds the bare Cap'n Proto echo";
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
     report.rows.push_back(std::move(*row));
+  finish_switch_row(switches, report);
   cleanup(dep, 0, {a}, 1);
   run_w1_single_thread(cfg, dep, echo, report);
   if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, echo, report);

@@ -80,12 +80,19 @@ void run_w15(const Config& cfg, Deployment& dep, Report& report) {
       return p;
     };
     by_id.agentd.add(p50_ms([&] { expect(page({}).agents.size() == 100, "W15: a short page"); }));
-    deep.agentd.add(p50_ms([&] { page({.offset = n / 2}); }));
+    AgentQuery middle;
+    middle.offset = n / 2;
+    AgentQuery busiest_first;
+    busiest_first.sort = AgentQuery::Sort::calls;
+    busiest_first.descending = true;
+    AgentQuery searched;
+    searched.search = "console-12";
+    deep.agentd.add(p50_ms([&] { page(middle); }));
     busiest.agentd.add(p50_ms([&] {
-      AgentPage p = page({.sort = AgentQuery::Sort::calls, .descending = true});
+      AgentPage p = page(busiest_first);
       expect(p.agents.front().completed_calls >= 1, "W15: busiest first is not busy");
     }));
-    search.agentd.add(p50_ms([&] { page({.search = "console-12"}); }));
+    search.agentd.add(p50_ms([&] { page(searched); }));
 
     if (gateway) {
       const ServerInfo info = c.info();
