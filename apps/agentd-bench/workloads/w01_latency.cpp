@@ -25,8 +25,8 @@ void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std
     series.add(static_cast<double>(*after - *before) / static_cast<double>(calls));
 }
 
-// The context-switch rows: a thread hand-off costs two (the thread that is woken, the one that
-// sleeps again), so they show the hand-offs a call costs in each server without a clock.
+// The context-switch rows: every time a thread of the server sleeps and is woken again counts one,
+// so they show the thread hand-offs a call costs in each server without a clock.
 void finish_switch_row(Row& row, Report& report) {
   if (row.agentd.empty() || row.baseline.empty()) return;
   row.baseline_name = "capnp echo";
