@@ -81,8 +81,8 @@ Workloads (all by default; choose with --workloads W1,W5):
       first get(), then read them all in order (replies/s, server RSS); on a fresh child each
       repeat when the bench owns servers. Not in the default set (a million agents take about
       a minute and 3 GiB): ask for it with --workloads W9
-  W11 the cost of durability: W1's sequential replies (p50/p99, server CPU per reply) and W2's
-      burst (replies/s, server CPU per reply) on two fresh children, one without and one with
+  W11 the cost of durability: W1's sequential replies (p50/p99, server CPU and context
+      switches per reply) and W2's burst (replies/s, server CPU per reply) on two fresh children, one without and one with
       --state-dir (a temporary directory the bench removes), alternating; ratios are
       with/without; then the state database's size (a few seconds)
   W12 soak: --soak-calls replies (default 1,000,000) over --soak-connections connections

@@ -31,6 +31,14 @@ std::optional<std::uint64_t> context_switches(std::int64_t pid) {
   return total;
 }
 
+void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body) {
+  const auto before = pid != 0 ? context_switches(pid) : std::nullopt;
+  body();
+  if (!before) return;
+  if (const auto after = context_switches(pid))
+    series.add(static_cast<double>(*after - *before) / static_cast<double>(calls));
+}
+
 void parallel_for(std::size_t n, std::size_t threads, const std::function<void(std::size_t)>& body) {
   threads = std::max<std::size_t>(1, std::min(threads, n));
   std::exception_ptr failure;

@@ -61,6 +61,9 @@ void require_class(Deployment& dep, std::size_t server, const std::string& cls);
 // hand-offs a call costs, counted without a clock, so the figure does not move with the
 // machine's load. Empty when that /proc is not readable (the process is gone).
 std::optional<std::uint64_t> context_switches(std::int64_t pid);
+// Adds to series the context switches process pid made per call while body made calls calls;
+// nothing when pid is 0 (not counted) or its /proc cannot be read.
+void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body);
 
 // Writes dir/models.yaml with the one model config the asynchronous model workloads use (W7,
 // W13): "delayed", an openai_chat at url (the bench's --serve-model endpoint) allowing

@@ -5,7 +5,6 @@
 
 #include "baselines.h"
 
-#include <functional>
 #include <future>
 
 namespace agentd::bench {
@@ -15,15 +14,6 @@ namespace {
 // The pid whose context switches W1 counts for server 0: the bench's own child only (a --server's
 // pid may be another machine's, or another process's here). 0: not counted.
 std::int64_t counted_server_pid(Deployment& dep) { return dep.owned() ? dep.client(0).info().pid : 0; }
-
-// Adds to series the context switches of process pid per call while body made calls calls.
-void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body) {
-  const auto before = pid != 0 ? context_switches(pid) : std::nullopt;
-  body();
-  if (!before) return;
-  if (const auto after = context_switches(pid))
-    series.add(static_cast<double>(*after - *before) / static_cast<double>(calls));
-}
 
 // The context-switch rows: every time a thread of the server sleeps and is woken again counts one,
 // so they show the thread hand-offs a call costs in each server without a clock.

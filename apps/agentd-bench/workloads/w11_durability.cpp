@@ -73,6 +73,7 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
   Row p50{"W11", "reply().get() p50, with --state-dir", "us"};
   Row p99{"W11", "reply().get() p99, with --state-dir", "us"};
   Row cpu1{"W11", "server CPU per sequential reply, with --state-dir", "us"};
+  Row switches{"W11", "server context switches per sequential reply, with --state-dir", "switches"};
   Row rate{"W11",
            fmt::format("{} replies in flight, {} agents, with --state-dir", cfg.replies, cfg.echo_agents),
            "replies/s"};
@@ -90,13 +91,15 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
       if (k == 1) sync_p50 = percentile(fsync_latencies(dir.path(), syncs), 50);
       const int s = (k + r) % 2;  // 0: without, 1: with
       Side& side = sides[s];
+      Series Row::*col = s == 1 ? &Row::agentd : &Row::baseline;
       double cpu0 = side.client.info().cpu_seconds;
-      auto lat = reply_latencies(side.agent, msg, cfg.calls);
+      std::vector<double> lat;
+      add_switches(switches.*col, (s == 1 ? durable_info : plain_info).pid, cfg.calls + 50,
+                   [&] { lat = reply_latencies(side.agent, msg, cfg.calls); });
       double cpu_seq = (side.client.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50);
       cpu0 = side.client.info().cpu_seconds;
       double burst = reply_burst(side.agents, msg, cfg.replies, window);
       double cpu_burst = (side.client.info().cpu_seconds - cpu0) * 1e6 / cfg.replies;
-      Series Row::*col = s == 1 ? &Row::agentd : &Row::baseline;
       const double lat50 = percentile(lat, 50);
       (p50.*col).add(lat50);
       (p99.*col).add(percentile(lat, 99));
@@ -112,7 +115,8 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
   }
   const ServerInfo after = durable.info();
   expect(after.state_error.empty(), "W11: the state store failed: " + after.state_error);
-  for (Row* row : {&p50, &p99, &cpu1, &rate, &cpu2}) row->baseline_name = "no state dir";
+  for (Row* row : {&p50, &p99, &cpu1, &switches, &rate, &cpu2}) row->baseline_name = "no state dir";
+  switches.note = "informative: all server threads (/proc/PID/task/*/status), the store's writer included";
   floor.baseline_name = "no state dir + one fsync";
   floor.target = at_most_ratio(1.2, "<= 1.2x");
   floor.note =
@@ -131,8 +135,11 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
       "informative: {:.0f} B per call over {} calls (agentd.db + WAL; each EchoAgent reply adds "
       "two messages to memory, all kept); commits are not counted by info()",
       static_cast<double>(after.state_bytes) / durable_calls, durable_calls);
-  for (Row* row : {&p50, &floor, &sync, &p99, &cpu1, &rate, &cpu2, &size})
-    report.rows.push_back(std::move(*row));
+  // The switches need both children's /proc, which the bench's own children always have.
+  std::vector<Row*> rows{&p50, &floor, &sync, &p99, &cpu1};
+  if (!switches.agentd.empty() && !switches.baseline.empty()) rows.push_back(&switches);
+  for (Row* row : {&rate, &cpu2, &size}) rows.push_back(row);
+  for (Row* row : rows) report.rows.push_back(std::move(*row));
 }
 
 }  // namespace agentd::bench
