@@ -2,7 +2,6 @@
 
 #include "workloads/common.h"
 
-#include <dirent.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -50,32 +49,6 @@ std::string find_gateway(const Config& cfg) {
   for (const auto& l : looked) places += (places.empty() ? "" : ", ") + l;
   throw NoGateway(fmt::format(
       "no agentd-gateway at {} (build it, or name it with --gateway PATH or $AGENTD_GATEWAY)", places));
-}
-
-// A number of kB from /proc/PID/status ("VmRSS", "VmHWM"), in bytes; 0 when unreadable.
-std::uint64_t status_kb(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
-  return 0;
-}
-
-// CPU time every thread of pid has run, in seconds (the sum of /proc/PID/task/*/schedstat,
-// nanosecond resolution).
-double cpu_seconds(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  double total = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream in(dir + "/" + e->d_name + "/schedstat");
-    unsigned long long ns = 0;
-    if (in >> ns) total += static_cast<double>(ns) / 1e9;
-  }
-  ::closedir(d);
-  return total;
 }
 
 GatewayProcess::GatewayProcess(const std::string& binary, const std::string& server, const std::string& token,

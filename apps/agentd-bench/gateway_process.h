@@ -1,10 +1,11 @@
 // An agentd-gateway child for the workloads that measure it (W14, W15): found like as_server
 // (--gateway, $AGENTD_GATEWAY, beside agentd-bench, $PATH), started in front of one server, its
-// port read from its ready line, stopped when destroyed; and what /proc says of a process.
+// port read from its ready line, stopped when destroyed (what /proc says of it: proc_stats.h).
 #pragma once
 
 #include "config.h"
 #include "private_dir.h"
+#include "proc_stats.h"
 #include "subprocess.h"
 
 #include <sys/types.h>
@@ -26,13 +27,6 @@ struct NoGateway : std::runtime_error {
 // The agentd-gateway binary to run. Throws NoGateway when there is none, std::runtime_error
 // when the one named (--gateway, $AGENTD_GATEWAY) is not an executable file.
 std::string find_gateway(const Config& cfg);
-
-// A number of kB from /proc/PID/status ("VmRSS", "VmHWM"), in bytes; 0 when unreadable.
-std::uint64_t status_kb(pid_t pid, const std::string& field);
-
-// CPU time every thread of pid has run, in seconds (the sum of /proc/PID/task/*/schedstat,
-// nanosecond resolution).
-double cpu_seconds(pid_t pid);
 
 // A running agentd-gateway in front of server (host:port), stopped (SIGTERM) when destroyed,
 // with --threads cfg.gateway_threads and extra_args. Its request log (one JSON line per request,

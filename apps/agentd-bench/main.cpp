@@ -82,9 +82,10 @@ Workloads (all by default; choose with --workloads W1,W5):
       repeat when the bench owns servers. Not in the default set (a million agents take about
       a minute and 3 GiB): ask for it with --workloads W9
   W11 the cost of durability: W1's sequential replies (p50/p99, server CPU and context
-      switches per reply) and W2's burst (replies/s, server CPU per reply) on two fresh children, one without and one with
-      --state-dir (a temporary directory the bench removes), alternating; ratios are
-      with/without; then the state database's size (a few seconds)
+      switches per reply) and W2's burst (replies/s, server CPU per reply) on two fresh
+      children, one without and one with --state-dir (a temporary directory the bench
+      removes), alternating; ratios are with/without; then the state database's size (a few
+      seconds)
   W12 soak: --soak-calls replies (default 1,000,000) over --soak-connections connections
       (default 100, each its own Client and thread over loopback TCP, to --soak-agents agents
       of its own that keep no memory) to one fresh child with --state-dir, at most --soak-window

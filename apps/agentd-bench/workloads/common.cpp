@@ -1,5 +1,7 @@
 #include "workloads/common.h"
 
+#include "proc_stats.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,27 +17,11 @@
 
 namespace agentd::bench {
 
-std::optional<std::uint64_t> context_switches(std::int64_t pid) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::directory_iterator tasks(fs::path("/proc") / std::to_string(pid) / "task", ec);
-  if (ec) return std::nullopt;
-  std::uint64_t total = 0;
-  for (const auto& task : tasks) {
-    std::ifstream status(task.path() / "status");  // a thread that just ended: nothing to add
-    std::string line;
-    while (std::getline(status, line))
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
-        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
-  }
-  return total;
-}
-
 void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body) {
-  const auto before = pid != 0 ? context_switches(pid) : std::nullopt;
+  const auto before = pid != 0 ? context_switches(static_cast<pid_t>(pid)) : std::nullopt;
   body();
   if (!before) return;
-  if (const auto after = context_switches(pid))
+  if (const auto after = context_switches(static_cast<pid_t>(pid)))
     series.add(static_cast<double>(*after - *before) / static_cast<double>(calls));
 }
 

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,13 +55,9 @@ inline Msg text_msg(std::size_t bytes) { return Msg("bench", std::string(bytes, 
 
 void require_class(Deployment& dep, std::size_t server, const std::string& cls);
 
-// Context switches process pid has made so far, voluntary or not, summed over its threads
-// (/proc/PID/task/*/status): a thread that sleeps and is woken again is one. The thread
-// hand-offs a call costs, counted without a clock, so the figure does not move with the
-// machine's load. Empty when that /proc is not readable (the process is gone).
-std::optional<std::uint64_t> context_switches(std::int64_t pid);
-// Adds to series the context switches process pid made per call while body made calls calls;
-// nothing when pid is 0 (not counted) or its /proc cannot be read.
+// Adds to series the context switches process pid made per call while body made calls calls
+// (context_switches(), proc_stats.h); nothing when pid is 0 (not counted) or its /proc cannot be
+// read.
 void add_switches(Series& series, std::int64_t pid, std::size_t calls, const std::function<void()>& body);
 
 // Writes dir/models.yaml with the one model config the asynchronous model workloads use (W7,

@@ -15,6 +15,11 @@ namespace {
 // pid may be another machine's, or another process's here). 0: not counted.
 std::int64_t counted_server_pid(Deployment& dep) { return dep.owned() ? dep.client(0).info().pid : 0; }
 
+// The echo's pid to count beside a server counted as server_pid: none when that server is not.
+std::int64_t counted_echo_pid(std::int64_t server_pid, const EchoServers& echo) {
+  return server_pid != 0 ? echo.pid() : 0;
+}
+
 // The context-switch rows: every time a thread of the server sleeps and is woken again counts one,
 // so they show the thread hand-offs a call costs in each server without a clock.
 void finish_switch_row(Row& row, Report& report) {
@@ -61,7 +66,7 @@ void run_w1_async(const Config& cfg, Deployment& dep, EchoServers& echo, Report&
     st_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
     const double echo_cpu0 = echo.cpu_seconds();
     std::vector<double> capnp;
-    add_switches(st_switches.baseline, echo.pid(), cfg.calls + 50, [&] {
+    add_switches(st_switches.baseline, counted_echo_pid(server_pid, echo), cfg.calls + 50, [&] {
       // On a thread of its own: this one's event loop belongs to the single-thread client.
       capnp = std::async(std::launch::async, [&] {
                 return capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload);
@@ -153,7 +158,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
     double echo_cpu0 = echo.cpu_seconds();
     std::vector<double> capnp;
-    add_switches(switches.baseline, echo.pid(), cfg.calls + 50,
+    add_switches(switches.baseline, counted_echo_pid(server_pid, echo), cfg.calls + 50,
                  [&] { capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); });
     // The echo latency run includes a warm-up of 50 calls.
     cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
