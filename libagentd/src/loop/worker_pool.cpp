@@ -5,10 +5,11 @@
 namespace agentd::detail {
 
 WorkerPool::WorkerPool(std::size_t min_threads, std::size_t max_threads,
-                       std::chrono::milliseconds idle_timeout)
+                       std::chrono::milliseconds idle_timeout, std::chrono::microseconds starved_after)
     : min_threads_(min_threads),
       max_threads_(max_threads < 1 ? 1 : max_threads),
-      idle_timeout_(idle_timeout) {
+      idle_timeout_(idle_timeout),
+      starved_after_(starved_after) {
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < min_threads_ && i < max_threads_; ++i) spawn_locked();
   last_progress_ = std::chrono::steady_clock::now();
@@ -66,9 +67,9 @@ void WorkerPool::monitor_main() {
       continue;
     }
     monitor_watching_ = true;
-    monitor_cv_.wait_for(lock, kStarvedAfter);
+    monitor_cv_.wait_for(lock, starved_after_);
     if (stopping_ || queue_.empty()) continue;
-    if (std::chrono::steady_clock::now() - last_progress_ < kStarvedAfter) continue;
+    if (std::chrono::steady_clock::now() - last_progress_ < starved_after_) continue;
     if (idle_ > 0) {
       // Idle threads missed their wake-up: wake them all.
       wake_all_idle_locked();

@@ -7,9 +7,9 @@
 // wake holding a contended mutex (a condition variable's wait re-locks its mutex as contended,
 // which costs every wake-up one more futex call when it unlocks).
 // Growing: agents may block for seconds, so a monitor thread watches for starvation: when
-// queued tasks made no progress for kStarvedAfter while no thread was idle, it adds threads for
-// them, at most doubling the pool per check (up to max_threads). Extra threads leave after
-// idle_timeout, down to min_threads.
+// queued tasks made no progress for starved_after (kStarvedAfter unless the owner says) while no
+// thread was idle, it adds threads for them, at most doubling the pool per check (up to
+// max_threads). Extra threads leave after idle_timeout, down to min_threads.
 #pragma once
 
 #include "thread_semaphore.h"
@@ -30,12 +30,14 @@ namespace agentd::detail {
 class WorkerPool {
  public:
   WorkerPool(std::size_t min_threads, std::size_t max_threads,
-             std::chrono::milliseconds idle_timeout = std::chrono::seconds(30));
+             std::chrono::milliseconds idle_timeout = std::chrono::seconds(30),
+             std::chrono::microseconds starved_after = kStarvedAfter);
   ~WorkerPool();  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queued work that made no progress for this long, with no idle thread, grows the pool.
+  // Queued work that made no progress for this long, with no idle thread, grows the pool (the
+  // default: a blocked call gets a thread within a millisecond).
   static constexpr std::chrono::microseconds kStarvedAfter{1000};
 
   // Runs task on a worker thread. Tasks must not throw (wrap user code yourself).
@@ -69,6 +71,7 @@ class WorkerPool {
   const std::size_t min_threads_;
   const std::size_t max_threads_;
   const std::chrono::milliseconds idle_timeout_;
+  const std::chrono::microseconds starved_after_;
 
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Idle>> idle_stack_;  // idle threads, the last to go idle last

@@ -44,6 +44,12 @@ std::string initial_id(const ServerOptions& o, StateStore* store) {
 // Constructors and destructors run on a pool of their own (AgentHost), up to a quarter of
 // --max-workers (at least 2): creation goes on while every call worker is blocked.
 std::size_t lifecycle_workers(const ServerOptions& o) { return std::max<std::size_t>(2, o.max_workers / 4); }
+// The lifecycle pool grows only for constructors stuck this long. A burst of short constructors
+// stalls for milliseconds at a time (Python's garbage collector or a descheduled thread holding
+// the GIL, two busy CPUs); growing at the call workers' 1 ms left up to max/4 threads idling for
+// 30 s after every large create_agents. A constructor that really blocks (a connection, a file)
+// waits 50 ms more for its thread.
+constexpr std::chrono::milliseconds kLifecycleStarvedAfter{50};
 
 AgentHost::Watch watch_options(const ServerOptions& o) {
   AgentHost::Watch w;
@@ -78,7 +84,7 @@ Server::Server(ServerOptions options, kj::AsyncIoContext& io, std::vector<AgentC
       services_(models_),
       bridge_(io.unixEventPort),
       workers_(min_workers(options_), options_.max_workers),
-      lifecycle_(1, lifecycle_workers(options_)),
+      lifecycle_(1, lifecycle_workers(options_), std::chrono::seconds(30), kLifecycleStarvedAfter),
       scheduler_(io.provider->getTimer(), bridge_, workers_),
       model_http_(io, &workers_, &bridge_),
       tools_(io, model_http_, bridge_,

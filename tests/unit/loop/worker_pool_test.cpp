@@ -216,6 +216,29 @@ TEST_CASE("growth for blocked tasks stops near what they need, far below max_thr
   pool.stop();
 }
 
+TEST_CASE("a stall shorter than starved_after does not grow the pool, a longer one does", "[worker_pool]") {
+  // The lifecycle pool's case: constructors queued behind one that holds them up for a moment
+  // (a garbage collection) get no threads; behind ones that stay blocked, they do.
+  WorkerPool pool(1, 16, 30s, 1s);
+  Gate gate;
+  std::atomic<int> ran{0};
+  pool.submit([&] { gate.pass(); });
+  REQUIRE(gate.wait_inside(1));
+  for (int i = 0; i < 20; ++i) pool.submit([&] { ++ran; });
+  std::this_thread::sleep_for(50ms);  // 50 times the default starvation time
+  CHECK(pool.threads() == 1);
+  gate.release();
+  CHECK(wait_until([&] { return ran.load() == 20; }, 10s));
+  CHECK(pool.threads() == 1);
+
+  Gate stuck;
+  for (int i = 0; i < 2; ++i) pool.submit([&] { stuck.pass(); });
+  CHECK(stuck.wait_inside(2));  // after about one starvation time, not never
+  CHECK(pool.threads() >= 2);
+  stuck.release();
+  pool.stop();
+}
+
 TEST_CASE("stop runs every queued task, on all threads", "[worker_pool]") {
   std::atomic<int> ran{0};
   WorkerPool pool(4, 4);
