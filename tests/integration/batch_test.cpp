@@ -382,9 +382,10 @@ TEST_CASE("a result above the 64 KiB inline limit arrives whole, and only once",
     auto after = s.client.stats();
     CHECK(after.bytes_received - before.bytes_received >= kSize);
     CHECK(after.bytes_received - before.bytes_received < kSize + kSize / 2);  // not twice
-    // Reading again costs nothing more.
+    // Reading again fetches nothing more (a late protocol message of a few bytes may still come
+    // in, e.g. under load: the blob is 256 KiB).
     CHECK(is_blob(p.get().content, kSize));
-    CHECK(s.client.stats().bytes_received == after.bytes_received);
+    CHECK(s.client.stats().bytes_received - after.bytes_received < 1024);
   }
 
   SECTION("read while the call is still pending, from two threads at once") {

@@ -381,29 +381,33 @@ void AgentHost::after_saved(kj::Function<void()> fn) {
   });
 }
 
-void AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
+bool AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
                                    const std::shared_ptr<Call>& call) {
   StateStore* store = store_.load();
   if (!call->change || store == nullptr) {
     call->change.reset();
     publish(call);
     if (store != nullptr) store->journal().end(call->journal_slot);
-    return;
+    return false;
   }
   StateStore::Change change = std::move(*call->change);
   call->change.reset();
   if (slot->removed) keep_result_only(change);  // deleted while this call ran: its row is gone
   // The completion runs with the host lock held (the done scope, or inline from submit()).
-  store->submit(std::move(change),
-                [this, store, call, id = slot->id, cls = slot->class_name](const Error* failed) {
-                  // Reads keep working while the disk is broken.
-                  if (failed != nullptr && !reads_only(*call)) {
-                    call->out_msg.reset();
-                    call->out_error = store_error(*failed, id, cls);
-                  }
-                  publish(call);
-                  store->journal().end(call->journal_slot);  // its outcome is committed (or failed): settled
-                });
+  auto done = [this, store, call, id = slot->id, cls = slot->class_name](const Error* failed) {
+    // Reads keep working while the disk is broken.
+    if (failed != nullptr && !reads_only(*call)) {
+      call->out_msg.reset();
+      call->out_error = store_error(*failed, id, cls);
+    }
+    publish(call);
+    store->journal().end(call->journal_slot);  // its outcome is committed (or failed): settled
+  };
+  // A worker may commit it itself once the lock is released (finished()): never the loop thread.
+  if (Continuation::active() && std::this_thread::get_id() != loop_thread_)
+    return store->submit_to_lead(std::move(change), std::move(done));
+  store->submit(std::move(change), std::move(done));
+  return false;
 }
 
 // ---- Limits ----
@@ -546,6 +550,7 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
   Continuation::Window window;
   SpanRecord span;
   bool sink = false;
+  bool lead = false;  // this thread commits the call's change (StateStore::submit_to_lead)
   {
     Locked lock(*this);
     call = mailboxes_.finish_head(*slot);
@@ -574,12 +579,21 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
           std::chrono::duration<double>(now - call->started).count() * 1000);
     }
     // With a state store, published once the call's change is committed.
-    commit_and_publish(slot, call);
+    lead = commit_and_publish(slot, call);
     if (slot->removed)
       destroy_agent(*slot);
     else
       mailboxes_.pump(slot);
-  }                            // runs the waiters the call released, without the lock
+  }  // runs the waiters the call released, without the lock
+  if (lead) {
+    // This worker commits the change itself (the store was idle), unless it keeps its agent's
+    // next call to run: that call does not wait for the disk, the writer thread does.
+    StateStore* store = store_.load();
+    if (Continuation::kept())
+      store->pass_lead();
+    else
+      store->lead();
+  }
   if (sink) span_sink_(span);  // e.g. --trace-file: I/O without the host lock
 }
 

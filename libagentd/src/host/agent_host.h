@@ -28,12 +28,14 @@
 // - Any thread: on_loop(), the result-pool members, input_waiter() and the waiter it returns,
 //   after_saved(), and the read-only queries (exists, info, list, the counters and spans).
 // - Worker threads (the WorkerPool): blocking agent code, without the lock; then they take it to
-//   finish the call, and run what that deferred after unlocking.
+//   finish the call, and run what that deferred after unlocking. A worker whose call's change
+//   finds the state store idle commits it itself after unlocking, as the writer thread would
+//   (StateStore::submit_to_lead; below).
 // - The lifecycle pool: constructors and destructors (agent code, without the lock).
-// - The state store's writer thread: runs each batch's completions under the lock (done scope,
-//   set_store()), then what they deferred after unlocking; completions never take the lock
-//   themselves (a submit() that fails at once runs its completion inline, and the host only
-//   submits under the lock, except after_saved()).
+// - The state store's writer thread (or that worker): runs each batch's completions under the
+//   lock (done scope, set_store()), then what they deferred after unlocking; completions never
+//   take the lock themselves (a submit() that fails at once runs its completion inline, and the
+//   host only submits under the lock, except after_saved()).
 // - The call watch's thread (call_watch.h): its tick takes the lock.
 // Lock order: the host lock first, then the locks it calls into (the bridge's, a worker pool's,
 // the store's queue, the call watch's), which never call back. Blocking agent code never runs
@@ -313,8 +315,10 @@ class AgentHost : private CallRunner::Host {
   // owner may be a worker or the watch's thread): it holds the RPC's own objects, a call context
   // and a promise fulfiller, which must not be destroyed off the loop thread.
   void run_on_done(std::shared_ptr<Call> call);
-  // Commits call.change, then publishes the call; without one publishes at once.
-  void commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+  // Commits call.change, then publishes the call; without one publishes at once. True: a
+  // worker's change went to an idle store, and the caller must lead() (or pass_lead()) its
+  // commit once the lock is released.
+  bool commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void destroy_agent(AgentSlot& slot);
   void enqueue_locked(const std::string& id, std::shared_ptr<Call> call);
   ResultPool::Waiter input_waiter_locked(const std::string& agent_id, const std::shared_ptr<Call>& call);

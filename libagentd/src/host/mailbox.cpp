@@ -91,6 +91,10 @@ Continuation::Window::~Window() {
   if (opened_ != nullptr) opened_->open_ = false;
 }
 
+bool Continuation::active() { return t_continuation != nullptr; }
+
+bool Continuation::kept() { return t_continuation != nullptr && t_continuation->slot != nullptr; }
+
 bool Continuation::take(std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call>& call) {
   Continuation* c = t_continuation;
   if (c == nullptr || !c->open_ || c->slot) return false;

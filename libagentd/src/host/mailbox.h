@@ -192,6 +192,9 @@ class Continuation {
   // The calling thread's open, empty continuation takes slot and call: true. Else false (the
   // caller hands them to the pool).
   static bool take(std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call>& call);
+  // The calling thread runs calls from a continuation (a worker); kept(): it holds one to run next.
+  static bool active();
+  static bool kept();
 
   std::shared_ptr<AgentSlot> slot;  // empty: nothing kept
   std::shared_ptr<Call> call;

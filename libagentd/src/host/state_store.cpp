@@ -300,6 +300,37 @@ void StateStore::submit(Change change, Done done) {
   if (first) wake_.notify_one();
 }
 
+bool StateStore::submit_to_lead(Change change, Done done) {
+  std::unique_lock lock(mu_);
+  if (failure_ || closing_ || committing_ || !queue_.empty() || trim_) {
+    lock.unlock();
+    submit(std::move(change), std::move(done));
+    return false;
+  }
+  queue_.push_back(Pending{std::move(change), std::move(done)});
+  ++submitted_;
+  committing_ = true;  // the writer leaves the queue to the caller
+  return true;
+}
+
+void StateStore::lead() {
+  std::unique_lock lock(mu_);
+  run_batch(lock);
+  end_lead_locked();
+}
+
+void StateStore::pass_lead() {
+  std::unique_lock lock(mu_);
+  end_lead_locked();
+}
+
+void StateStore::end_lead_locked() {
+  committing_ = false;
+  // What was submitted meanwhile, a trim or a close: the writer's now. Notified under the lock:
+  // a close() waiting for this lead may destroy the store as soon as the writer can exit.
+  if (!queue_.empty() || trim_ || closing_) wake_.notify_one();
+}
+
 void StateStore::trim_results(std::size_t max_results, std::chrono::milliseconds max_age) {
   std::lock_guard lock(mu_);
   trim_ = std::make_pair(max_results, now_unix_ms() - max_age.count());
@@ -370,64 +401,71 @@ StateStore::Stats StateStore::stats() const {
 void StateStore::writer_main() {
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return !queue_.empty() || trim_ || closing_; });
+    // A caller leading a commit (submit_to_lead) has the queue until it is done.
+    wake_.wait(lock, [&] { return !committing_ && (!queue_.empty() || trim_ || closing_); });
     if (queue_.empty() && !trim_ && closing_) break;
-    std::vector<Pending> batch;
-    batch.swap(queue_);
-    auto trim = trim_;
-    trim_.reset();
-    // Trimming when no result was written since the last trim would only cost an fsync.
-    for (const auto& p : batch)
-      if (!p.change.call_id.empty()) results_written_ = true;
-    if (trim && !results_written_) trim.reset();
-    if (trim) results_written_ = false;
-    if (batch.empty() && !trim) continue;
-    const bool failed_before = failure_.has_value();
-    lock.unlock();
-    std::optional<Error> failed;
-    if (!failed_before) {
-      const std::int64_t started = now_unix_ms();
-      commit_started_ms_.store(started);
-      try {
-        apply(batch, trim);
-      } catch (const std::exception& e) {
-        failed = Error(ErrorCode::not_applied,
-                       fmt::format("as_server could not save agent state to {}: {}; the call was "
-                                   "not applied. Everything acknowledged before is kept: fix the "
-                                   "disk (free space, permissions), then restart as_server",
-                                   file_, e.what()));
-        spdlog::error("state store: {}", failed->message());
-      }
-      commit_started_ms_.store(0);
-      const std::int64_t took = now_unix_ms() - started;
-      if (stall_logged_.exchange(false))
-        spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
-      else if (took >= 1000)
-        spdlog::warn(
-            "state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
-            "calls wait for their commit",
-            batch.size(), file_, took / 1000.0);
-    }
-    lock.lock();
-    if (failed) failure_ = failed;
-    if (!failed && !failed_before && !batch.empty()) {
-      last_commit_ms_ = now_unix_ms();
-      ++commits_;
-    }
-    std::optional<Error> report = failure_;
-    lock.unlock();
-    auto run_dones = [&] {
-      for (auto& p : batch)
-        if (p.done) p.done(report ? &*report : nullptr);
-    };
-    if (done_scope_)
-      done_scope_(run_dones);
-    else
-      run_dones();
-    lock.lock();
-    finished_ += batch.size();
-    drained_.notify_all();
+    committing_ = true;
+    run_batch(lock);
+    committing_ = false;
   }
+}
+
+void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
+  std::vector<Pending> batch;
+  batch.swap(queue_);
+  auto trim = trim_;
+  trim_.reset();
+  // Trimming when no result was written since the last trim would only cost an fsync.
+  for (const auto& p : batch)
+    if (!p.change.call_id.empty()) results_written_ = true;
+  if (trim && !results_written_) trim.reset();
+  if (trim) results_written_ = false;
+  if (batch.empty() && !trim) return;
+  const bool failed_before = failure_.has_value();
+  lock.unlock();
+  std::optional<Error> failed;
+  if (!failed_before) {
+    const std::int64_t started = now_unix_ms();
+    commit_started_ms_.store(started);
+    try {
+      apply(batch, trim);
+    } catch (const std::exception& e) {
+      failed = Error(ErrorCode::not_applied,
+                     fmt::format("as_server could not save agent state to {}: {}; the call was "
+                                 "not applied. Everything acknowledged before is kept: fix the "
+                                 "disk (free space, permissions), then restart as_server",
+                                 file_, e.what()));
+      spdlog::error("state store: {}", failed->message());
+    }
+    commit_started_ms_.store(0);
+    const std::int64_t took = now_unix_ms() - started;
+    if (stall_logged_.exchange(false))
+      spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
+    else if (took >= 1000)
+      spdlog::warn(
+          "state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
+          "calls wait for their commit",
+          batch.size(), file_, took / 1000.0);
+  }
+  lock.lock();
+  if (failed) failure_ = failed;
+  if (!failed && !failed_before && !batch.empty()) {
+    last_commit_ms_ = now_unix_ms();
+    ++commits_;
+  }
+  std::optional<Error> report = failure_;
+  lock.unlock();
+  auto run_dones = [&] {
+    for (auto& p : batch)
+      if (p.done) p.done(report ? &*report : nullptr);
+  };
+  if (done_scope_)
+    done_scope_(run_dones);
+  else
+    run_dones();
+  lock.lock();
+  finished_ += batch.size();
+  drained_.notify_all();
 }
 
 void StateStore::apply(std::vector<Pending>& batch,

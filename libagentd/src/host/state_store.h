@@ -12,7 +12,8 @@
 // Group commit: changes are queued from any thread and a writer thread applies everything queued
 // in one transaction, then runs the changes' done callbacks (on the writer thread) in the order
 // they were submitted. While one transaction is being synced to disk the next batch gathers, so
-// many calls share one fsync.
+// many calls share one fsync. A change submitted to an idle store may be committed by the thread
+// that submitted it instead (submit_to_lead: a worker that finished a call), without the hop.
 //
 // A write that fails (disk full, I/O error, the file removed) rolls its transaction back: the
 // store keeps what it last committed, reports the failure to every change of that batch and of
@@ -142,11 +143,22 @@ class StateStore {
     std::string call_id;
     std::string outcome;  // encoded
   };
-  // Runs on the writer thread once the change is committed (failed == nullptr) or could not be
-  // (failed: a not_applied error saying why).
+  // Runs on the thread that committed the change (the writer, or the one leading it) once it is
+  // committed (failed == nullptr) or could not be (failed: a not_applied error saying why).
   using Done = std::function<void(const Error* failed)>;
   // Any thread. With a failure on record the change fails at once (done runs on this thread).
   void submit(Change change, Done done);
+  // submit(), or, when no commit is running or queued, the caller commits this change itself
+  // (true): it must then call lead() soon, or pass_lead() to leave it to the writer thread.
+  // Saves a commit the hop to the writer thread and back when the store is idle (a program
+  // waiting on each durable call). Never from a thread that must not block on the disk (the
+  // server's event loop), nor holding a lock that done callbacks take (the done scope's).
+  bool submit_to_lead(Change change, Done done);
+  // After submit_to_lead() returned true: commits everything queued by now in one transaction on
+  // this thread and runs its done callbacks here (in the done scope), as the writer would.
+  void lead();
+  // After submit_to_lead() returned true: the writer thread commits it instead.
+  void pass_lead();
   // Runs each batch's done callbacks inside scope (e.g. under their owner's lock, taken once
   // per batch instead of once per change). Set before submitting anything.
   using DoneScope = std::function<void(const std::function<void()>& run_dones)>;
@@ -185,6 +197,10 @@ class StateStore {
     Done done;
   };
   void writer_main();
+  // Takes the queue (and a pending trim) and commits it as one batch, then runs its done
+  // callbacks; lock held on entry and exit, released meanwhile. The thread with committing_.
+  void run_batch(std::unique_lock<std::mutex>& lock);
+  void end_lead_locked();  // a lead is over: the writer may commit again
   // The constructor's checks against the run journal and the database (see the constructor).
   // upgrading: a format 1 database, whose results have no commit_seq yet.
   void check_against_journal(bool fresh, bool upgrading);
@@ -223,6 +239,9 @@ class StateStore {
   std::uint64_t submitted_ = 0;   // changes ever queued
   std::uint64_t finished_ = 0;    // changes whose done has run
   bool closing_ = false;
+  // A batch is being committed, by the writer or by a caller leading it (submit_to_lead): one at
+  // a time, so what "writer thread" marks above is touched by one thread at a time.
+  bool committing_ = false;
   std::optional<Error> failure_;
   std::int64_t last_commit_ms_ = 0;
   std::uint64_t commits_ = 0;

@@ -572,6 +572,57 @@ TEST_CASE(
   }
 }
 
+// A worker finishing a durable call on an idle store commits it itself (no hop to the writer
+// thread and back): what a program waiting on each durable call saves. The writer must leave a
+// led change alone, changes submitted meanwhile join its transaction, and a lead passed back
+// goes to the writer.
+TEST_CASE("a change led by the thread that submitted it is committed there, with what came meanwhile",
+          "[host][state_store]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const auto me = std::this_thread::get_id();
+  {
+    StateStore store(dir);
+    REQUIRE(commit(store, put_agent("a")) == std::nullopt);
+    const auto commits_before = store.stats().commits;
+    std::vector<std::string> done;
+    std::vector<std::thread::id> ran_on;
+    auto record = [&](const char* name) {
+      return [&, name](const Error* e) {
+        done.push_back(std::string(name) + (e != nullptr ? " failed" : ""));
+        ran_on.push_back(std::this_thread::get_id());
+      };
+    };
+    REQUIRE(store.submit_to_lead(call("a", 0, {Msg("user", "q1")}, 1, "call-1", Msg("a", "r1")),
+                                 record("call-1")));
+    // A commit is pending: the next change is queued behind it, not led.
+    CHECK_FALSE(store.submit_to_lead(call("a", 1, {Msg("user", "q2")}, 2, "call-2", Msg("a", "r2")),
+                                     record("call-2")));
+    CHECK_FALSE(store.flush_for(std::chrono::milliseconds(100)));  // the writer left both alone
+    CHECK(done.empty());
+    store.lead();
+    CHECK(done == std::vector<std::string>{"call-1", "call-2"});
+    CHECK(ran_on == std::vector<std::thread::id>{me, me});
+    CHECK(store.stats().commits == commits_before + 1);  // one transaction for both
+
+    REQUIRE(store.submit_to_lead(call("a", 2, {Msg("user", "q3")}, 3, "call-3", Msg("a", "r3")),
+                                 record("call-3")));
+    store.pass_lead();
+    store.flush();
+    REQUIRE(done.size() == 3);
+    CHECK(done[2] == "call-3");
+    CHECK(ran_on[2] != me);  // the writer's
+  }
+  StateStore again(dir);
+  auto c = load_all(again);
+  REQUIRE(c.agents.size() == 1);
+  CHECK(texts(c.agents[0].memory) == std::vector<std::string>{"q1", "q2", "q3"});
+  CHECK(c.agents[0].state == Value{{"count", 3}});
+  REQUIRE(c.results.size() == 3);
+  CHECK(c.results[0].call_id == "call-1");
+  CHECK(c.results[2].call_id == "call-3");
+}
+
 TEST_CASE("a saved outcome keeps the call's usage", "[state_store]") {
   detail::Outcome o = Msg("a", "reply");
   o.usage = agentd::CallUsage{3, 120, 45};
