@@ -285,6 +285,10 @@ void StateStore::drop_agents(const std::vector<std::string>& ids) {
 
 void StateStore::submit(Change change, Done done) {
   std::unique_lock lock(mu_);
+  enqueue(lock, std::move(change), std::move(done));
+}
+
+void StateStore::enqueue(std::unique_lock<std::mutex>& lock, Change change, Done done) {
   if (failure_ || closing_) {
     Error e = failure_ ? *failure_ : Error(ErrorCode::not_applied, "the server's state store is closed");
     lock.unlock();
@@ -293,18 +297,19 @@ void StateStore::submit(Change change, Done done) {
   }
   queue_.push_back(Pending{std::move(change), std::move(done)});
   ++submitted_;
-  const bool first = queue_.size() == 1;
+  // The writer waits only when the queue was empty and nobody commits: a committing writer looks
+  // at the queue again when done, and a lead's end wakes it (end_lead_locked).
+  const bool wake = queue_.size() == 1 && !committing_;
   // Woken after the unlock: a writer woken while this thread holds mu_ would sleep on it at once
   // and be woken again (two more context switches on a durable call's path).
   lock.unlock();
-  if (first) wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 bool StateStore::submit_to_lead(Change change, Done done) {
   std::unique_lock lock(mu_);
   if (failure_ || closing_ || committing_ || !queue_.empty() || trim_) {
-    lock.unlock();
-    submit(std::move(change), std::move(done));
+    enqueue(lock, std::move(change), std::move(done));
     return false;
   }
   queue_.push_back(Pending{std::move(change), std::move(done)});

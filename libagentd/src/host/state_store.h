@@ -151,11 +151,12 @@ class StateStore {
   // submit(), or, when no commit is running or queued, the caller commits this change itself
   // (true): it must then call lead() soon, or pass_lead() to leave it to the writer thread.
   // Saves a commit the hop to the writer thread and back when the store is idle (a program
-  // waiting on each durable call). Never from a thread that must not block on the disk (the
-  // server's event loop), nor holding a lock that done callbacks take (the done scope's).
+  // waiting on each durable call).
   bool submit_to_lead(Change change, Done done);
   // After submit_to_lead() returned true: commits everything queued by now in one transaction on
-  // this thread and runs its done callbacks here (in the done scope), as the writer would.
+  // this thread and runs its done callbacks here (in the done scope), as the writer would. Never
+  // from a thread that must not block on the disk (the server's event loop), nor holding a lock
+  // that done callbacks take (the done scope's).
   void lead();
   // After submit_to_lead() returned true: the writer thread commits it instead.
   void pass_lead();
@@ -197,6 +198,9 @@ class StateStore {
     Done done;
   };
   void writer_main();
+  // submit() with mu_ held (lock): queues the change and wakes the writer, or fails it at once.
+  // Returns with the lock released.
+  void enqueue(std::unique_lock<std::mutex>& lock, Change change, Done done);
   // Takes the queue (and a pending trim) and commits it as one batch, then runs its done
   // callbacks; lock held on entry and exit, released meanwhile. The thread with committing_.
   void run_batch(std::unique_lock<std::mutex>& lock);
