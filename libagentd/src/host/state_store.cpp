@@ -4,6 +4,7 @@
 #include "outcome_codec.h"
 #include "state_store_sql.h"
 #include "value_codec.h"
+#include "wal_buffer_vfs.h"
 #include "wire_limits.h"
 
 #include <agentd/version.h>

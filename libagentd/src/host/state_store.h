@@ -54,6 +54,8 @@ struct sqlite3;
 
 namespace agentd::detail {
 
+class WalBufferVfs;
+
 // The stored (Cap'n Proto flat message) forms. decode_* throw std::runtime_error on bad bytes.
 std::string encode_value(const Value& v);
 Value decode_value(std::string_view bytes);
@@ -230,6 +232,7 @@ class StateStore {
   std::int64_t forgotten_until_ms_ = 0;             // writer thread after the constructor
   std::atomic<std::int64_t> commit_started_ms_{0};  // 0: no commit running
   std::atomic<bool> stall_logged_{false};
+  std::unique_ptr<WalBufferVfs> vfs_;  // db_'s; outlives it
   sqlite3* db_ = nullptr;
   struct Statements;
   std::unique_ptr<Statements> st_;

@@ -4,6 +4,7 @@
 
 #include "crash_report.h"
 #include "state_store_sql.h"
+#include "wal_buffer_vfs.h"
 
 #include <agentd/version.h>
 
@@ -97,6 +98,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     st_.reset();
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = nullptr;
+    vfs_.reset();
     journal_.reset();
     ::close(lock_fd_);
     lock_fd_ = -1;
@@ -111,8 +113,10 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                               "with no agents",
                               file_));
     journal_ = std::make_unique<RunJournal>((fs::path(dir_) / "agentd.run").string());
+    // A commit's WAL frames go to the file in one write (wal_buffer_vfs.h).
+    vfs_ = std::make_unique<WalBufferVfs>();
     if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK)
+                        vfs_->name()) != SQLITE_OK)
       throw std::runtime_error(db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory");
     // Waits for another process holding the database (a backup taking a write lock) rather than
     // failing the store at once; check_stall() logs a wait that lasts.
