@@ -91,7 +91,7 @@ TEST_CASE("a commit's WAL frames reach the file in one write, readable by anothe
 
 TEST_CASE(
     "a transaction larger than the gathering limit, and one that spills before it commits, read back "
-    "whole; a rolled back one leaves nothing",
+    "whole, and a rolled back one leaves nothing",
     "[host][wal_buffer]") {
   TempDir tmp;
   const std::string file = tmp.path() + "/test.db";
