@@ -381,14 +381,14 @@ void AgentHost::after_saved(kj::Function<void()> fn) {
   });
 }
 
-bool AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
-                                   const std::shared_ptr<Call>& call) {
+StateStore* AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
+                                          const std::shared_ptr<Call>& call) {
   StateStore* store = store_.load();
   if (!call->change || store == nullptr) {
     call->change.reset();
     publish(call);
     if (store != nullptr) store->journal().end(call->journal_slot);
-    return false;
+    return nullptr;
   }
   StateStore::Change change = std::move(*call->change);
   call->change.reset();
@@ -405,9 +405,9 @@ bool AgentHost::commit_and_publish(const std::shared_ptr<AgentSlot>& slot,
   };
   // A worker may commit it itself once the lock is released (finished()): never the loop thread.
   if (Continuation::active() && std::this_thread::get_id() != loop_thread_)
-    return store->submit_to_lead(std::move(change), std::move(done));
+    return store->submit_to_lead(std::move(change), std::move(done)) ? store : nullptr;
   store->submit(std::move(change), std::move(done));
-  return false;
+  return nullptr;
 }
 
 // ---- Limits ----
@@ -550,7 +550,10 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
   Continuation::Window window;
   SpanRecord span;
   bool sink = false;
-  bool lead = false;  // this thread commits the call's change (StateStore::submit_to_lead)
+  // The store whose commit of the call's change this thread leads (StateStore::submit_to_lead).
+  // Kept rather than read again after the unlock: the server's shutdown clears store_ (and then
+  // closes the store, which waits for this lead) while workers still finish calls.
+  StateStore* lead = nullptr;
   {
     Locked lock(*this);
     call = mailboxes_.finish_head(*slot);
@@ -585,14 +588,13 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
     else
       mailboxes_.pump(slot);
   }  // runs the waiters the call released, without the lock
-  if (lead) {
+  if (lead != nullptr) {
     // This worker commits the change itself (the store was idle), unless it keeps its agent's
     // next call to run: that call does not wait for the disk, the writer thread does.
-    StateStore* store = store_.load();
     if (Continuation::kept())
-      store->pass_lead();
+      lead->pass_lead();
     else
-      store->lead();
+      lead->lead();
   }
   if (sink) span_sink_(span);  // e.g. --trace-file: I/O without the host lock
 }

@@ -315,10 +315,10 @@ class AgentHost : private CallRunner::Host {
   // owner may be a worker or the watch's thread): it holds the RPC's own objects, a call context
   // and a promise fulfiller, which must not be destroyed off the loop thread.
   void run_on_done(std::shared_ptr<Call> call);
-  // Commits call.change, then publishes the call; without one publishes at once. True: a
-  // worker's change went to an idle store, and the caller must lead() (or pass_lead()) its
+  // Commits call.change, then publishes the call; without one publishes at once. Not null: a
+  // worker's change went to this idle store, and the caller must lead() (or pass_lead()) its
   // commit once the lock is released.
-  bool commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
+  StateStore* commit_and_publish(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call);
   void destroy_agent(AgentSlot& slot);
   void enqueue_locked(const std::string& id, std::shared_ptr<Call> call);
   ResultPool::Waiter input_waiter_locked(const std::string& agent_id, const std::shared_ptr<Call>& call);

@@ -309,14 +309,10 @@ void StateStore::enqueue(std::unique_lock<std::mutex>& lock, Change change, Done
 
 bool StateStore::submit_to_lead(Change change, Done done) {
   std::unique_lock lock(mu_);
-  if (failure_ || closing_ || committing_ || !queue_.empty() || trim_) {
-    enqueue(lock, std::move(change), std::move(done));
-    return false;
-  }
-  queue_.push_back(Pending{std::move(change), std::move(done)});
-  ++submitted_;
-  committing_ = true;  // the writer leaves the queue to the caller
-  return true;
+  const bool lead = !failure_ && !closing_ && !committing_ && queue_.empty() && !trim_;
+  if (lead) committing_ = true;  // the writer leaves the queue to the caller (and is not woken)
+  enqueue(lock, std::move(change), std::move(done));
+  return lead;
 }
 
 void StateStore::lead() {
