@@ -5,10 +5,11 @@
 namespace agentd::detail {
 
 bool ResultPool::add_pending(const std::string& call_id, std::string producer) {
-  if (evicted_.count(call_id)) return false;
+  if (was_evicted(call_id)) return false;
   auto [it, inserted] = entries_.try_emplace(call_id);
   Entry& e = it->second;
   if (!inserted && e.announced) return false;
+  if (!inserted && !e.outcome) --unknown_waits_;  // a consumer's wait for it ends here
   e.announced = true;
   e.producer = std::move(producer);
   e.since = Clock::now();
@@ -35,12 +36,13 @@ ResultPool::Ready ResultPool::complete(const std::string& call_id, Outcome outco
   auto it = entries_.find(call_id);
   if (it == entries_.end() || it->second.outcome) return ready;  // evicted or finished: none wait
   Entry& e = it->second;
+  if (!e.announced) --unknown_waits_;
   e.outcome = std::make_shared<const Outcome>(std::move(outcome));
   e.since = Clock::now();
-  finished_order_.emplace_back(call_id, e.since);
+  finished_order_.emplace_back(&it->first, e.since);
   auto waiters = std::move(e.waiters);
   OutcomePtr out = e.outcome;
-  while (finished_order_.size() > limits_.max_size) evict(finished_order_.front().first);
+  while (finished_order_.size() > limits_.max_size) evict_oldest();
   for (auto& w : waiters) ready.add(kj::mv(w), out);
   return ready;
 }
@@ -49,12 +51,13 @@ ResultPool::Ready ResultPool::when_ready(const std::string& call_id, Waiter w, b
   Ready ready;
   auto it = entries_.find(call_id);
   if (it == entries_.end()) {
-    if (evicted_.count(call_id) || !wait_for_unknown) {
+    if (!wait_for_unknown || was_evicted(call_id)) {
       ready.add(kj::mv(w), std::make_shared<const Outcome>(gone_error(call_id)));
       return ready;
     }
     it = entries_.try_emplace(call_id).first;
     it->second.since = Clock::now();
+    ++unknown_waits_;
   }
   Entry& e = it->second;
   if (e.outcome)
@@ -69,20 +72,18 @@ OutcomePtr ResultPool::peek(const std::string& call_id) const {
   return it == entries_.end() ? nullptr : it->second.outcome;
 }
 
-void ResultPool::evict(const std::string& id_ref) {
-  // Callers pass finished_order_.front().first, which pop_front() below destroys: copy it first.
-  const std::string call_id = id_ref;
-  // Only finished entries are evicted; finished_order_ holds exactly those, oldest first.
-  if (!finished_order_.empty() && finished_order_.front().first == call_id) finished_order_.pop_front();
-  auto it = entries_.find(call_id);
-  const Clock::time_point finished = it != entries_.end() ? it->second.since : Clock::now();
-  if (it != entries_.end()) entries_.erase(it);
+void ResultPool::evict_oldest() {
+  const auto [key, finished] = finished_order_.front();
+  finished_order_.pop_front();
+  const std::uint64_t hash = id_hash(*key);
+  entries_.erase(entries_.find(*key));  // *key is the node's own key: gone from here on
   ++evictions_;
-  evicted_.insert(call_id);
-  evicted_order_.emplace_back(call_id, finished);
+  evicted_.insert(hash);
+  evicted_order_.emplace_back(hash, finished);
   while (evicted_order_.size() > kEvictedMemory) {
     forget_until(evicted_order_.front().second);
-    evicted_.erase(evicted_order_.front().first);
+    // One of the equal hashes: two ids that share a hash are remembered twice, forgotten in turn.
+    evicted_.erase(evicted_.find(evicted_order_.front().first));
     evicted_order_.pop_front();
   }
 }
@@ -97,7 +98,7 @@ void ResultPool::forget_until(Clock::time_point t) {
 }
 
 Error ResultPool::gone_error(const std::string& call_id) const {
-  if (evicted_.count(call_id))
+  if (was_evicted(call_id))
     return Error(ErrorCode::expired,
                  fmt::format("result of call {} expired: evicted from the result pool (limits: "
                              "{} results, {} s); read results sooner or raise --max-pool-size / "
@@ -110,14 +111,15 @@ Error ResultPool::gone_error(const std::string& call_id) const {
 
 ResultPool::Ready ResultPool::sweep(Clock::time_point now) {
   Ready ready;
-  while (!finished_order_.empty() && now - finished_order_.front().second >= limits_.max_age)
-    evict(finished_order_.front().first);
-  // Consumers waiting for ids no producer announced in time.
+  while (!finished_order_.empty() && now - finished_order_.front().second >= limits_.max_age) evict_oldest();
+  // Consumers waiting for ids no producer announced in time (no walk over the pool without any).
+  if (unknown_waits_ == 0) return ready;
   std::vector<std::string> overdue;
   for (auto& [id, e] : entries_)
     if (!e.announced && !e.outcome && now - e.since >= limits_.unknown_wait) overdue.push_back(id);
   for (const auto& id : overdue) {
     auto node = entries_.extract(id);
+    --unknown_waits_;
     auto err = std::make_shared<const Outcome>(
         Error::retryable(ErrorCode::unknown_call,
                          fmt::format("no call {} arrived at this server within {} s of being asked for", id,

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,17 +102,29 @@ class ResultPool {
     std::vector<Waiter> waiters;
   };
 
-  void evict(const std::string& call_id);
+  // Evicts the oldest finished entry (finished_order_.front()).
+  void evict_oldest();
+  static std::uint64_t id_hash(const std::string& call_id) { return std::hash<std::string>{}(call_id); }
+  bool was_evicted(const std::string& call_id) const { return evicted_.count(id_hash(call_id)) > 0; }
   Error gone_error(const std::string& call_id) const;
 
   Limits limits_;
   std::unordered_map<std::string, Entry> entries_;
-  std::deque<std::pair<std::string, Clock::time_point>> finished_order_;
-  // Recently evicted ids, to tell "expired" from "never existed" (bounded FIFO).
-  std::unordered_set<std::string> evicted_;
-  std::deque<std::pair<std::string, Clock::time_point>> evicted_order_;  // id, when it finished
+  // Finished entries, oldest first: each its key in entries_ (a node's key stays where it is
+  // until the node is erased, which only evict_oldest() does to a finished entry) and when it
+  // finished. No copy of the id: a call's bookkeeping allocates once for its id, in entries_.
+  std::deque<std::pair<const std::string*, Clock::time_point>> finished_order_;
+  // Recently evicted ids, to tell "expired" from "never existed" (bounded FIFO), kept as 64-bit
+  // hashes of the ids: no string per id, and a new id is refused as taken only if it collides
+  // with one of the kEvictedMemory remembered (odds about 1 in 2^48 per call, far below the odds
+  // of two clients drawing the same 128-bit random id).
+  std::unordered_multiset<std::uint64_t> evicted_;
+  std::deque<std::pair<std::uint64_t, Clock::time_point>> evicted_order_;  // hash, when it finished
   std::optional<Clock::time_point> forgotten_until_;
   std::uint64_t evictions_ = 0;
+  // Entries made by when_ready() for an id no producer has announced yet and that have no outcome:
+  // what sweep() looks for, so it walks the pool only while there are some.
+  std::size_t unknown_waits_ = 0;
 };
 
 }  // namespace agentd::detail

@@ -1,5 +1,5 @@
 // ResultPool: pending -> complete, waiters, many reads, eviction by size and age, unknown ids,
-// duplicate call ids.
+// duplicate call ids, the bounded memory of evicted ids.
 #include "result_pool.h"
 #include "test_names.h"
 
@@ -188,4 +188,59 @@ TEST_CASE("an unknown id fails at once unless the caller waits for its producer"
   CHECK(late.error().code() == ErrorCode::unknown_call);
   CHECK(late.error().retryable());
   CHECK_THAT(late.error().message(), Contains(id("ghost")));
+}
+
+TEST_CASE("an evicted id is remembered for kEvictedMemory evictions, then forgotten behind the horizon",
+          "[result_pool]") {
+  ResultPool pool(limits(1));
+  CHECK_FALSE(pool.forgotten_age());
+  const std::size_t n = ResultPool::kEvictedMemory + 2;
+  auto eid = [](std::size_t i) { return id("e" + std::to_string(i) + "-"); };  // "e1-", not "e10"
+  std::size_t added = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string cid = eid(i);
+    added += pool.add_pending(cid, "a");
+    pool.complete(cid, Msg("a", static_cast<int>(i))).run();
+  }
+  REQUIRE(added == n);
+  // n finished, one kept: n - 1 evicted, of which the newest kEvictedMemory are remembered.
+  CHECK(pool.evictions() == n - 1);
+  CHECK(pool.finished() == 1);
+  Seen first;
+  pool.when_ready(eid(0), first.waiter(), false).run();
+  CHECK(first.error().code() == ErrorCode::unknown_call);  // forgotten: as if never seen
+  CHECK(pool.add_pending(eid(0), "b"));                    // and its id can be used again
+  Seen second;
+  pool.when_ready(eid(1), second.waiter(), false).run();
+  CHECK(second.error().code() == ErrorCode::expired);  // the oldest still remembered
+  CHECK_FALSE(pool.add_pending(eid(1), "b"));
+  Seen newest;
+  pool.when_ready(eid(n - 1), newest.waiter(), false).run();
+  CHECK(newest.msg().content == static_cast<int>(n - 1));
+  CHECK(pool.forgotten_age().has_value());  // forgetting e0 moved the horizon
+}
+
+TEST_CASE("sweep fails a consumer's overdue wait after other waits for unknown ids have ended",
+          "[result_pool]") {
+  ResultPool pool(limits(10, 3600s, 5s));
+  // A wait for an unknown id ends when its producer arrives...
+  Seen early;
+  pool.when_ready(id("x"), early.waiter(), true).run();
+  CHECK(pool.add_pending(id("x"), "a"));
+  pool.complete(id("x"), Msg("a", "x")).run();
+  CHECK(early.msg().content == "x");
+  // ...or when sweep fails it; a later wait is still found by the next sweeps.
+  auto t0 = ResultPool::Clock::now();
+  Seen gone;
+  pool.when_ready(id("y"), gone.waiter(), true).run();
+  pool.sweep(t0 + 6s).run();
+  REQUIRE(gone.got.size() == 1);
+  Seen late;
+  pool.when_ready(id("z"), late.waiter(), true).run();
+  pool.sweep(ResultPool::Clock::now() + 1s).run();
+  CHECK(late.got.empty());
+  pool.sweep(ResultPool::Clock::now() + 6s).run();
+  REQUIRE(late.got.size() == 1);
+  CHECK(late.error().code() == ErrorCode::unknown_call);
+  CHECK(pool.pending() == 0);  // the overdue waits left the pool
 }
