@@ -84,8 +84,9 @@ Workloads (all by default; choose with --workloads W1,W5):
   W11 the cost of durability: W1's sequential replies (p50/p99, server CPU and context
       switches per reply) and W2's burst (replies/s, server CPU per reply) on two fresh
       children, one without and one with --state-dir (a temporary directory the bench
-      removes), alternating; ratios are with/without; then the state database's size (a few
-      seconds)
+      removes), alternating; ratios are with/without; the floor row compares the durable
+      call with a plain call followed by one 4 KiB write + fdatasync in the state dir, timed
+      together; then the state database's size (a few seconds)
   W12 soak: --soak-calls replies (default 1,000,000) over --soak-connections connections
       (default 100, each its own Client and thread over loopback TCP, to --soak-agents agents
       of its own that keep no memory) to one fresh child with --state-dir, at most --soak-window
