@@ -115,9 +115,9 @@ class ResultPool {
   // finished. No copy of the id: a call's bookkeeping allocates once for its id, in entries_.
   std::deque<std::pair<const std::string*, Clock::time_point>> finished_order_;
   // Recently evicted ids, to tell "expired" from "never existed" (bounded FIFO), kept as 64-bit
-  // hashes of the ids: no string per id, and a new id is refused as taken only if it collides
-  // with one of the kEvictedMemory remembered (odds about 1 in 2^48 per call, far below the odds
-  // of two clients drawing the same 128-bit random id).
+  // hashes of the ids: no string per id. The price: a new id whose hash equals one of the
+  // kEvictedMemory remembered is refused as taken, odds of 2^-48 per call (once in about 3x10^14
+  // calls; an id answered "expired" that never ran here has the same odds).
   std::unordered_multiset<std::uint64_t> evicted_;
   std::deque<std::pair<std::uint64_t, Clock::time_point>> evicted_order_;  // hash, when it finished
   std::optional<Clock::time_point> forgotten_until_;
