@@ -7,6 +7,8 @@
 #                                     without the Python module (python3 cannot load it)
 #   BUILD_TYPE=Debug BUILD_DIR=build-debug scripts/build.sh    another type or directory
 #   TARGETS="unit_tests as_server" scripts/build.sh             only these targets
+#   UNITY=OFF scripts/build.sh        compile each source alone instead of in batches of eight:
+#                                     a longer full build, a shorter rebuild after editing a file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${SANITIZE:-OFF}" in
@@ -29,8 +31,9 @@ fi
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 JOBS=${JOBS:-$(nproc)}
 # ccache: paths under the checkout are hashed relative to it and the build directory is not
-# hashed, so another clone (CI's, a worktree) with the same BUILD_DIR name reuses the cache; the
-# sloppiness lets it cache the compiles that use a precompiled header.
+# hashed; the precompiled header's path, passed after -Xclang, is hashed as given, so a rebuild or
+# a clean clone at the same path reuses the cache, a clone elsewhere does not. The sloppiness lets
+# it cache the compiles that use a precompiled header.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 # A full disk makes the compiler fail without a word (ninja shows only "FAILED"): say so first.
@@ -44,6 +47,7 @@ fi
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DAGENTD_UNITY="${UNITY:-ON}" \
   "${COMPILERS[@]}" >/dev/null
 # shellcheck disable=SC2086  # TARGETS is a list
 cmake --build "$BUILD_DIR" -j "$JOBS" ${TARGETS:+--target $TARGETS}

@@ -28,7 +28,7 @@ using namespace agentd::test;
 
 namespace {
 
-struct Served {
+struct BatchServed {
   std::unique_ptr<ServerProcess> server = ServerProcess::start(standard_args());
   Client client = server->connect();
 };
@@ -45,7 +45,7 @@ std::vector<std::string> ids_of(const std::vector<agentd::AgentInfo>& list) {
 
 TEST_CASE("create_agents makes N callable agents named prefix + index, with the args",
           "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   constexpr std::size_t kCount = 300;
   auto agents = s.client.create_agents("EchoAgent", kCount, Value{{"prefix", "p:"}}, "echo-");
   REQUIRE(agents.size() == kCount);
@@ -82,7 +82,7 @@ TEST_CASE("create_agents makes N callable agents named prefix + index, with the 
 }
 
 TEST_CASE("create_agents beyond its in-flight window makes every agent", "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   // More than the 2048 creations the client keeps in flight: the later ones are sent as the
   // earlier ones are answered.
   constexpr std::size_t kCount = 2500;
@@ -99,7 +99,7 @@ TEST_CASE("create_agents beyond its in-flight window makes every agent", "[batch
 
 TEST_CASE("create_agents without a prefix names agents by their ids, and zero makes none",
           "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   auto agents = s.client.create_agents("TrailAgent", 5);
   REQUIRE(agents.size() == 5);
   for (auto& a : agents) {
@@ -112,7 +112,7 @@ TEST_CASE("create_agents without a prefix names agents by their ids, and zero ma
 
 TEST_CASE("create_agents of an unknown class throws unknown_class and makes nothing",
           "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   s.client.create_agent("EchoAgent", "keep", Value::object(), "keep");
   auto e = error_of([&] { s.client.create_agents("NoSuchAgent", 50, Value::object(), "n"); });
   CHECK(e.code() == ErrorCode::unknown_class);
@@ -123,7 +123,7 @@ TEST_CASE("create_agents of an unknown class throws unknown_class and makes noth
 
 TEST_CASE("create_agents whose every constructor throws fails with bad_args, leaving nothing",
           "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   s.client.create_agent("EchoAgent", "keep", Value::object(), "keep");
   auto e = error_of([&] { s.client.create_agents("FlakyAgent", 20, Value{{"fail_construct", true}}, "f"); });
   CHECK(e.code() == ErrorCode::bad_args);
@@ -140,7 +140,7 @@ TEST_CASE("create_agents whose every constructor throws fails with bad_args, lea
 
 TEST_CASE("create_agents with some failing constructors deletes the agents it made",
           "[batch][create_agents]") {
-  Served s;
+  BatchServed s;
   for (const char* id : {"a", "b", "c"}) s.client.create_agent("TrailAgent", id, Value::object(), id);
   const auto before = ids_of(s.client.list_agents());
   REQUIRE(before.size() == 3);
@@ -187,7 +187,7 @@ TEST_CASE("create_agents that times out stops and deletes every agent it made", 
 
 TEST_CASE("replies from several threads to many agents all come back right, in per-agent order",
           "[batch][order]") {
-  Served s;
+  BatchServed s;
   constexpr int kThreads = 6;
   constexpr int kAgents = 24;
   constexpr int kRounds = 25;  // replies per thread per agent
@@ -257,7 +257,7 @@ TEST_CASE("replies from several threads to many agents all come back right, in p
 
 TEST_CASE("in a chain whose links are passed on and dropped, the links kept still get results",
           "[batch][order]") {
-  Served s;
+  BatchServed s;
   auto agents = s.client.create_agents("TrailAgent", 60, Value::object(), "t");
   for (int round = 0; round < 5; ++round) {
     std::vector<std::pair<Placeholder, std::string>> kept;
@@ -274,7 +274,7 @@ TEST_CASE("in a chain whose links are passed on and dropped, the links kept stil
 }
 
 TEST_CASE("a sync call right after a burst of replies sees all of them", "[batch][order]") {
-  Served s;
+  BatchServed s;
   auto echo = s.client.create_agent("EchoAgent", "E", Value::object(), "e");
   // More than one submit's worth (4096 calls): the burst is split, still in order.
   constexpr int kBurst = 5000;
@@ -316,7 +316,7 @@ TEST_CASE("a sync call right after a burst of replies sees all of them", "[batch
 }
 
 TEST_CASE("requests outside the session never overtake calls issued before them", "[batch][order]") {
-  Served s;
+  BatchServed s;
   // Several threads at once, so the client's loop thread takes each thread's last calls and its
   // next request in one go: the request must still go after them (the batch is flushed first).
   constexpr int kThreads = 4;
@@ -347,7 +347,7 @@ TEST_CASE("requests outside the session never overtake calls issued before them"
 }
 
 TEST_CASE("a call to a deleted agent in a batch fails alone, the rest of the batch runs", "[batch][order]") {
-  Served s;
+  BatchServed s;
   auto keep = s.client.create_agent("TrailAgent", "K", Value::object(), "k");
   auto gone = s.client.create_agent("TrailAgent", "G", Value::object(), "g");
   s.client.delete_agent("g");
@@ -367,7 +367,7 @@ TEST_CASE("a call to a deleted agent in a batch fails alone, the rest of the bat
 // ---- results above the inline limit ----
 
 TEST_CASE("a result above the 64 KiB inline limit arrives whole, and only once", "[batch][large]") {
-  Served s;
+  BatchServed s;
   auto blob = s.client.create_agent("BlobAgent", "B", Value::object(), "b");
   constexpr std::size_t kSize = 256 * 1024;
 

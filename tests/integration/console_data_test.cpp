@@ -23,7 +23,7 @@ using Sort = agentd::AgentQuery::Sort;
 
 namespace {
 
-std::vector<std::string> async_args() { return standard_args({"--plugin", async_plugin()}); }
+std::vector<std::string> console_args() { return standard_args({"--plugin", async_plugin()}); }
 
 std::vector<std::string> ids(const AgentPage& page) {
   std::vector<std::string> out;
@@ -34,7 +34,7 @@ std::vector<std::string> ids(const AgentPage& page) {
 }  // namespace
 
 TEST_CASE("query_agents pages, filters and sorts a server's agents on the server", "[console]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(console_args());
   Client c = s->connect();
   // Named worker-0 .. worker-249, with ids the server picks.
   std::vector<AgentRef> workers = c.create_agents("EchoAgent", 250, agentd::Value::object(), "worker-");
@@ -110,7 +110,7 @@ TEST_CASE("query_agents pages, filters and sorts a server's agents on the server
 }
 
 TEST_CASE("server info carries per-model stats, latency histograms and its security", "[console]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(console_args());
   Client c = s->connect();
   AgentRef ask = c.create_agent("AskAgent", "ask");
   for (int i = 0; i < 4; ++i) ask.reply(Msg("user", "a b", "user")).get();
@@ -146,7 +146,7 @@ TEST_CASE("Histogram::quantile interpolates within buckets", "[console]") {
 
 TEST_CASE("spans preview a call's input and output, and export as a Chrome trace with dataflow",
           "[console]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(console_args());
   Client c = s->connect();
   AgentRef first = c.create_agent("EchoAgent", "first");
   AgentRef second = c.create_agent("EchoAgent", "second");

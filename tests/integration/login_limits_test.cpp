@@ -30,8 +30,8 @@ namespace wire = agentd::wire;
 
 namespace {
 
-constexpr const char* kToken = "0123456789abcdef0123456789abcdef-first";
-constexpr const char* kOtherToken = "fedcba9876543210fedcba9876543210-second";
+constexpr const char* kLoginToken = "0123456789abcdef0123456789abcdef-first";
+constexpr const char* kOtherLoginToken = "fedcba9876543210fedcba9876543210-second";
 constexpr const char* kNewToken = "00112233445566778899aabbccddeeff-third";
 
 std::string write_tokens(const TempDir& dir, const std::string& text, mode_t mode = 0600) {
@@ -48,8 +48,8 @@ std::string le32(std::uint32_t v) {
 
 // A Cap'n Proto RPC connection from source, logging in with nothing but the generated code.
 // io (the test thread's one event loop) is borrowed and outlives it.
-struct RawConnection {
-  RawConnection(kj::AsyncIoContext& io, std::uint16_t port, const std::string& source = "127.0.0.1")
+struct RawLogin {
+  RawLogin(kj::AsyncIoContext& io, std::uint16_t port, const std::string& source = "127.0.0.1")
       : io(io),
         stream(io.lowLevelProvider->wrapSocketFd(connect_loopback(port, source),
                                                  kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP)),
@@ -81,7 +81,7 @@ struct RawConnection {
   wire::AgentServer::Client server = nullptr;
 };
 
-ClientOptions with_token(const std::string& token) {
+ClientOptions login_options(const std::string& token) {
   ClientOptions o;
   o.token = token;
   o.connect_timeout = std::chrono::seconds(10);
@@ -104,8 +104,8 @@ std::uint64_t rss_kib(pid_t pid) {
 TEST_CASE("before login a frame bigger than the pre-login budget is refused at its header",
           "[security][prelogin]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
-  Client steady = s->connect(with_token(kToken));
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kLoginToken)}));
+  Client steady = s->connect(login_options(kLoginToken));
   const auto before = rss_kib(s->pid());
   // 20 connections announce a 61 MiB frame and send 1 MiB of it: each is closed at once.
   std::vector<std::unique_ptr<RawSocket>> hostile;
@@ -131,13 +131,13 @@ TEST_CASE("before login a frame bigger than the pre-login budget is refused at i
 
 TEST_CASE("calls pipelined on the login are read with the normal limits", "[security][prelogin]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kLoginToken)}));
   auto io = kj::setupAsyncIo();
-  RawConnection c(io, s->port());
+  RawLogin c(io, s->port());
   // The login and, pipelined on the server it returns, a 256 KiB call (beyond the pre-login
   // budget) sent at once, as a client in another language may.
   auto login = c.rpc.bootstrap().castAs<wire::Gate>().loginRequest();
-  login.setToken(kToken);
+  login.setToken(kLoginToken);
   auto logged_in = login.send();
   auto create = logged_in.getServer().createAgentRequest();
   create.setClassName(std::string(256 * 1024, 'x'));
@@ -154,10 +154,10 @@ TEST_CASE("a connection that has not logged in within --login-timeout is closed,
           "[security][prelogin]") {
   TempDir dir;
   auto s = ServerProcess::start(
-      standard_args({"--auth-token-file", write_tokens(dir, kToken), "--login-timeout", "1"}));
+      standard_args({"--auth-token-file", write_tokens(dir, kLoginToken), "--login-timeout", "1"}));
   auto io = kj::setupAsyncIo();
-  RawConnection logged_in(io, s->port());
-  REQUIRE(logged_in.login(kToken).empty());
+  RawLogin logged_in(io, s->port());
+  REQUIRE(logged_in.login(kLoginToken).empty());
   // One sends half a frame and stops; one sends one byte; one a byte, then a byte every 100 ms.
   RawSocket half(s->port()), one_byte(s->port()), trickle(s->port());
   half.send_all(le32(0) + le32(100) + std::string(200, '\0'));
@@ -176,14 +176,14 @@ TEST_CASE("a connection that has not logged in within --login-timeout is closed,
                    5s));
   // The connection that logged in before the deadline is served after it.
   CHECK(logged_in.pings());
-  CHECK(s->connect(with_token(kToken)).info().server_id == s->server_id());
+  CHECK(s->connect(login_options(kLoginToken)).info().server_id == s->server_id());
 }
 
 TEST_CASE("past --max-unauthenticated-connections the one waiting longest is closed, and clients get in",
           "[security][prelogin]") {
   TempDir dir;
   auto s = ServerProcess::start(standard_args(
-      {"--auth-token-file", write_tokens(dir, kToken), "--max-unauthenticated-connections", "8"}));
+      {"--auth-token-file", write_tokens(dir, kLoginToken), "--max-unauthenticated-connections", "8"}));
   std::vector<std::unique_ptr<RawSocket>> idle;
   for (int i = 0; i < 12; ++i) {
     idle.push_back(std::make_unique<RawSocket>(s->port()));
@@ -194,7 +194,7 @@ TEST_CASE("past --max-unauthenticated-connections the one waiting longest is clo
   CHECK(wait_until(
       [&] { return s->stderr_text().find("--max-unauthenticated-connections") != std::string::npos; }, 5s));
   // A client still gets in (taking the place of the oldest that wait), and is served.
-  Client c = s->connect(with_token(kToken));
+  Client c = s->connect(login_options(kLoginToken));
   CHECK(c.create_agent("EchoAgent", "e").reply(Msg("user", "in")).get().text() == "in");
   CHECK(idle[4]->wait_closed(5s));
   for (std::size_t i = 8; i < idle.size(); ++i) CHECK_FALSE(idle[i]->wait_closed(0ms));
@@ -203,19 +203,19 @@ TEST_CASE("past --max-unauthenticated-connections the one waiting longest is clo
 TEST_CASE("an address over its budget of failed logins is refused at once, unchecked, and others are not",
           "[security][auth][throttle]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kLoginToken)}));
   auto io = kj::setupAsyncIo();
-  RawConnection attacker(io, s->port(), "127.0.0.5");
+  RawLogin attacker(io, s->port(), "127.0.0.5");
   for (int i = 0; i < 10; ++i) CHECK_THAT(attacker.login("guess"), Catch::Contains("wrong token"));
   auto t0 = std::chrono::steady_clock::now();
   CHECK_THAT(attacker.login("guess"), Catch::Contains("too many failed logins from 127.0.0.5; try again in"));
   // Even the right token from there is refused, unchecked, without a wait.
-  CHECK_THAT(attacker.login(kToken), Catch::Contains("too many failed logins from 127.0.0.5"));
+  CHECK_THAT(attacker.login(kLoginToken), Catch::Contains("too many failed logins from 127.0.0.5"));
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
   // Another address logs in at once.
   t0 = std::chrono::steady_clock::now();
-  RawConnection user(io, s->port(), "127.0.0.6");
-  CHECK(user.login(kToken).empty());
+  RawLogin user(io, s->port(), "127.0.0.6");
+  CHECK(user.login(kLoginToken).empty());
   CHECK(user.pings());
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
   CHECK(wait_until(
@@ -231,19 +231,19 @@ TEST_CASE("an address over its budget of failed logins is refused at once, unche
 TEST_CASE("failed logins from many addresses are limited overall, and an address that never failed gets in",
           "[security][auth][throttle]") {
   TempDir dir;
-  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kToken)}));
+  auto s = ServerProcess::start(standard_args({"--auth-token-file", write_tokens(dir, kLoginToken)}));
   auto io = kj::setupAsyncIo();
   int overall = 0;
   for (int a = 10; a < 40 && overall == 0; ++a) {
-    RawConnection attacker(io, s->port(), "127.0.0." + std::to_string(a));
+    RawLogin attacker(io, s->port(), "127.0.0." + std::to_string(a));
     for (int i = 0; i < 10; ++i) {
       auto why = attacker.login("guess");
       if (why.find("too many failed logins on this server") != std::string::npos) ++overall;
     }
   }
   CHECK(overall > 0);
-  RawConnection clean(io, s->port(), "127.0.0.99");
-  CHECK(clean.login(kToken).empty());
+  RawLogin clean(io, s->port(), "127.0.0.99");
+  CHECK(clean.login(kLoginToken).empty());
   CHECK(clean.pings());
 }
 
@@ -252,32 +252,32 @@ TEST_CASE(
     "keeps the old tokens",
     "[security][auth][reload]") {
   TempDir dir;
-  auto tokens = write_tokens(dir, std::string(kToken) + "\n" + kOtherToken + "\n");
+  auto tokens = write_tokens(dir, std::string(kLoginToken) + "\n" + kOtherLoginToken + "\n");
   auto s = ServerProcess::start(standard_args({"--auth-token-file", tokens}));
   auto io = kj::setupAsyncIo();
-  RawConnection first(io, s->port()), second(io, s->port());
-  REQUIRE(first.login(kToken).empty());
-  REQUIRE(second.login(kOtherToken).empty());
+  RawLogin first(io, s->port()), second(io, s->port());
+  REQUIRE(first.login(kLoginToken).empty());
+  REQUIRE(second.login(kOtherLoginToken).empty());
   REQUIRE(first.pings());
 
-  write_tokens(dir, std::string(kOtherToken) + "\n" + kNewToken + "\n");
+  write_tokens(dir, std::string(kOtherLoginToken) + "\n" + kNewToken + "\n");
   REQUIRE(::kill(s->pid(), SIGHUP) == 0);
   CHECK(wait_until([&] { return !first.pings(); }, 5s));
   CHECK(second.pings());
   CHECK_THAT(s->stderr_text(), Catch::Contains("no longer in --auth-token-file"));
-  RawConnection again(io, s->port());
-  CHECK_THAT(again.login(kToken), Catch::Contains("wrong token"));
+  RawLogin again(io, s->port());
+  CHECK_THAT(again.login(kLoginToken), Catch::Contains("wrong token"));
   CHECK(again.login(kNewToken).empty());
 
   // A file others may read is refused on reload: the tokens there were stay, nobody is cut.
-  write_tokens(dir, std::string(kToken) + "\n", 0644);
+  write_tokens(dir, std::string(kLoginToken) + "\n", 0644);
   REQUIRE(::kill(s->pid(), SIGHUP) == 0);
   CHECK(wait_until(
       [&] { return s->stderr_text().find("SIGHUP: kept the previous tokens") != std::string::npos; }, 5s));
   CHECK_THAT(s->stderr_text(), Catch::Contains("chmod 600"));
   CHECK(second.pings());
   CHECK(again.pings());
-  RawConnection after(io, s->port());
+  RawLogin after(io, s->port());
   CHECK(after.login(kNewToken).empty());
   CHECK(s->running());
 
@@ -287,6 +287,6 @@ TEST_CASE(
   o.token = kNewToken;
   Client c = s->connect(o);
   c.set_model_configs("[]");
-  CHECK(wait_until([&] { return !second.pings(); }, 5s));  // kOtherToken is gone
+  CHECK(wait_until([&] { return !second.pings(); }, 5s));  // kOtherLoginToken is gone
   CHECK_NOTHROW(c.ping());
 }

@@ -26,7 +26,7 @@ namespace wire = agentd::wire;
 
 namespace {
 
-std::vector<std::string> async_args(std::vector<std::string> extra = {}) {
+std::vector<std::string> usage_args(std::vector<std::string> extra = {}) {
   std::vector<std::string> a{"--plugin", async_plugin()};
   a.insert(a.end(), extra.begin(), extra.end());
   return standard_args(a);
@@ -41,7 +41,7 @@ std::optional<TraceSpan> span_of(Client& c, const std::string& call_id) {
 }  // namespace
 
 TEST_CASE("a placeholder reports the model tokens its call used, as the call's span counts them", "[usage]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(usage_args());
   Client c = s->connect();
   AgentRef ask = c.create_agent("AskAgent", "ask");
   AgentRef echo = c.create_agent("EchoAgent", "echo");
@@ -77,7 +77,7 @@ TEST_CASE("a placeholder reports the model tokens its call used, as the call's s
 }
 
 TEST_CASE("usage comes with a result too large to inline, read when get() wants it", "[usage]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(usage_args());
   Client c = s->connect();
   AgentRef ask = c.create_agent("AskAgent", "ask-big");
   // 40,000 words, 80,000 bytes: more than the client's inline limit (64 KiB), so the reply comes
@@ -92,7 +92,7 @@ TEST_CASE("usage comes with a result too large to inline, read when get() wants 
 TEST_CASE("a call's trace id reaches its span, and a bad one is refused before it is sent", "[trace]") {
   TempDir dir;
   const std::string trace_file = dir.path() + "/spans.jsonl";
-  auto s = ServerProcess::start(async_args({"--trace-file", trace_file}));
+  auto s = ServerProcess::start(usage_args({"--trace-file", trace_file}));
   Client c = s->connect();
   AgentRef ask = c.create_agent("AskAgent", "ask-traced");
   const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -142,7 +142,7 @@ TEST_CASE("a call's trace id reaches its span, and a bad one is refused before i
 
 TEST_CASE("the per-capability Agent.reply carries a trace id and answers the usage on the wire",
           "[trace][wire]") {
-  auto s = ServerProcess::start(async_args());
+  auto s = ServerProcess::start(usage_args());
   kj::AsyncIoContext io = kj::setupAsyncIo();
   auto stream = io.provider->getNetwork()
                     .parseAddress("127.0.0.1", s->port())

@@ -21,6 +21,9 @@ namespace agentd::detail {
 // whole; a disconnected one has type DISCONNECTED. A kj::Exception stays as it is; any other
 // std::exception becomes FAILED with its what().
 kj::Exception to_kj_exception(std::exception_ptr e);
+inline kj::Exception to_kj_exception(Error e) {
+  return to_kj_exception(std::make_exception_ptr(std::move(e)));
+}
 
 // The one mapping from a kj::Exception (a Cap'n Proto or KJ fault) to agentd::Error, on the
 // server and the client alike. One made by to_kj_exception() gives back the agentd::Error it

@@ -23,12 +23,6 @@ Value anthropic_tools(const Value& tools) {
   return out;
 }
 
-Value parse_arguments(const Value& args) {
-  if (!args.is_string()) return args.is_object() ? args : Value::object();
-  Value parsed = parse_value(args.get<std::string>()).value;
-  return parsed.is_object() ? parsed : Value::object();
-}
-
 // Messages: the system ones joined into `system`; tool calls as tool_use blocks; tool results as a
 // user message with a tool_result block.
 void anthropic_messages(const std::vector<Msg>& messages, Value& body) {
@@ -61,7 +55,7 @@ void anthropic_messages(const std::vector<Msg>& messages, Value& body) {
         blocks.push_back({{"type", "tool_use"},
                           {"id", call.value("id", "")},
                           {"name", fn.value("name", "")},
-                          {"input", parse_arguments(fn.value("arguments", Value()))}});
+                          {"input", tool_call_arguments(fn.value("arguments", Value()))}});
       }
       out.push_back({{"role", "assistant"}, {"content", std::move(blocks)}});
       continue;

@@ -178,6 +178,10 @@ class ToolCallAccumulator {
   Value calls_ = Value::array();
 };
 
+// A tool call's arguments as an object: OpenAI's carry them as a JSON string, which is parsed;
+// anything that is not an object (or a string holding one) gives an empty object.
+Value tool_call_arguments(const Value& args);
+
 // Usage from {"prompt_tokens","completion_tokens","total_tokens"} or {"input_tokens","output_tokens",...}.
 Usage usage_from_json(const Value& usage);
 

@@ -13,7 +13,7 @@ namespace agentd::detail {
 namespace {
 
 // Request fields that stay top-level; every other generate_args key goes into generationConfig.
-bool is_top_level_key(const std::string& key) {
+bool is_gemini_request_key(const std::string& key) {
   return key == "safetySettings" || key == "toolConfig" || key == "cachedContent" || key == "labels";
 }
 
@@ -26,12 +26,6 @@ Value gemini_tools(const Value& tools) {
     decls.push_back(std::move(d));
   }
   return Value::array({{{"functionDeclarations", std::move(decls)}}});
-}
-
-Value parse_arguments(const Value& args) {
-  if (!args.is_string()) return args.is_object() ? args : Value::object();
-  Value parsed = parse_value(args.get<std::string>()).value;
-  return parsed.is_object() ? parsed : Value::object();
 }
 
 class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
@@ -90,7 +84,7 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
           call_names[call.value("id", "")] = fn.value("name", "");
           parts.push_back({{"functionCall",
                             {{"name", fn.value("name", "")},
-                             {"args", parse_arguments(fn.value("arguments", Value()))}}}});
+                             {"args", tool_call_arguments(fn.value("arguments", Value()))}}}});
         }
       }
       if (parts.empty()) parts.push_back({{"text", ""}});
@@ -101,7 +95,7 @@ class GeminiChatModel final : public StreamingChatModel<GeminiChatModel> {
     Value generation = Value::object();
     const Value args = merged_generate_args(options);
     for (const auto& [k, v] : args.items()) {
-      if (is_top_level_key(k)) {
+      if (is_gemini_request_key(k)) {
         body[k] = v;
       } else if ((k == "generationConfig" || k == "generation_config") && v.is_object()) {
         for (const auto& [gk, gv] : v.items()) generation[gk] = gv;

@@ -299,6 +299,12 @@ void ToolCallAccumulator::add(const Value& deltas) {
 
 Value ToolCallAccumulator::result() const { return calls_.empty() ? Value() : calls_; }
 
+Value tool_call_arguments(const Value& args) {
+  if (!args.is_string()) return args.is_object() ? args : Value::object();
+  Value parsed = parse_value(args.get<std::string>()).value;
+  return parsed.is_object() ? parsed : Value::object();
+}
+
 Usage usage_from_json(const Value& usage) {
   Usage u;
   if (!usage.is_object()) return u;

@@ -7,7 +7,7 @@ namespace agentd::detail {
 namespace {
 
 // Keys of generate_args that are request fields in Ollama's API; all others are model options.
-bool is_top_level_key(const std::string& key) {
+bool is_ollama_chat_request_key(const std::string& key) {
   return key == "format" || key == "keep_alive" || key == "think" || key == "tools";
 }
 
@@ -66,7 +66,7 @@ class OllamaChatModel final : public StreamingChatModel<OllamaChatModel> {
     Value model_options = config().extra.value("options", Value::object());
     const Value args = merged_generate_args(options);
     for (const auto& [k, v] : args.items()) {
-      if (is_top_level_key(k)) {
+      if (is_ollama_chat_request_key(k)) {
         body[k] = v;
       } else if (k == "options" && v.is_object()) {
         for (auto& [ok, ov] : v.items()) model_options[ok] = ov;

@@ -6,7 +6,7 @@
 namespace agentd::detail {
 namespace {
 
-bool is_top_level_key(const std::string& key) {
+bool is_ollama_generate_request_key(const std::string& key) {
   return key == "format" || key == "keep_alive" || key == "think" || key == "raw" || key == "suffix" ||
          key == "template" || key == "context" || key == "images";
 }
@@ -44,7 +44,7 @@ class OllamaGenerateModel final : public StreamingChatModel<OllamaGenerateModel>
     Value model_options = config().extra.value("options", Value::object());
     const Value args = merged_generate_args(options);
     for (const auto& [k, v] : args.items()) {
-      if (is_top_level_key(k)) {
+      if (is_ollama_generate_request_key(k)) {
         body[k] = v;
       } else if (k == "options" && v.is_object()) {
         for (const auto& [ok, ov] : v.items()) model_options[ok] = ov;

@@ -29,8 +29,6 @@ constexpr int kMaxToolPages = 1000;
 // Tools kept of one server at most: the rest of a longer list is left out (with a warning).
 constexpr std::size_t kMaxTools = 10000;
 
-kj::Exception kj_error(Error e) { return to_kj_exception(std::make_exception_ptr(std::move(e))); }
-
 std::string seconds_text(kj::Duration d) {
   const auto ms = d / kj::MILLISECONDS;
   if (ms % 1000 == 0) return fmt::format("{} s", ms / 1000);
@@ -85,7 +83,7 @@ struct McpSession::Impl {
   void fail_pending(const Error& e) {
     auto all = std::move(pending);
     pending.clear();
-    for (auto& [id, p] : all) p.fulfiller->reject(kj_error(e));
+    for (auto& [id, p] : all) p.fulfiller->reject(to_kj_exception(e));
   }
 
   void send(Value message) {
@@ -110,7 +108,7 @@ struct McpSession::Impl {
   kj::Promise<Value> request(std::string method, Value params, std::string what, kj::Duration timeout,
                              std::function<Error()> make_timeout, bool cancellable = true) {
     if (!open)
-      return kj_error(Error::retryable(
+      return to_kj_exception(Error::retryable(
           ErrorCode::tool_error,
           fmt::format("tool server '{}' is not connected ({} not sent)", config.name, what)));
     const std::int64_t id = next_id++;
@@ -128,7 +126,7 @@ struct McpSession::Impl {
                                          : std::string("the caller no longer waits for it"));
     });
     auto expiry = timer.atTime(deadline).then([make_timeout = std::move(make_timeout)]() -> Value {
-      kj::throwFatalException(kj_error(make_timeout()));
+      kj::throwFatalException(to_kj_exception(make_timeout()));
     });
     return paf.promise.attach(kj::mv(guard)).exclusiveJoin(kj::mv(expiry));
   }
@@ -165,9 +163,9 @@ struct McpSession::Impl {
       std::string text = string_field(*err, "message");
       std::string code = err->is_object() && err->contains("code") ? err->at("code").dump() : "?";
       p.fulfiller->reject(
-          kj_error(Error(ErrorCode::tool_error,
-                         fmt::format("tool server '{}' refused {}: {} (JSON-RPC error {})", config.name,
-                                     p.what, text.empty() ? "no message" : text, code))));
+          to_kj_exception(Error(ErrorCode::tool_error,
+                                fmt::format("tool server '{}' refused {}: {} (JSON-RPC error {})",
+                                            config.name, p.what, text.empty() ? "no message" : text, code))));
       return;
     }
     auto result = message.find("result");
@@ -245,10 +243,10 @@ struct McpSession::Impl {
         .then([this, alive = alive, acc = kj::mv(acc),
                page](Value result) mutable -> kj::Promise<std::vector<ToolInfo>> {
           // The answer may have come just before the session went (its continuation still queued).
-          if (!*alive) return kj_error(ended_error());
+          if (!*alive) return to_kj_exception(ended_error());
           auto tools = result.find("tools");
           if (tools == result.end() || !tools->is_array())
-            return kj_error(
+            return to_kj_exception(
                 Error(ErrorCode::tool_error,
                       fmt::format("tool server '{}' answered tools/list without a tools list", config.name)));
           for (const auto& t : *tools) {
@@ -311,14 +309,14 @@ kj::Promise<void> McpSession::initialize() {
           false)
       .then([&s, alive = s.alive](Value result) {
         // initialize's answer may have come just before the session went: nothing to touch then.
-        if (!*alive) kj::throwFatalException(kj_error(Impl::ended_error()));
+        if (!*alive) kj::throwFatalException(to_kj_exception(Impl::ended_error()));
         std::string version = string_field(result, "protocolVersion");
         bool known = false;
         for (const char* v : kProtocolVersions) known = known || version == v;
         if (!known) {
           std::string ours;
           for (const char* v : kProtocolVersions) ours += (ours.empty() ? "" : ", ") + std::string(v);
-          kj::throwFatalException(kj_error(Error(
+          kj::throwFatalException(to_kj_exception(Error(
               ErrorCode::tool_error,
               fmt::format("tool server '{}' speaks MCP version '{}'; agentd asked for {} and accepts {}",
                           s.config.name, version, kProtocolVersions[0], ours))));
@@ -356,7 +354,7 @@ kj::Promise<ToolResult> McpSession::call_tool(const std::string& tool, const Val
         try {
           return ToolResult::from_value(result);
         } catch (const Error& e) {
-          kj::throwFatalException(kj_error(Error(
+          kj::throwFatalException(to_kj_exception(Error(
               ErrorCode::tool_error,
               fmt::format("tool server '{}' answered {} with no result: {}", name, what, e.message()))));
         }

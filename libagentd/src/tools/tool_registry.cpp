@@ -34,8 +34,6 @@ constexpr auto kMaxBackoff = std::chrono::seconds(60);
 constexpr auto kBackoffReset = std::chrono::seconds(60);  // running this long forgives past deaths
 constexpr auto kRetireGrace = 2 * kj::SECONDS;            // for servers a reconfigure removed
 
-kj::Exception kj_error(Error e) { return to_kj_exception(std::make_exception_ptr(std::move(e))); }
-
 std::int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -204,12 +202,12 @@ struct ToolRegistry::Impl {
       why = s->session->close_reason();
     else if (s && s->state != State::stopped && generation == s->generation)
       why = "its session ended";
-    kj::throwFatalException(kj_error(Error::retryable(
+    kj::throwFatalException(to_kj_exception(Error::retryable(
         ErrorCode::tool_error, fmt::format("tool server '{}' closed while {}: {}", name, doing, why))));
   }
 
   kj::Promise<void> start_now(const std::shared_ptr<Server>& s) {
-    if (stopped) return kj_error(Error(ErrorCode::stopping, "the server is stopping"));
+    if (stopped) return to_kj_exception(Error(ErrorCode::stopping, "the server is stopping"));
     retire(kj::mv(s->session));
     if (s->ran) ++s->restarts;
     const std::uint64_t generation = ++s->generation;
@@ -252,8 +250,8 @@ struct ToolRegistry::Impl {
   // Resolves when s runs (starting it if needed); rejects with Error(tool_error) when it cannot.
   kj::Promise<void> ensure_started(const std::shared_ptr<Server>& s) {
     if (stopped || s->state == State::stopped)
-      return kj_error(Error(ErrorCode::stopping,
-                            fmt::format("tool server '{}': the server is stopping", s->config.name)));
+      return to_kj_exception(Error(ErrorCode::stopping,
+                                   fmt::format("tool server '{}': the server is stopping", s->config.name)));
     if (s->state == State::running && s->session.get() != nullptr && s->session->open()) return kj::READY_NOW;
     if (s->state == State::starting) {
       KJ_IF_MAYBE (fork, s->starting) {
@@ -265,7 +263,7 @@ struct ToolRegistry::Impl {
     const auto now = Clock::now();
     if ((s->state == State::failed || s->state == State::restarting) && now < s->next_start) {
       const auto wait_s = std::chrono::duration_cast<std::chrono::seconds>(s->next_start - now).count() + 1;
-      return kj_error(Error::retryable(
+      return to_kj_exception(Error::retryable(
           ErrorCode::tool_error,
           s->state == State::failed
               ? fmt::format("tool server '{}' could not start: {} (next try in {} s)", s->config.name,
@@ -295,7 +293,7 @@ struct ToolRegistry::Impl {
           s->error = err.message();
           retire(kj::mv(s->session));
           spdlog::warn("{}", err.message());
-          kj::throwFatalException(kj_error(Error::retryable(ErrorCode::tool_error, err.message())));
+          kj::throwFatalException(to_kj_exception(Error::retryable(ErrorCode::tool_error, err.message())));
         });
     auto fork = started.fork();
     auto branch = fork.addBranch();
@@ -458,12 +456,12 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
                               server)
                 : fmt::format("no tool server named '{}' (configured: {})", server, names_of(r.servers)));
     finish("tool_error", e.message());
-    return kj_error(e);
+    return to_kj_exception(e);
   }
   if (r.stopped) {
     Error e(ErrorCode::stopping, "the server is stopping: no more tool calls");
     finish("stopping", e.message());
-    return kj_error(e);
+    return to_kj_exception(e);
   }
   const kj::Duration timeout = to_kj(options.timeout.value_or(s->config.call_timeout));
   // A caller that drops the promise (a cancelled agent, a registry going away) still gets the
@@ -484,7 +482,7 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
           state->unknown_tool = true;
           std::string names;
           for (const auto& t : s->tools) names += (names.empty() ? "" : ", ") + t.name;
-          return kj::Promise<ToolResult>(kj_error(
+          return kj::Promise<ToolResult>(to_kj_exception(
               Error(ErrorCode::tool_error,
                     fmt::format("tool server '{}' has no tool '{}'{} (its tools: {})", s->config.name, tool,
                                 s->config.allow_tools.empty() ? "" : " allowed by its config",
@@ -499,7 +497,7 @@ kj::Promise<ToolResult> ToolRegistry::call(std::string server, std::string tool,
                                 ? s->session->close_reason()
                             : s->error.empty() ? "its session ended"
                                                : s->error;
-          return kj::Promise<ToolResult>(kj_error(
+          return kj::Promise<ToolResult>(to_kj_exception(
               Error::retryable(ErrorCode::tool_error,
                                fmt::format("tool server '{}' closed before the call to '{}' was sent: {}",
                                            s->config.name, tool, why))));

@@ -34,7 +34,7 @@ class TallyAgent : public Agent {
   int replies_ = 0;
 };
 
-LocalOptions local_options() {
+LocalOptions tally_options() {
   LocalOptions o;
   o.classes = {agent_class<TallyAgent>("TallyAgent")};
   o.max_workers = 4;
@@ -53,7 +53,7 @@ TEST_CASE(
     "an AgentRef's replies, calls, observations and memory reach its agent in the order "
     "they were made",
     "[client][agent_ref]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(tally_options());
   auto a = client.create_agent("TallyAgent", "T", Value{{"prefix", "re: "}});
   CHECK(a.name() == "T");
   CHECK(a.class_name() == "TallyAgent");
@@ -80,7 +80,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a reply given a placeholder runs on its message once it is ready", "[client][agent_ref]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(tally_options());
   auto a = client.create_agent("TallyAgent", "A", Value{{"prefix", "a:"}});
   auto b = client.create_agent("TallyAgent", "B", Value{{"prefix", "b:"}});
   Placeholder first = a.reply(Msg("user", "x", "user"));
@@ -92,7 +92,7 @@ TEST_CASE("a reply given a placeholder runs on its message once it is ready", "[
 
 TEST_CASE("AgentRef errors: an unknown method, a negative deadline, an unknown agent",
           "[client][agent_ref]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(tally_options());
   auto a = client.create_agent("TallyAgent", "T");
 
   Error e = error_of([&] { a.call("nope"); });

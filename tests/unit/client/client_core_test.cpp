@@ -29,9 +29,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-agentd::test::Gate g_gate;  // GatedAgent's replies wait on it
+agentd::test::Gate core_gate;  // CoreGatedAgent's replies wait on it
 
-class EchoAgent : public Agent {
+class CoreEchoAgent : public Agent {
  public:
   using Agent::Agent;
   Msg reply(const Msg& x) override {
@@ -40,11 +40,11 @@ class EchoAgent : public Agent {
   }
 };
 
-class GatedAgent : public Agent {
+class CoreGatedAgent : public Agent {
  public:
   using Agent::Agent;
   Msg reply(const Msg& x) override {
-    g_gate.wait();
+    core_gate.wait();
     return Msg(name(), x.text());
   }
 };
@@ -53,7 +53,8 @@ class GatedAgent : public Agent {
 class PipedServer final : public ClientCore::InProcess {
  public:
   explicit PipedServer(kj::AsyncIoContext& io)
-      : server_(options(), io, {agent_class<EchoAgent>("EchoAgent"), agent_class<GatedAgent>("GatedAgent")}),
+      : server_(options(), io,
+                {agent_class<CoreEchoAgent>("EchoAgent"), agent_class<CoreGatedAgent>("GatedAgent")}),
         server_rpc_(*pipe_.ends[0], server_.bootstrap(), capnp::rpc::twoparty::Side::SERVER),
         client_rpc_(*pipe_.ends[1]) {}
   wire::AgentServer::Client bootstrap() override {
@@ -190,10 +191,10 @@ TEST_CASE(
     "close() fails a placeholder still waiting with disconnected, and the core refuses "
     "requests afterwards",
     "[client][client_core]") {
-  g_gate.set(true);
+  core_gate.set(true);
   auto core = piped_core();
   create(*core, "GatedAgent", "g");
-  g_gate.set(false);
+  core_gate.set(false);
   auto waiting = reply(core, "g", "stuck");
 
   // The agent's worker is released once the placeholder has failed (or after a while, so that a
@@ -203,7 +204,7 @@ TEST_CASE(
     std::unique_lock lock(slot->mu);
     slot->waiters.wait_for(lock, std::chrono::seconds(10), [&] { return slot->value || slot->error; });
     lock.unlock();
-    g_gate.set(true);
+    core_gate.set(true);
   });
   core->close();
   opener.join();

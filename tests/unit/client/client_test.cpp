@@ -26,7 +26,7 @@ class EchoAgent : public Agent {
 
 // A client whose waits give up after a few seconds: a wait that is never answered fails the
 // test with timeout instead of holding it for the default half hour.
-LocalOptions local_options() {
+LocalOptions client_options() {
   LocalOptions o;
   o.classes = {agent_class<EchoAgent>("EchoAgent")};
   o.max_workers = 4;
@@ -42,7 +42,7 @@ void check_closed(const Error& e) {
 }  // namespace
 
 TEST_CASE("server-wide requests: info, list, delete, delete all, ping, traces", "[client]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(client_options());
   client.ping();
   auto a = client.create_agent("EchoAgent", "A");
   auto b = client.create_agent("EchoAgent", "B", Value::object(), "b-id");
@@ -77,7 +77,7 @@ TEST_CASE("server-wide requests: info, list, delete, delete all, ping, traces", 
 }
 
 TEST_CASE("stats() counts the requests and waits this client made", "[client]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(client_options());
   auto before = client.stats();
   auto a = client.create_agent("EchoAgent", "A");  // one request, waited for
   auto created = client.stats();
@@ -98,7 +98,7 @@ TEST_CASE(
     "after close() the client's requests and its AgentRefs' calls fail at once with "
     "disconnected, and results got before stay readable",
     "[client]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(client_options());
   auto a = client.create_agent("EchoAgent", "A");
   Placeholder done = a.reply(Msg("user", "before", "user"));
   CHECK(done.get().text() == "before");
@@ -128,7 +128,7 @@ TEST_CASE(
     "after close(), stats() and a new reply's get() fail at once instead of waiting for "
     "the client's timeout",
     "[client][closed]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(client_options());
   auto a = client.create_agent("EchoAgent", "A");
   client.close();
 

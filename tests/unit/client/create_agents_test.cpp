@@ -28,7 +28,7 @@ class PickyAgent : public Agent {
   Msg reply(const Msg& x) override { return Msg(name(), x.text()); }
 };
 
-LocalOptions local_options() {
+LocalOptions creation_options() {
   LocalOptions o;
   o.classes = {agent_class<PickyAgent>("PickyAgent")};
   o.max_workers = 4;
@@ -40,7 +40,7 @@ LocalOptions local_options() {
 TEST_CASE("create_agents makes count agents named prefix + index, each usable", "[client][create]") {
   g_constructed = 0;
   g_fail_at = -1;
-  auto client = Client::local(local_options());
+  auto client = Client::local(creation_options());
   auto agents = client.create_agents("PickyAgent", 5, Value::object(), "w", 10);
   REQUIRE(agents.size() == 5);
   std::set<std::string> ids;
@@ -66,7 +66,7 @@ TEST_CASE(
     "[client][create]") {
   g_constructed = 0;
   g_fail_at = 3;
-  auto client = Client::local(local_options());
+  auto client = Client::local(creation_options());
   Error e = error_of([&] { client.create_agents("PickyAgent", 8, Value::object(), "p"); });
   CHECK_THAT(e.message(), Contains("picky constructor refused"));
   CHECK_THAT(e.message(), Contains("creating 8 PickyAgent agents"));
@@ -81,7 +81,7 @@ TEST_CASE(
 }
 
 TEST_CASE("create_agent of an unknown class throws unknown_class and makes nothing", "[client][create]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(creation_options());
   Error e = error_of([&] { client.create_agent("NoSuchAgent", "n"); });
   CHECK(e.code() == ErrorCode::unknown_class);
   CHECK_THAT(e.message(), Contains("NoSuchAgent"));

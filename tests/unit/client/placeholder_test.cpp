@@ -54,7 +54,7 @@ class ThrowingAgent : public Agent {
   Msg reply(const Msg&) override { throw std::runtime_error("no answer from me"); }
 };
 
-LocalOptions local_options() {
+LocalOptions placeholder_options() {
   LocalOptions o;
   o.classes = {agent_class<GatedAgent>("GatedAgent"), agent_class<ChunkAgent>("ChunkAgent"),
                agent_class<ThrowingAgent>("ThrowingAgent")};
@@ -75,7 +75,7 @@ TEST_CASE(
     "the result can still be got later",
     "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("GatedAgent", "g");
   g_gate.set(false);
   Placeholder p = a.reply(Msg("user", "late", "user"));
@@ -97,7 +97,7 @@ TEST_CASE(
 
 TEST_CASE("a failed call's get() throws agent_failed naming the agent and its exception",
           "[client][placeholder]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("ThrowingAgent", "t");
   Placeholder p = a.reply(Msg("user", "x", "user"));
   Error e = error_of([&] { p.get(); });
@@ -113,7 +113,7 @@ TEST_CASE(
     "returns",
     "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("ChunkAgent", "c");
   g_gate.set(false);  // no chunk is emitted before on_chunk is set
   Placeholder p = a.reply_stream(Msg("user", "abcde", "user"));
@@ -137,7 +137,7 @@ TEST_CASE(
     "next_chunk() reads a streamed reply's chunks in order, then nullopt, or the call's "
     "error after the chunks sent before it failed",
     "[client][placeholder]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("ChunkAgent", "c");
 
   SECTION("a reply that succeeds") {
@@ -167,7 +167,7 @@ TEST_CASE(
 
 TEST_CASE("next_chunk(timeout) with no chunk coming throws a retryable timeout", "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("ChunkAgent", "c");
   g_gate.set(false);
   Placeholder p = a.reply_stream(Msg("user", "ab", "user"));
@@ -185,7 +185,7 @@ TEST_CASE(
     "there already, for a result and for an error alike",
     "[client][placeholder]") {
   OpenGateAtEnd open_at_end;
-  auto client = Client::local(local_options());
+  auto client = Client::local(placeholder_options());
   auto a = client.create_agent("GatedAgent", "g");
   g_gate.set(false);
   Placeholder p = a.reply(Msg("user", "soon", "user"));

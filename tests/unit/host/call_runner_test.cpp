@@ -41,11 +41,11 @@ class Blocking : public agentd::Agent {
 };
 
 // Suspends until resumed from outside (the test), as a timer or a model call would.
-struct Gate {
+struct ResumeGate {
   std::coroutine_handle<> waiting;
   bool open = false;
   struct Awaiter {
-    Gate& gate;
+    ResumeGate& gate;
     bool await_ready() const noexcept { return gate.open; }
     void await_suspend(std::coroutine_handle<> h) noexcept { gate.waiting = h; }
     void await_resume() const noexcept {}
@@ -77,7 +77,7 @@ class Async : public agentd::AsyncAgent {
     if (method == "boom") throw Error(ErrorCode::bad_args, "no boom today");
     co_return Value(args["n"].get<int>() * 2);
   }
-  Gate* gate = nullptr;
+  ResumeGate* gate = nullptr;
   int ran = 0;
 };
 
@@ -204,7 +204,7 @@ TEST_CASE("an asynchronous call that suspends finishes when it is resumed", "[ca
   FakeHost host;
   CallRunner runner(host);
   auto slot = slot_of<Async>("a");
-  Gate gate;
+  ResumeGate gate;
   static_cast<Async&>(*slot->agent).gate = &gate;
   auto c = call_of(Call::Kind::reply, "later");
   run(runner, slot, c);
@@ -217,7 +217,7 @@ TEST_CASE("an asynchronous call that suspends finishes when it is resumed", "[ca
 TEST_CASE("asynchronous calls still suspended are destroyed with the runner", "[call_runner]") {
   FakeHost host;
   auto slot = slot_of<Async>("a");
-  Gate gate;
+  ResumeGate gate;
   static_cast<Async&>(*slot->agent).gate = &gate;
   auto c = call_of(Call::Kind::reply, "never");
   {

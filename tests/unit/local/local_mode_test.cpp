@@ -30,7 +30,7 @@ class WhereAgent : public Agent {
   }
 };
 
-LocalOptions local_options() {
+LocalOptions local_mode_options() {
   LocalOptions o;
   o.classes = {agent_class<WhereAgent>("WhereAgent")};
   o.max_workers = 4;
@@ -40,7 +40,7 @@ LocalOptions local_options() {
 }  // namespace
 
 TEST_CASE("local mode runs the agents in this process, behind the client API", "[local]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(local_mode_options());
   CHECK(client.address() == "local");
   CHECK(client.port() == 0);
   CHECK_THAT(client.server_id(), StartsWith("local-"));
@@ -57,7 +57,7 @@ TEST_CASE("local mode runs the agents in this process, behind the client API", "
 }
 
 TEST_CASE("local mode passes a placeholder from one agent to another before it is ready", "[local]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(local_mode_options());
   auto a = client.create_agent("WhereAgent", "A", Value{{"prefix", "a:"}});
   auto b = client.create_agent("WhereAgent", "B", Value{{"prefix", "b:"}});
   Placeholder p = a.reply(Msg("user", "x", "user"));
@@ -73,7 +73,7 @@ TEST_CASE("local mode passes a placeholder from one agent to another before it i
 }
 
 TEST_CASE("local mode deletes agents: their ids are unknown afterwards", "[local]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(local_mode_options());
   auto a = client.create_agent("WhereAgent", "A", Value::object(), "a-id");
   auto b = client.create_agent("WhereAgent", "B");
   client.delete_agent("a-id");
@@ -89,7 +89,7 @@ TEST_CASE("local mode deletes agents: their ids are unknown afterwards", "[local
 }
 
 TEST_CASE("local mode reports a plugin that cannot be loaded as plugin_error", "[local]") {
-  LocalOptions o = local_options();
+  LocalOptions o = local_mode_options();
   o.plugins = {"/nonexistent/libno_such_agent.so"};
   Error e = error_of([&] { Client::local(o); });
   CHECK(e.code() == ErrorCode::plugin_error);
@@ -97,8 +97,8 @@ TEST_CASE("local mode reports a plugin that cannot be loaded as plugin_error", "
 }
 
 TEST_CASE("local clients are independent: each has its own server and agents", "[local]") {
-  auto one = Client::local(local_options());
-  auto two = Client::local(local_options());
+  auto one = Client::local(local_mode_options());
+  auto two = Client::local(local_mode_options());
   CHECK(one.server_id() != two.server_id());
   one.create_agent("WhereAgent", "A", Value::object(), "same-id");
   two.create_agent("WhereAgent", "A", Value::object(), "same-id");

@@ -41,7 +41,7 @@ class RelayAgent : public Agent {
   }
 };
 
-LocalOptions local_options() {
+LocalOptions pooled_options() {
   LocalOptions o;
   o.classes = {agent_class<EchoAgent>("EchoAgent"), agent_class<RelayAgent>("RelayAgent")};
   o.max_workers = 8;
@@ -61,7 +61,7 @@ Value ref_in_server(const AgentRef& a) {
 
 TEST_CASE("an agent reaches another agent of its local server through the pooled connector",
           "[local][pooled_connector]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(pooled_options());
   auto echo = client.create_agent("EchoAgent", "E");
   REQUIRE(echo.to_value()["agentd_agent_ref"]["server_id"] == client.server_id());
   auto relay = client.create_agent("RelayAgent", "R", Value{{"target", ref_in_server(echo)}});
@@ -86,7 +86,7 @@ TEST_CASE(
     "an agent that names a missing agent fails its call with the server's unknown_agent, "
     "not agent_failed",
     "[local][pooled_connector]") {
-  auto client = Client::local(local_options());
+  auto client = Client::local(pooled_options());
   auto echo = client.create_agent("EchoAgent", "E");
   Value ref = ref_in_server(echo);
   ref["agentd_agent_ref"]["id"] = "no-such-agent";
@@ -101,7 +101,7 @@ TEST_CASE("a local client closes cleanly while its agents hold links to each oth
           "[local][pooled_connector]") {
   std::string answer;
   {
-    auto client = Client::local(local_options());
+    auto client = Client::local(pooled_options());
     auto echo = client.create_agent("EchoAgent", "E");
     auto relay = client.create_agent("RelayAgent", "R", Value{{"target", ref_in_server(echo)}});
     answer = relay.reply(Msg("user", "bye", "user")).get().text();

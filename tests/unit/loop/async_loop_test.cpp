@@ -28,14 +28,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class Ignore final : public kj::TaskSet::ErrorHandler {
+class IgnoreLoopErrors final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&&) override {}
 };
 
 struct Loop {
   kj::AsyncIoContext io = kj::setupAsyncIo();
-  Ignore ignore;
+  IgnoreLoopErrors ignore;
   kj::TaskSet tasks{ignore};
   Bridge bridge{io.unixEventPort};
   WorkerPool workers{1, 4};

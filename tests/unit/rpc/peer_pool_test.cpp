@@ -30,7 +30,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-agentd::test::Gate g_gate;  // GateAgent / GatedAgent replies wait on it
+agentd::test::Gate pool_gate;  // GateAgent / GatedAgent replies wait on it
 
 class EchoAgent : public Agent {
  public:
@@ -42,7 +42,7 @@ class GatedAgent : public Agent {
  public:
   using Agent::Agent;
   Msg reply(const Msg& x) override {
-    g_gate.wait();
+    pool_gate.wait();
     return Msg(name(), x.text());
   }
 };
@@ -100,10 +100,10 @@ struct Fixture {
                                           .token = {},
                                           .tls = nullptr})
       : options(o), pool(std::make_unique<PeerPool>(io, options, &bytes)) {
-    g_gate.set(true);
+    pool_gate.set(true);
   }
   ~Fixture() {
-    g_gate.set(true);  // no worker may stay blocked in a GatedAgent
+    pool_gate.set(true);  // no worker may stay blocked in a GatedAgent
     pool.reset();
   }
 
@@ -121,7 +121,7 @@ struct Fixture {
 };
 
 const Msg* msg_of(const OutcomePtr& o) { return std::get_if<Msg>(o.get()); }
-const Error* error_of(const OutcomePtr& o) { return std::get_if<Error>(o.get()); }
+const Error* outcome_error(const OutcomePtr& o) { return std::get_if<Error>(o.get()); }
 
 }  // namespace
 
@@ -160,14 +160,14 @@ TEST_CASE("several consumers of one call cost one transfer", "[peer_pool]") {
   // that wait on its fetch (Options::cache_entry_bytes).
   const bool kept = size < (256 << 10);
   f.origin->create("GatedAgent", "g");
-  g_gate.set(false);
+  pool_gate.set(false);
   f.origin->start_call("g", "call-big", big);
 
   // Consumers arrive while the call still runs at the origin: they share one fetch.
   for (int i = 0; i < 5; ++i) f.fetch(f.origin->address, "origin-1", "call-big");
   REQUIRE(f.pump_until([&] { return f.origin->server.stats().calls_running == 1; }));
   CHECK(f.outs.empty());
-  g_gate.set(true);
+  pool_gate.set(true);
   REQUIRE(f.pump_until([&] { return f.outs.size() == 5; }));
   for (const auto& o : f.outs) {
     REQUIRE(msg_of(o) != nullptr);
@@ -222,7 +222,7 @@ TEST_CASE(
   CHECK(took >= std::chrono::milliseconds(1000));
   CHECK(took < std::chrono::seconds(5));
   for (const auto& o : f.outs) {
-    const Error* e = error_of(o);
+    const Error* e = outcome_error(o);
     REQUIRE(e != nullptr);
     INFO(e->what());
     CHECK(e->retryable());
@@ -231,7 +231,7 @@ TEST_CASE(
   }
   // Each fetch fails naming its own call. The two give up on deadlines of their own, microseconds
   // apart, so they may finish in either order: sorted, call-x's message comes first.
-  std::vector<std::string> messages{error_of(f.outs[0])->message(), error_of(f.outs[1])->message()};
+  std::vector<std::string> messages{outcome_error(f.outs[0])->message(), outcome_error(f.outs[1])->message()};
   std::sort(messages.begin(), messages.end());
   CHECK_THAT(messages[0], Contains("call-x") && !Contains("call-y"));
   CHECK_THAT(messages[1], Contains("call-y") && !Contains("call-x"));
@@ -248,8 +248,8 @@ TEST_CASE("after a failed connection the next fetch connects afresh", "[peer_poo
   const std::string address = fmt::format("127.0.0.1:{}", port);
   f.fetch(address, "origin-late", "call-1");
   REQUIRE(f.pump_until([&] { return f.outs.size() == 1; }));
-  REQUIRE(error_of(f.outs[0]) != nullptr);
-  CHECK(error_of(f.outs[0])->retryable());
+  REQUIRE(outcome_error(f.outs[0]) != nullptr);
+  CHECK(outcome_error(f.outs[0])->retryable());
 
   Origin late(f.io, "origin-late", port);
   late.create("EchoAgent", "a");
@@ -272,7 +272,7 @@ TEST_CASE(
   f.fetch(f.origin->address, "origin-0", "call-from-before");
   REQUIRE(f.pump_until([&] { return f.outs.size() == 1; }));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
-  const Error* e = error_of(f.outs[0]);
+  const Error* e = outcome_error(f.outs[0]);
   REQUIRE(e != nullptr);
   INFO(e->what());
   CHECK(e->code() == ErrorCode::unknown_call);
@@ -289,6 +289,6 @@ TEST_CASE(
   CHECK(msg_of(f.outs[1])->text() == "here");
   f.fetch(f.origin->address, "origin-0", "call-from-before");
   REQUIRE(f.pump_until([&] { return f.outs.size() == 3; }));
-  REQUIRE(error_of(f.outs[2]) != nullptr);
-  CHECK(error_of(f.outs[2])->code() == ErrorCode::unknown_call);
+  REQUIRE(outcome_error(f.outs[2]) != nullptr);
+  CHECK(outcome_error(f.outs[2])->code() == ErrorCode::unknown_call);
 }

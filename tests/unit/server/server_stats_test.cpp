@@ -15,7 +15,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-ServerStats sample() {
+ServerStats stats_sample() {
   ServerStats s;
   s.server_id = "srv-1";
   s.version = "1.2.3";
@@ -62,7 +62,7 @@ ServerStats sample() {
 
 TEST_CASE("STATUS= text names agents, calls and workers, and slow calls only when there are some",
           "[server_stats]") {
-  ServerStats s = sample();
+  ServerStats s = stats_sample();
   CHECK(status_text(s) ==
         "4 agent(s), 1 running, 6 queued, 10 completed, 2 failed call(s), workers 3/64 busy");
   s.calls_slow = 5;
@@ -72,7 +72,7 @@ TEST_CASE("STATUS= text names agents, calls and workers, and slow calls only whe
 }
 
 TEST_CASE("the wire's server info carries each counter of the snapshot", "[server_stats]") {
-  ServerStats s = sample();
+  ServerStats s = stats_sample();
   s.calls_slow = 5;
   const agentd::ServerInfo i = to_server_info(s);
   CHECK(i.server_id == "srv-1");
@@ -113,7 +113,7 @@ TEST_CASE("the wire's server info carries each counter of the snapshot", "[serve
 }
 
 TEST_CASE("/metrics renders the same snapshot", "[server_stats]") {
-  const std::string text = render_metrics(sample());
+  const std::string text = render_metrics(stats_sample());
   CHECK_THAT(text, Contains("agentd_agents 4\n"));
   CHECK_THAT(text, Contains("agentd_calls_total{outcome=\"ok\"} 10\n"));
   CHECK_THAT(text, Contains("agentd_calls_total{outcome=\"error\"} 2\n"));

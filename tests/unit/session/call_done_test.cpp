@@ -28,8 +28,8 @@ namespace wire = agentd::wire;
 
 namespace {
 
-struct Loop {
-  Loop() {
+struct DoneLoop {
+  DoneLoop() {
     state.where = "127.0.0.1:7000";
     detail::set_server(state, "server-a");
   }
@@ -51,7 +51,7 @@ std::optional<Msg> value_of(ResultSlot& s) {
   std::lock_guard lock(s.mu);
   return s.value;
 }
-std::optional<Error> error_of(ResultSlot& s) {
+std::optional<Error> slot_error(ResultSlot& s) {
   std::lock_guard lock(s.mu);
   return s.error;
 }
@@ -66,7 +66,7 @@ TEST_CASE(
     "a lost call the server does not know was not applied when it was sent after the "
     "server's forgotten horizon",
     "[session][call_done]") {
-  Loop l;
+  DoneLoop l;
   // Sent a second ago; the server forgot only calls that finished a minute ago or earlier.
   Error e = detail::unknown_lost_call(l.state, lost_reply("call-1", std::chrono::seconds(1)), 60000);
   CHECK(e.code() == ErrorCode::not_applied);
@@ -81,7 +81,7 @@ TEST_CASE(
 
 TEST_CASE("a lost call sent before the server's forgotten horizon has expired: it may have run",
           "[session][call_done]") {
-  Loop l;
+  DoneLoop l;
   Error e = detail::unknown_lost_call(l.state, lost_reply("call-1", std::chrono::seconds(10)), 5000);
   CHECK(e.code() == ErrorCode::expired);
   CHECK_FALSE(e.retryable());
@@ -98,7 +98,7 @@ TEST_CASE("a lost call sent before the server's forgotten horizon has expired: i
 }
 
 TEST_CASE("a lost call is interrupted when the server came back as another one", "[session][call_done]") {
-  Loop l;
+  DoneLoop l;
   const Ticket t = lost_reply("call-1", std::chrono::seconds(1), l.state.server_epoch);
   // The reconnection reached the same server: its answer counts.
   detail::set_server(l.state, "server-a");
@@ -118,7 +118,7 @@ TEST_CASE(
     "each CallDone redeems its ticket once, and an answer that cannot be read fails its call "
     "alone",
     "[session][call_done]") {
-  Loop l;
+  DoneLoop l;
   auto ok = std::make_shared<ResultSlot>();
   auto failed = std::make_shared<ResultSlot>();
   auto unreadable = std::make_shared<ResultSlot>();
@@ -153,14 +153,14 @@ TEST_CASE(
   REQUIRE(value_of(*ok));
   CHECK(value_of(*ok)->text() == "the answer");
   CHECK(ended(*ok));
-  REQUIRE(error_of(*failed));
-  CHECK(error_of(*failed)->code() == ErrorCode::agent_failed);
-  CHECK(error_of(*failed)->message() == "it threw");
+  REQUIRE(slot_error(*failed));
+  CHECK(slot_error(*failed)->code() == ErrorCode::agent_failed);
+  CHECK(slot_error(*failed)->message() == "it threw");
   CHECK(ended(*failed));
-  REQUIRE(error_of(*unreadable));
-  CHECK(error_of(*unreadable)->code() == ErrorCode::bad_request);
+  REQUIRE(slot_error(*unreadable));
+  CHECK(slot_error(*unreadable)->code() == ErrorCode::bad_request);
   CHECK_THAT(
-      error_of(*unreadable)->message(),
+      slot_error(*unreadable)->message(),
       Contains("the answer from as_server at 127.0.0.1:7000 could not be read") && Contains("not UTF-8"));
   CHECK(observed == 1);
   CHECK_FALSE(observe_failed);

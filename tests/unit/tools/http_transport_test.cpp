@@ -3,6 +3,7 @@
 // one-connection-at-a-time HTTP server in this test for what server-everything cannot show
 // (the headers sent, 404 ending a session, the DELETE of shut_down).
 #include "async_http.h"
+#include "mcp_test_support.h"
 #include "mcp_transport.h"
 #include "subprocess.h"
 
@@ -36,21 +37,12 @@ using agentd::detail::McpTransport;
 using agentd::detail::SpawnOptions;
 using agentd::detail::Subprocess;
 using agentd::detail::ToolServerConfig;
+using agentd::test::find_node;
+using agentd::test::kEverything;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
 namespace {
-
-const std::string kEverything =
-    AGENTD_SOURCE_DIR "/tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
-
-std::optional<std::string> find_node() {
-  for (const char* dir : {"/usr/local/bin/", "/usr/bin/", "/bin/"}) {
-    std::string path = std::string(dir) + "node";
-    if (::access(path.c_str(), X_OK) == 0) return path;
-  }
-  return std::nullopt;
-}
 
 std::uint16_t unused_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -79,7 +71,7 @@ bool can_connect(std::uint16_t port) {
 struct Everything {
   explicit Everything(std::uint16_t port) {
     SpawnOptions options;
-    options.argv = {*find_node(), kEverything, "streamableHttp"};
+    options.argv = {find_node(), kEverything, "streamableHttp"};
     options.env =
         std::vector<std::string>{"PORT=" + std::to_string(port), "PATH=/usr/local/bin:/usr/bin:/bin"};
     options.in = agentd::detail::Redirect::null();
@@ -97,8 +89,8 @@ struct Everything {
 };
 
 // A loop, AsyncHttp and one transport, with what the transport reported.
-struct Client {
-  explicit Client(ToolServerConfig c) : config(std::move(c)) {
+struct HttpClient {
+  explicit HttpClient(ToolServerConfig c) : config(std::move(c)) {
     transport = make_http_transport(config, http, io.provider->getTimer());
     McpTransport::Events events;
     events.message = [this](Value m) { messages.push_back(std::move(m)); };
@@ -174,7 +166,7 @@ ToolServerConfig http_config(std::uint16_t port) {
 
 #define SKIP_WITHOUT_NODE()                                                                   \
   do {                                                                                        \
-    if (!find_node()) {                                                                       \
+    if (find_node().empty()) {                                                                \
       WARN("skipped: node is not installed (scripts/setup.sh installs it and tests/mcp)");    \
       return;                                                                                 \
     }                                                                                         \
@@ -406,7 +398,7 @@ const std::string kHeldStream =
     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n: still "
     "working\n\n";
 
-void send_initialize(Client& client) {
+void send_initialize(HttpClient& client) {
   client.transport->send(
       {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Value::object()}});
   client.response(1);
@@ -423,7 +415,7 @@ TEST_CASE("HTTP transport: initialize, tools/list and tools/call echo with serve
   SKIP_WITHOUT_NODE();
   const std::uint16_t port = unused_port();
   Everything server(port);
-  Client client(http_config(port));
+  HttpClient client(http_config(port));
   client.initialize();
   const Value& init = client.response(1);
   CHECK(init["result"]["protocolVersion"] == "2025-11-25");
@@ -452,7 +444,7 @@ TEST_CASE("HTTP transport: many calls in flight at once, each answered", "[tools
   SKIP_WITHOUT_NODE();
   const std::uint16_t port = unused_port();
   Everything server(port);
-  Client client(http_config(port));
+  HttpClient client(http_config(port));
   client.initialize();
   constexpr int kCalls = 24;
   for (int i = 0; i < kCalls; ++i) client.call_echo(100 + i, "call " + std::to_string(i));
@@ -472,7 +464,7 @@ TEST_CASE("HTTP transport: an answer over max_message_bytes fails that call, not
   Everything server(port);
   ToolServerConfig config = http_config(port);
   config.max_message_bytes = 2048;
-  Client client(config);
+  HttpClient client(config);
   client.initialize();
   client.call_echo(7, std::string(4000, 'x'));
   const Value& big = client.response(7);
@@ -490,7 +482,7 @@ TEST_CASE("HTTP transport: a server restarted without the session closes the tra
   SKIP_WITHOUT_NODE();
   const std::uint16_t port = unused_port();
   auto server = std::make_unique<Everything>(port);
-  Client client(http_config(port));
+  HttpClient client(http_config(port));
   client.initialize();
   server.reset();  // SIGKILL
   server = std::make_unique<Everything>(port);
@@ -504,7 +496,7 @@ TEST_CASE("HTTP transport: a request before initialize gets the server's refusal
   SKIP_WITHOUT_NODE();
   const std::uint16_t port = unused_port();
   Everything server(port);
-  Client client(http_config(port));
+  HttpClient client(http_config(port));
   client.transport->send({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "tools/list"}});
   const Value& r = client.response(9);
   REQUIRE(r.contains("error"));
@@ -514,7 +506,7 @@ TEST_CASE("HTTP transport: a request before initialize gets the server's refusal
 }
 
 TEST_CASE("HTTP transport: nobody listening closes it, naming the URL", "[tools][http]") {
-  Client client(http_config(unused_port()));
+  HttpClient client(http_config(unused_port()));
   client.transport->send(
       {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Value::object()}});
   client.run_until([&] { return client.closed.has_value(); });
@@ -542,7 +534,7 @@ TEST_CASE("HTTP transport: headers, session id, protocol version, SSE, 404 and D
   });
   ToolServerConfig config = http_config(server.port);
   config.headers = {{"Authorization", "Bearer sekrit-token"}, {"X-Tenant", "t1"}};
-  Client client(config);
+  HttpClient client(config);
 
   client.transport->send(
       {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Value::object()}});
@@ -590,7 +582,7 @@ TEST_CASE("HTTP transport: shut_down DELETEs the session with its id", "[tools][
                   R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}})"),
       http_answer("405 Method Not Allowed", {}, ""),
   });
-  Client client(http_config(server.port));
+  HttpClient client(http_config(server.port));
   client.transport->send(
       {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Value::object()}});
   client.response(1);
@@ -610,7 +602,7 @@ TEST_CASE("HTTP transport: abandon closes a request's POST, and shut_down closes
     if (method == "tools/call") return {kHeldStream, /*hold=*/true};
     return {http_answer("200 OK", {}, "")};  // the DELETE
   });
-  Client client(http_config(server.port));
+  HttpClient client(http_config(server.port));
   send_initialize(client);
 
   client.transport->send(tools_call(5));
@@ -640,7 +632,7 @@ TEST_CASE("HTTP transport: at most 256 POSTs at once, the rest wait their turn",
     if (method_of(request) == "DELETE") return {http_answer("200 OK", {}, "")};
     return {kHeldStream, /*hold=*/true};
   });
-  Client client(http_config(server.port));
+  HttpClient client(http_config(server.port));
   send_initialize(client);
   constexpr int kCalls = 300;
   for (int i = 0; i < kCalls; ++i) client.transport->send(tools_call(100 + i));
@@ -669,7 +661,7 @@ TEST_CASE("HTTP transport: a 500 with a huge body is refused after its first KiB
                 std::to_string(kHuge) + "\r\n\r\n",
             false, kHuge};
   });
-  Client client(http_config(server.port));
+  HttpClient client(http_config(server.port));
   client.transport->send(tools_call(3));
   const Value& r = client.response(3);
   REQUIRE(r.contains("error"));
@@ -689,10 +681,10 @@ TEST_CASE("HTTP transport: a token echoed by a 401 body, or in the URL, never re
     std::string body = id == 1 ? "invalid token " + token : std::string(190, '.') + token + " rejected";
     return {http_answer("401 Unauthorized", {"Content-Type: text/plain"}, body)};
   });
-  {  // one loop per thread: each Client in its own scope
+  {  // one loop per thread: each HttpClient in its own scope
     ToolServerConfig config = http_config(server.port);
     config.headers = {{"Authorization", "Bearer " + token}};
-    Client client(config);
+    HttpClient client(config);
     for (int id : {1, 2}) {
       client.transport->send(tools_call(id));
       const std::string message = client.response(id)["error"]["message"].get<std::string>();
@@ -703,7 +695,7 @@ TEST_CASE("HTTP transport: a token echoed by a 401 body, or in the URL, never re
   }
   ToolServerConfig dead = http_config(unused_port());
   dead.url = "http://agent:pa55w0rd-x@127.0.0.1:" + std::to_string(unused_port()) + "/mcp?key=k3y-secret";
-  Client nobody(dead);
+  HttpClient nobody(dead);
   nobody.transport->send(tools_call(1));
   nobody.run_until([&] { return nobody.closed.has_value(); });
   CHECK_THAT(*nobody.closed, Contains("cannot connect to http://127.0.0.1:"));
@@ -725,7 +717,7 @@ TEST_CASE("HTTP transport: the GET stream delivers a list_changed sent outside a
     }
     return {http_answer("405 Method Not Allowed", {}, "")};  // the second GET: none offered now
   });
-  Client client(http_config(server.port));
+  HttpClient client(http_config(server.port));
   client.initialize();
   client.run_until([&] {
     for (const auto& m : client.messages) {

@@ -33,8 +33,8 @@ namespace {
 
 constexpr auto kLong = 30 * kj::SECONDS;
 
-struct Fixture {
-  Fixture() { ignore_sigpipe(); }
+struct McpFixture {
+  McpFixture() { ignore_sigpipe(); }
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::Timer& timer() { return io.provider->getTimer(); }
 
@@ -55,7 +55,7 @@ std::vector<std::string> names(const std::vector<ToolInfo>& tools) {
 }  // namespace
 
 TEST_CASE("initialize agrees on 2025-11-25 and reads the server's name and version", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("fault");
   auto s = f.session(cfg);
   CHECK(s->open());
@@ -70,7 +70,7 @@ TEST_CASE("initialize agrees on 2025-11-25 and reads the server's name and versi
 
 TEST_CASE("an older protocol version the server answers with is accepted, and an unknown one is refused",
           "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto old_cfg = fault_config("old", {"--version", "2024-11-05"});
   auto old_session = f.session(old_cfg);
   CHECK(old_session->protocol_version() == "2024-11-05");
@@ -84,7 +84,7 @@ TEST_CASE("an older protocol version the server answers with is accepted, and an
 }
 
 TEST_CASE("tools/list follows nextCursor through every page and applies allow_tools", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("paged", {"--page-size", "3", "--extra-tools", "20"});
   auto s = f.session(cfg);
   auto tools = s->list_tools().wait(f.io.waitScope);
@@ -107,7 +107,7 @@ TEST_CASE("tools/list follows nextCursor through every page and applies allow_to
 }
 
 TEST_CASE("tools/call passes every content kind, structuredContent and isError through", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("fault");
   auto s = f.session(cfg);
   auto& ws = f.io.waitScope;
@@ -141,7 +141,7 @@ TEST_CASE("tools/call passes every content kind, structuredContent and isError t
 }
 
 TEST_CASE("many calls are in flight on one server at once, without a thread each", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("fault");
   auto s = f.session(cfg);
   const std::size_t threads_before = agentd::detail::thread_count();
@@ -158,7 +158,7 @@ TEST_CASE("many calls are in flight on one server at once, without a thread each
 
 TEST_CASE("a call without an answer times out with Error(timeout) and the server is told to cancel it",
           "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   ScopedFile log("mcp-cancel-log");
   auto cfg = fault_config("fault", {"--cancel-log", log.path});
   auto s = f.session(cfg);
@@ -175,7 +175,7 @@ TEST_CASE("a call without an answer times out with Error(timeout) and the server
 }
 
 TEST_CASE("dropping a call's promise sends notifications/cancelled for it", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   ScopedFile log("mcp-cancel-log");
   auto cfg = fault_config("fault", {"--cancel-log", log.path});
   auto s = f.session(cfg);
@@ -190,7 +190,7 @@ TEST_CASE("dropping a call's promise sends notifications/cancelled for it", "[to
 
 TEST_CASE("a server that exits mid-call fails every call in flight with a retryable tool_error",
           "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("dying");
   auto s = f.session(cfg);
   std::optional<std::string> closed_why;
@@ -212,7 +212,7 @@ TEST_CASE("a server that exits mid-call fails every call in flight with a retrya
 }
 
 TEST_CASE("a line on stdout that is not JSON closes the transport with the reason", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("garbled");
   auto s = f.session(cfg);
   Error e = rejection_of(s->call_tool("garbage", Value::object(), kLong), f.io.waitScope);
@@ -229,7 +229,7 @@ TEST_CASE("a line on stdout that is not JSON closes the transport with the reaso
 }
 
 TEST_CASE("a 100 MiB answer is refused at max_message_bytes without buffering it", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("huge");
   cfg.max_message_bytes = 1 << 20;
   auto s = f.session(cfg);
@@ -240,7 +240,7 @@ TEST_CASE("a 100 MiB answer is refused at max_message_bytes without buffering it
 }
 
 TEST_CASE("the child's environment is only its config's env plus PATH", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   ScopedEnv secret{{"AGENTD_SECRET_TEST", "do-not-leak"}};
   auto cfg = fault_config("envy");
   cfg.env = {{"FOO", "bar"}};
@@ -258,7 +258,7 @@ TEST_CASE("the child's environment is only its config's env plus PATH", "[tools]
 }
 
 TEST_CASE("the server's stderr lines go to the log under its name", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   CapturedLog log;
   auto cfg = fault_config("noisy", {"--stderr-lines", "3"});
   auto s = f.session(cfg);
@@ -267,7 +267,7 @@ TEST_CASE("the server's stderr lines go to the log under its name", "[tools][mcp
 }
 
 TEST_CASE("a server that cannot start fails initialize with tool_error naming why", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   ToolServerConfig missing;
   missing.name = "missing";
   missing.argv = {"no-such-mcp-server-program"};
@@ -287,7 +287,7 @@ TEST_CASE("a server that cannot start fails initialize with tool_error naming wh
 
 TEST_CASE("notifications/tools/list_changed reaches on_tools_changed, and the list then has the new tool",
           "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("changing");
   auto s = f.session(cfg);
   int changed = 0;
@@ -300,7 +300,7 @@ TEST_CASE("notifications/tools/list_changed reaches on_tools_changed, and the li
 }
 
 TEST_CASE("the client answers a server's ping and refuses its other requests with -32601", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("asking");
   auto s = f.session(cfg);
   Value answers =
@@ -315,7 +315,7 @@ TEST_CASE("the reference server-everything over stdio: initialize, list, call", 
     WARN("skipped: `node` is not on PATH (the reference MCP servers need Node.js)");
     return;
   }
-  Fixture f;
+  McpFixture f;
   auto cfg = everything_config(node);
   auto s = f.session(cfg);
   CHECK(s->protocol_version() == "2025-11-25");
@@ -342,7 +342,7 @@ TEST_CASE("the reference server-everything over stdio: initialize, list, call", 
 
 TEST_CASE("a server that stops reading its stdin: the write queue is capped, and shut_down during a write",
           "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   std::string big(1 << 20, 'x');
   {
     auto cfg = fault_config("deaf");
@@ -369,7 +369,7 @@ TEST_CASE("a server that stops reading its stdin: the write queue is capped, and
 }
 
 TEST_CASE("a server's stderr lines and log notifications are rate-limited in the log", "[tools][mcp]") {
-  Fixture f;
+  McpFixture f;
   CapturedLog log;
   auto cfg = fault_config("chatty");
   auto s = f.session(cfg);
@@ -388,7 +388,7 @@ TEST_CASE("a server's stderr lines and log notifications are rate-limited in the
 
 TEST_CASE("every list_changed of a flood reaches on_tools_changed", "[tools][mcp]") {
   // The registry's side (see tool_registry_test): here, that the session reports each one.
-  Fixture f;
+  McpFixture f;
   auto cfg = fault_config("flood");
   auto s = f.session(cfg);
   int changed = 0;

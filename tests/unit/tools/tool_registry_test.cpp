@@ -57,13 +57,13 @@ class Ignore final : public kj::TaskSet::ErrorHandler {
   void taskFailed(kj::Exception&&) override {}
 };
 
-struct Fixture {
-  Fixture() { ignore_sigpipe(); }
-  explicit Fixture(std::vector<ToolServerConfig> servers, bool drain = true) : Fixture() {
+struct RegistryFixture {
+  RegistryFixture() { ignore_sigpipe(); }
+  explicit RegistryFixture(std::vector<ToolServerConfig> servers, bool drain = true) : RegistryFixture() {
     registry.emplace(io, http, bridge, ToolConfig{"test.yaml", std::move(servers)});
     if (drain) tasks.add(bridge.run());
   }
-  ~Fixture() {
+  ~RegistryFixture() {
     bridge.close();
     workers.stop();
   }
@@ -128,7 +128,7 @@ Runner run(Task<T> task, std::optional<T>* out, std::optional<Error>* error) {
 
 TEST_CASE("a tool server starts at first use, and servers() shows it idle, then running with its tools",
           "[tools][registry]") {
-  Fixture f({fault_config("fault")});
+  RegistryFixture f({fault_config("fault")});
   CHECK(f.registry->size() == 1);
   CHECK(f.info("fault").state == "idle");
   CHECK(f.call("fault", "echo", {{"text", "hi"}}).text() == "echo: hi");
@@ -148,7 +148,7 @@ TEST_CASE(
     "[tools][registry]") {
   auto limited = fault_config("limited");
   limited.allow_tools = {"echo"};
-  Fixture f({fault_config("fault"), limited});
+  RegistryFixture f({fault_config("fault"), limited});
   Error no_server = f.call_error("nope", "echo");
   CHECK(no_server.code() == ErrorCode::tool_error);
   CHECK_THAT(no_server.message(), Catch::Contains("'nope'") && Catch::Contains("fault, limited"));
@@ -164,7 +164,7 @@ TEST_CASE(
 TEST_CASE(
     "list() gathers every server's tools by pattern, sorted, and a server that cannot start is left out",
     "[tools][registry]") {
-  Fixture f({fault_config("b"), fault_config("a"), fault_config("broken", {"--exit-at-start", "1"})});
+  RegistryFixture f({fault_config("b"), fault_config("a"), fault_config("broken", {"--exit-at-start", "1"})});
   auto tools = f.registry->list({"*/echo", "a/add"}).wait(f.ws());
   std::vector<std::string> names;
   for (const auto& t : tools) names.push_back(t.qualified_name());
@@ -182,7 +182,7 @@ TEST_CASE(
 
 TEST_CASE("a server that dies fails its calls in flight (retryable) and is started again at next use",
           "[tools][registry]") {
-  Fixture f({fault_config("phoenix")});
+  RegistryFixture f({fault_config("phoenix")});
   CHECK(f.call("phoenix", "echo", {{"text", "1"}}).text() == "echo: 1");
   auto slow = f.registry->call("phoenix", "slow", {{"seconds", 30}}, {}, {});
   run_until(f.io, [&] { return f.registry->in_flight() == 1; });
@@ -212,7 +212,7 @@ TEST_CASE("a server that dies fails its calls in flight (retryable) and is start
 TEST_CASE("start() starts the at_start servers in the background", "[tools][registry]") {
   auto eager = fault_config("eager");
   eager.start_at_launch = true;
-  Fixture f({eager, fault_config("lazy")});
+  RegistryFixture f({eager, fault_config("lazy")});
   f.registry->start();
   run_until(f.io, [&] { return f.info("eager").state == "running"; });
   CHECK(f.info("lazy").state == "idle");
@@ -222,7 +222,7 @@ TEST_CASE("start() starts the at_start servers in the background", "[tools][regi
 
 TEST_CASE("timeouts, failures and results are counted in metrics() and recorded in spans",
           "[tools][registry]") {
-  Fixture f({fault_config("m")});
+  RegistryFixture f({fault_config("m")});
   std::vector<ToolCallSpan> spans;
   auto record = [&](const ToolCallSpan& s) { spans.push_back(s); };
   f.call("m", "echo", {{"text", "x"}}, {}, record);
@@ -274,7 +274,7 @@ TEST_CASE("timeouts, failures and results are counted in metrics() and recorded 
 
 TEST_CASE("calls issued just before stop() or a reload removes their server fail (retryable), never crash",
           "[tools][registry]") {
-  Fixture f({fault_config("a"), fault_config("b")});
+  RegistryFixture f({fault_config("a"), fault_config("b")});
   f.call("a", "echo", {{"text", "x"}});
   f.call("b", "echo", {{"text", "x"}});
   // The server runs: each call's next step is queued; the reload moves the session out first.
@@ -302,7 +302,7 @@ TEST_CASE("calls issued just before stop() or a reload removes their server fail
 
 TEST_CASE("a server dying while calls keep coming: each fails (retryable) or succeeds, nothing crashes",
           "[tools][registry]") {
-  Fixture g({fault_config("d")});
+  RegistryFixture g({fault_config("d")});
   g.call("d", "echo", {{"text", "x"}});
   kj::Vector<kj::Promise<ToolResult>> racing;
   racing.add(g.registry->call("d", "exit", {{"status", 5}}, {}, {}));
@@ -315,7 +315,7 @@ TEST_CASE("a server dying while calls keep coming: each fails (retryable) or suc
 
 TEST_CASE("a reload that removes a server during its backoff: nothing of it is started again",
           "[tools][registry]") {
-  Fixture f({fault_config("p")});
+  RegistryFixture f({fault_config("p")});
   f.call("p", "echo", {{"text", "x"}});
   f.call_error("p", "exit", {{"status", 1}});
   CHECK(f.info("p").state == "restarting");
@@ -330,7 +330,7 @@ TEST_CASE("a reload that removes a server during its backoff: nothing of it is s
 
 TEST_CASE("what a tool server started dies with it: when it dies, and when it is stopped",
           "[tools][registry]") {
-  Fixture f({fault_config("g", {"--more-tools"})});
+  RegistryFixture f({fault_config("g", {"--more-tools"})});
   const int first = std::stoi(f.call("g", "spawn_sleeper").text());
   REQUIRE(process_exists(first));
   f.call_error("g", "exit", {{"status", 1}});
@@ -343,7 +343,7 @@ TEST_CASE("what a tool server started dies with it: when it dies, and when it is
 }
 
 TEST_CASE("notifications/tools/list_changed makes the registry read the tools again", "[tools][registry]") {
-  Fixture f({fault_config("c")});
+  RegistryFixture f({fault_config("c")});
   f.call("c", "change_tools");
   run_until(f.io, [&] { return f.info("c").tools.size() == 13; });
   // The registry now lets a call to it through to the server (which has no code for it).
@@ -351,7 +351,7 @@ TEST_CASE("notifications/tools/list_changed makes the registry read the tools ag
 }
 
 TEST_CASE("a flood of list_changed notifications costs one tools/list at a time", "[tools][registry]") {
-  Fixture f({fault_config("flood", {"--more-tools"})});
+  RegistryFixture f({fault_config("flood", {"--more-tools"})});
   f.call("flood", "spam_changed", {{"count", 200}});
   f.timer_wait(500);
   Value stats = Value::parse(f.call("flood", "stats").text());
@@ -361,7 +361,7 @@ TEST_CASE("a flood of list_changed notifications costs one tools/list at a time"
 }
 
 TEST_CASE("stop() ends every server, and later calls fail with Error(stopping)", "[tools][registry]") {
-  Fixture f({fault_config("s1"), fault_config("s2")});
+  RegistryFixture f({fault_config("s1"), fault_config("s2")});
   f.call("s1", "echo", {{"text", "x"}});
   f.call("s2", "echo", {{"text", "x"}});
   auto pending = f.registry->call("s1", "never", Value::object(), {}, {});
@@ -378,7 +378,7 @@ TEST_CASE("tool server processes die with the registry", "[tools][registry]") {
   int pid = 0;
   const auto before = agentd::test::child_pids(::getpid(), "python3");
   {
-    Fixture f({fault_config("gone")});
+    RegistryFixture f({fault_config("gone")});
     f.call("gone", "echo", {{"text", "x"}});
     // The tool server is this process's direct child running python3 (not one of an earlier
     // case's, still on its way out).
@@ -403,7 +403,7 @@ TEST_CASE(
     "agent Tools: blocking calls from worker threads, refused on the loop thread, and async calls on the "
     "loop",
     "[tools][agent]") {
-  Fixture f({fault_config("w")});
+  RegistryFixture f({fault_config("w")});
   auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
   std::mutex mu;
   std::vector<ToolCallSpan> spans;
@@ -468,7 +468,8 @@ TEST_CASE(
 
 TEST_CASE("close() wakes a waiting blocking call with Error(stopping), and calls after it fail at once",
           "[tools][agent]") {
-  Fixture f({fault_config("x")}, false);  // nothing drains the bridge: as after the server's run ended
+  RegistryFixture f({fault_config("x")},
+                    false);  // nothing drains the bridge: as after the server's run ended
   auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
   auto tools = make_agent_tools(handle, {});
   std::optional<Error> error;
@@ -496,7 +497,7 @@ TEST_CASE("a blocking call whose post is never run wakes with Error(stopping)", 
   std::optional<Error> error;
   std::thread caller;
   {
-    Fixture f({fault_config("x")}, false);  // nothing drains the bridge
+    RegistryFixture f({fault_config("x")}, false);  // nothing drains the bridge
     auto handle = std::make_shared<ToolRegistryHandle>(*f.registry, f.bridge);
     auto tools = make_agent_tools(handle, {});
     std::atomic<pid_t> tid{0};
@@ -523,7 +524,7 @@ TEST_CASE("the registry drives the reference server-everything over stdio", "[to
     WARN("skipped: `node` is not on PATH (the reference MCP servers need Node.js)");
     return;
   }
-  Fixture f({everything_config(node)});
+  RegistryFixture f({everything_config(node)});
   kj::Vector<kj::Promise<ToolResult>> calls;
   for (int i = 0; i < 10; ++i)
     calls.add(f.registry->call("every", "echo", {{"message", std::to_string(i)}}, {}, {}));
