@@ -7,8 +7,11 @@
 #                                     without the Python module (python3 cannot load it)
 #   BUILD_TYPE=Debug BUILD_DIR=build-debug scripts/build.sh    another type or directory
 #   TARGETS="unit_tests as_server" scripts/build.sh             only these targets
-#   UNITY=OFF scripts/build.sh        compile each source alone instead of in batches of eight:
-#                                     a longer full build, a shorter rebuild after editing a file
+#   UNITY=OFF SANITIZE=ON scripts/build.sh   a sanitized tree that compiles each source alone
+#                                     instead of in batches of eight (unity build, the default for
+#                                     sanitized trees): a longer full build, a shorter rebuild after
+#                                     editing one file. The normal build is one source at a time
+#                                     unless UNITY=ON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${SANITIZE:-OFF}" in
@@ -28,6 +31,9 @@ else
   BUILD_DIR=${BUILD_DIR:-build}
   COMPILERS=()
 fi
+# A unity build for sanitized trees (CMakeLists.txt, AGENTD_UNITY); the normal build compiles each
+# source alone, as the binaries users run have always been compiled.
+if [ "$SANITIZE" = OFF ]; then UNITY=${UNITY:-OFF}; else UNITY=${UNITY:-ON}; fi
 BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo}
 JOBS=${JOBS:-$(nproc)}
 # ccache: paths under the checkout are hashed relative to it and the build directory is not
@@ -47,7 +53,7 @@ fi
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-  -DAGENTD_UNITY="${UNITY:-ON}" \
+  -DAGENTD_UNITY="$UNITY" \
   "${COMPILERS[@]}" >/dev/null
 # shellcheck disable=SC2086  # TARGETS is a list
 cmake --build "$BUILD_DIR" -j "$JOBS" ${TARGETS:+--target $TARGETS}
