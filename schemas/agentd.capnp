@@ -447,3 +447,45 @@ interface Gate {
   # unchecked, until its allowance grows back; nothing is answered slowly.
   login @0 (token :Text) -> (server :AgentServer, error :Error);
 }
+
+# The synchronous lane (README "The synchronous lane"): a plaintext TCP or Unix connection to
+# the server's own port whose first eight bytes are "agdLANE1" (as a Cap'n Proto stream's
+# segment count they would announce over a billion segments, and a TLS record starts 0x16, so
+# the server tells the three apart by the first byte). Then Cap'n Proto messages in the stream
+# framing, with no RPC: the client's LaneHello, the server's LaneWelcome, then LaneCall and
+# LaneAnswer in turn. The server reads a lane on a thread of its own, which runs a blocking
+# agent's call itself when the agent is idle: a call costs one message each way and no thread
+# hand-off in the server. A lane is one caller's: it carries one call at a time.
+
+struct LaneHello {
+  token @0 :Text;
+  # As Gate.login's (empty: authentication off).
+}
+
+struct LaneWelcome {
+  union {
+    ok @0 :Void;
+    refused @1 :Error;
+    # A wrong token (unauthenticated, the connection then closes), a server that serves TLS only
+    # or has all its lane threads busy (overloaded: use the RPC connection).
+  }
+  serverId @2 :Text;
+  # The server's id (AgentServer.info's), for the placeholders the lane's calls make.
+}
+
+struct LaneCall {
+  agentId @0 :Text;
+  callId @1 :Text;
+  # The result pool key, as CallSpec.callId: unique per server, the call is looked up by it after
+  # a lost lane, and its result is there for other agents to consume as a placeholder.
+  input @2 :Msg;
+  # A reply's input message; not set: no input.
+  timeoutMs @3 :UInt32;
+  # The caller's deadline after the call is queued; 0: the server's (--call-timeout).
+}
+
+struct LaneAnswer {
+  callId @0 :Text;
+  outcome @1 :Outcome;
+  # Never tooLarge: a lane answers with the whole message.
+}

@@ -5,7 +5,10 @@
 
 #include "baselines.h"
 
+#include "lane_client.h"
+
 #include <future>
+#include <optional>
 
 namespace agentd::bench {
 
@@ -117,6 +120,74 @@ void run_w1_single_thread(const Config& cfg, Deployment& dep, EchoServers& echo,
   cleanup(dep, 0, {usual}, 1);
 }
 
+// The echo agent's reply over a synchronous lane (README "The synchronous lane"): the bench's
+// thread writes each call and reads its answer itself, and the server thread that reads the lane
+// runs the agent: no thread hand-off in either process. Against the bare Cap'n Proto echo and
+// the raw TCP ping-pong measured in the same repeat. Skipped (said so) when server 0 serves no
+// lanes (a --server without --lane-threads).
+void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& report) {
+  Client& c = dep.client(0);
+  const auto [host, port] = split_address(c.address());
+  std::optional<detail::LaneClient> lane;
+  try {
+    lane.emplace(detail::LaneClient::connect(host, port, dep.client_options().token));
+  } catch (const Error& e) {
+    progress("W1 lane rows skipped: " + e.message());
+    return;
+  }
+  AgentRef a = c.create_agent("EchoAgent", "bench-w1-lane");
+  const std::string agent = a.id();
+  Msg msg = text_msg(cfg.payload);
+  auto latencies = [&](std::size_t n) {
+    std::vector<double> out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto t0 = Clock::now();
+      detail::Outcome o = lane->reply(agent, new_id(), &msg);
+      out.push_back(micros_since(t0));
+      const Msg* m = std::get_if<Msg>(&o);
+      expect(m != nullptr && m->content == msg.content,
+             "W1: the echo agent answered something else on the lane");
+    }
+    return out;
+  };
+  Row lane50{"W1", "lane reply p50", "us"}, lane99{"W1", "lane reply p99", "us"};
+  Row lane_tcp{"W1", "lane reply p50 vs raw TCP", "us"};
+  Row lane_cpu{"W1", "server CPU per lane reply", "us"};
+  Row switches{"W1", "server context switches per lane reply", "switches"};
+  const std::int64_t server_pid = counted_server_pid(dep);
+  for (int r = 0; r < cfg.repeat; ++r) {
+    progress(fmt::format("W1 lane repeat {}/{}", r + 1, cfg.repeat));
+    latencies(50);  // warm-up
+    const double cpu0 = c.info().cpu_seconds;
+    std::vector<double> replies;
+    add_switches(switches.agentd, server_pid, cfg.calls, [&] { replies = latencies(cfg.calls); });
+    lane_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
+    const double echo_cpu0 = echo.cpu_seconds();
+    std::vector<double> capnp;
+    add_switches(switches.baseline, counted_echo_pid(server_pid, echo), cfg.calls + 50,
+                 [&] { capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); });
+    lane_cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
+    auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
+    add_p50_p99(lane50, lane99, replies, &capnp);
+    lane_tcp.agentd.add(percentile(replies, 50));
+    lane_tcp.baseline.add(percentile(tcp, 50));
+  }
+  for (Row* row : {&lane50, &lane99, &lane_cpu}) row->baseline_name = "capnp echo";
+  lane_tcp.baseline_name = "raw TCP";
+  // The lane is the design for the floor rows above (not yet what reply().get() uses).
+  lane50.target = at_most_ratio(1.0, "<= 1.0x");
+  lane_tcp.target = at_most_ratio(1.2, "<= 1.2x");
+  lane_cpu.target = at_most_ratio(1.2, "<= 1.2x");
+  for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu}) {
+    row->note = "the synchronous lane (as_server --lane-threads; README \"The synchronous lane\")";
+    report.rows.push_back(std::move(*row));
+  }
+  finish_switch_row(switches, report);
+  lane.reset();
+  cleanup(dep, 0, {a}, 1);
+}
+
 }  // namespace
 
 void run_w1(const Config& cfg, Deployment& dep, Report& report) {
@@ -226,6 +297,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   finish_switch_row(switches, report);
   cleanup(dep, 0, {a}, 1);
   run_w1_single_thread(cfg, dep, echo, report);
+  run_w1_lane(cfg, dep, echo, report);
   if (dep.has_class(0, "AsyncEchoAgent")) run_w1_async(cfg, dep, echo, report);
 }
 

@@ -90,6 +90,11 @@ void AgentHost::when_result(const std::string& call_id, kj::Function<void(const 
       wait_for_unknown));
 }
 
+void AgentHost::when_result_here(const std::string& call_id, ResultPool::Waiter w) {
+  Locked lock(*this);
+  defer(results_.when_ready(call_id, kj::mv(w), /*wait_for_unknown=*/false));
+}
+
 void AgentHost::feed_from_result(const std::string& producer_call_id, const std::string& agent_id,
                                  const std::shared_ptr<Call>& call) {
   Locked lock(*this);
@@ -517,10 +522,39 @@ void AgentHost::dispatch(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
   // it tends to need it at once, sleep on it and be woken again (on one CPU, strace showed that
   // on most calls: two more context switches and two more futex calls each).
   defer([this, s = std::move(s), call = std::move(call)]() mutable {
-    workers_.submit([this, s = std::move(s), call = std::move(call)]() mutable {
-      worker_loop(std::move(s), std::move(call));
-    });
+    to_workers(std::move(s), std::move(call));
   });
+}
+
+void AgentHost::to_workers(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
+  workers_.submit([this, slot = std::move(slot), call = std::move(call)]() mutable {
+    worker_loop(std::move(slot), std::move(call));
+  });
+}
+
+void AgentHost::run_here(const std::string& id, std::shared_ptr<Call> call) {
+  Call* mine = call.get();
+  std::shared_ptr<AgentSlot> slot;
+  std::shared_ptr<Call> taken;
+  {
+    Continuation here;  // takes the call dispatched while the window is open
+    {
+      Continuation::Window window;
+      Locked lock(*this);
+      enqueue_locked(id, std::move(call));
+    }  // runs what the enqueue deferred (a failure's waiters), window still open
+    slot = std::move(here.slot);
+    taken = std::move(here.call);
+  }
+  if (!slot) return;  // queued behind another call, asynchronous, or failed at once
+  if (taken.get() != mine) {
+    // A waiter run above freed another agent's call: not this thread's to run.
+    to_workers(std::move(slot), std::move(taken));
+    return;
+  }
+  Continuation next;
+  runner_.run(std::move(slot), std::move(taken));
+  if (next.slot) to_workers(std::move(next.slot), std::move(next.call));
 }
 
 void AgentHost::worker_loop(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {

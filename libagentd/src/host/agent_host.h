@@ -145,6 +145,10 @@ class AgentHost : private CallRunner::Host {
   // miss its outcome, however small the pool.
   void when_result(const std::string& call_id, kj::Function<void(const OutcomePtr&)> w,
                    bool wait_for_unknown);
+  // when_result() for a thread that is not the loop's (a lane, server/lanes.h): w runs on the
+  // thread that publishes the outcome (often the caller itself, inside run_here()), without
+  // the lock, and must only hand the outcome on. Registered before the call is queued.
+  void when_result_here(const std::string& call_id, ResultPool::Waiter w);
   // Gives call, queued on agent_id with input_ready == false, the outcome of producer_call_id
   // (a call on this server) as its input once it is there.
   void feed_from_result(const std::string& producer_call_id, const std::string& agent_id,
@@ -216,6 +220,14 @@ class AgentHost : private CallRunner::Host {
   // Reply and method_async calls must already be announced in the result pool.
   // A call with input_ready == false waits for the callback from input_waiter().
   void enqueue(const std::string& id, std::shared_ptr<Call> call);
+
+  // enqueue() from a thread that is not the loop's and not a worker (a lane's, server/lanes.h):
+  // when call is a blocking agent's and can start at once (its agent idle, its input there), it
+  // runs here, on the calling thread, as a worker would run it (leading its commit with a state
+  // store); else it waits in its mailbox and runs where it would have. What else becomes
+  // runnable meanwhile (its agent's next call, a chain's next link) goes to the workers, so the
+  // caller is free as soon as its own call has finished.
+  void run_here(const std::string& id, std::shared_ptr<Call> call);
 
   // The callback that delivers a queued call's input (a resolved placeholder, e.g. fetched from
   // another server) and runs what can run. Any thread; takes the lock. Safe after the agent or
@@ -327,6 +339,8 @@ class AgentHost : private CallRunner::Host {
   bool remove_one(const std::string& id, bool save);
   // A worker's loop: runs call, then each call handed to this worker as it finished.
   void worker_loop(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
+  // Hands a dispatched blocking call to the worker pool (without the lock).
+  void to_workers(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
 
   // call_watch.cpp. Lock held, except watch_tick (the watch's thread) and skip_expired (the
   // worker, before agent code).

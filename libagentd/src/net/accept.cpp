@@ -4,6 +4,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -63,15 +68,54 @@ kj::Promise<MaybeAccepted> after_handshake(kj::Own<kj::AsyncIoStream> stream, st
           });
 }
 
+// The rest of a lane's magic (its first byte read): the socket, made blocking, for the lane
+// thread; the kj stream (which owns the original descriptor) is dropped.
+kj::Promise<MaybeAccepted> accept_lane(kj::Own<kj::AsyncIoStream> stream, int fd, std::string peer,
+                                       AcceptOptions options) {
+  auto magic = kj::heapArray<kj::byte>(8);
+  kj::byte* at = magic.begin();
+  auto read = stream->tryRead(at, 8, 8);
+  return read.then(
+      [stream = kj::mv(stream), magic = kj::mv(magic), fd, peer, options](size_t n) mutable -> MaybeAccepted {
+        if (n != 8 || std::memcmp(magic.begin(), kLaneMagic, 8) != 0) {
+          spdlog::warn("{} sent bytes that are neither Cap'n Proto, TLS nor a lane's hello (closed)", peer);
+          return nullptr;
+        }
+        if (!options.lanes || fd < 0) {
+          spdlog::warn(
+              "{} asked for a synchronous lane, which this server does not serve (closed; "
+              "--lane-threads turns them on); its client uses the RPC connection",
+              peer);
+          return nullptr;
+        }
+        int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (own < 0 || ::fcntl(own, F_SETFL, ::fcntl(own, F_GETFL) & ~O_NONBLOCK) != 0) {
+          spdlog::warn("{}: cannot take over its lane's socket: {} (closed)", peer, std::strerror(errno));
+          if (own >= 0) ::close(own);
+          return nullptr;
+        }
+        Accepted a;
+        a.lane_fd = own;
+        a.tls_expected = options.tls != nullptr && !options.unix_socket;
+        return a;
+      });
+}
+
 }  // namespace
 
 kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> raw, std::string peer,
                                                    AcceptOptions options) {
-  // The first byte tells a TLS handshake from a Cap'n Proto message.
+  int fd = -1;
+  KJ_IF_MAYBE (f, raw->getFd()) {
+    fd = *f;
+  }
+  // The first byte tells a TLS handshake from a Cap'n Proto message and from a lane.
   return detail::sniff_first_byte(kj::mv(raw))
       .then(
-          [peer, options](detail::Sniffed s) -> kj::Promise<MaybeAccepted> {
+          [peer, options, fd](detail::Sniffed s) -> kj::Promise<MaybeAccepted> {
             if (s.empty) return MaybeAccepted(nullptr);
+            if (s.first == static_cast<kj::byte>(kLaneMagic[0]))
+              return accept_lane(kj::mv(s.stream), fd, peer, options);
             if (options.unix_socket && !s.tls) return MaybeAccepted(Accepted{kj::mv(s.stream), false, false});
             if (options.unix_socket) {
               spdlog::warn(

@@ -3,6 +3,8 @@
 // Loop thread only.
 #pragma once
 
+#include <agentd/error.h>
+
 #include "agentd.capnp.h"
 #include "login_throttle.h"
 #include "tokens.h"
@@ -11,6 +13,8 @@
 #include <kj/function.h>
 
 #include <string>
+#include <string_view>
+#include <variant>
 
 namespace agentd::detail {
 
@@ -19,6 +23,12 @@ struct GateContext {
   TokenSet tokens;  // empty: authentication off, every token accepted
   LoginThrottle throttle;
 };
+
+// One login from peer (address: its throttle key): the digest of the accepted token, or the
+// unauthenticated error to answer (a wrong or missing token, counted by the throttle, or an
+// address the throttle refuses unchecked). What every gate and every lane hello runs.
+std::variant<TokenSet::Digest, Error> check_login(GateContext& ctx, const std::string& peer,
+                                                  const std::string& address, std::string_view token);
 
 // The gate of one connection from peer ("address:port", for logs), whose failed logins the
 // throttle counts by address (the address part of peer, net::address_part). make_server makes the AgentServer

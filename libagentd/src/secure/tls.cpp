@@ -190,6 +190,7 @@ kj::Promise<Sniffed> sniff_first_byte(kj::Own<kj::AsyncIoStream> stream) {
       s.stream = kj::mv(stream);
       return s;
     }
+    s.first = *first;
     s.tls = *first == 22;  // a TLS record of type handshake; Cap'n Proto starts 0x00..0x03 here
     s.stream = kj::heap<ReplayStream>(kj::mv(stream), *first);
     return s;

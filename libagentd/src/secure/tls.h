@@ -51,6 +51,7 @@ class TlsConfig {
 struct Sniffed {
   bool tls = false;    // a TLS handshake (record type 22) rather than a Cap'n Proto message
   bool empty = false;  // the client closed without sending anything
+  kj::byte first = 0;
   kj::Own<kj::AsyncIoStream> stream;
 };
 kj::Promise<Sniffed> sniff_first_byte(kj::Own<kj::AsyncIoStream> stream);

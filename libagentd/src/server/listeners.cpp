@@ -3,6 +3,7 @@
 // behind, then its mode and group). Accepting on them is in server_connections.cpp.
 #include "server.h"
 
+#include "endpoint.h"
 #include "value_codec.h"
 
 #include <agentd/error.h>
@@ -15,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -88,6 +90,28 @@ std::uint16_t Server::listen() {
       metrics_ = nullptr;
       throw;
     }
+  }
+  if (options_.lane_threads > 0) {
+    const auto hello_timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(options_.login_timeout * 1000));
+    lanes_ = std::make_unique<Lanes>(
+        host_, Lanes::Options{options_.lane_threads, hello_timeout, options_.max_message_bytes, id_},
+        [this, hello_timeout](const std::string& token,
+                              const std::string& peer) -> std::variant<TokenSet::Digest, Error> {
+          // The gate's state (tokens, the failed-login throttle) is the loop thread's.
+          std::promise<std::variant<TokenSet::Digest, Error>> verdict;
+          auto answer = verdict.get_future();
+          host_.on_loop([this, verdict = std::move(verdict), token, peer]() mutable {
+            verdict.set_value(check_login(gate_, peer, net::address_part(peer), token));
+          });
+          try {
+            if (answer.wait_for(hello_timeout) == std::future_status::ready) return answer.get();
+          } catch (const std::future_error&) {
+            // Dropped unrun: the server is stopping.
+          }
+          return Error(ErrorCode::stopping, "the server is shutting down", "", "", true);
+        });
+    spdlog::info("serving up to {} synchronous lanes (--lane-threads)", options_.lane_threads);
   }
   accepting_ = accept_loop(*listener_, false).eagerlyEvaluate([](kj::Exception&& e) {
     spdlog::error("accepting connections failed: {}", e.getDescription().cStr());

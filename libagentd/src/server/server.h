@@ -10,6 +10,7 @@
 #include "tool_registry.h"
 #include "async_loop.h"
 #include "bridge.h"
+#include "lanes.h"
 #include "login_gate.h"
 #include "tls.h"
 #include "metrics.h"
@@ -226,6 +227,8 @@ class Server {
   const SdNotifier* notifier_ = nullptr;
   TaskErrors task_errors_{"server task", spdlog::level::err};
   kj::TaskSet tasks_;
+  // --lane-threads (null: none); after host_, which its threads call into: stopped first.
+  std::unique_ptr<Lanes> lanes_;
   std::unique_ptr<TraceFile> trace_file_;     // --trace-file; written by workers (stopped first)
   std::unique_ptr<MetricsEndpoint> metrics_;  // first to go: its requests read everything above
 };

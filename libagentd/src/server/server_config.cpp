@@ -91,6 +91,11 @@ po::options_description make_description(ServerOptions& o) {
      "included); before its login a connection may send at most 64 KiB")
     ("max-unauthenticated-connections", po::value<std::size_t>(&o.max_unauthenticated_connections)->default_value(o.max_unauthenticated_connections)->value_name("N"),
      "most connections waiting to log in at once; one more closes the one waiting longest")
+    ("lane-threads", po::value<std::size_t>(&o.lane_threads)->default_value(o.lane_threads)->value_name("N"),
+     "serve up to N synchronous lanes at once (plaintext TCP or --unix-socket; README \"The "
+     "synchronous lane\"): a client's blocking call then runs on the thread reading its lane, "
+     "with no thread hand-off. Each lane holds a thread while its client keeps it open; past N, "
+     "clients use their RPC connection. 0: none")
     ("tls-cert", po::value<std::string>(&o.tls_cert)->value_name("FILE"),
      "serve TLS only, with this PEM certificate (chain); needs --tls-key. Clients reach the "
      "server by a name the certificate lists")
@@ -257,6 +262,9 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
     throw Error(
         ErrorCode::config_error,
         fmt::format("--login-timeout {}: must be more than 0 and at most 3600 seconds", o.login_timeout));
+  if (o.lane_threads > 1024)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--lane-threads {}: must be 0..1024 (each lane holds a thread)", o.lane_threads));
   if (o.max_unauthenticated_connections < 1)
     throw Error(ErrorCode::config_error,
                 "--max-unauthenticated-connections must be at least 1 (connections log in "

@@ -63,6 +63,9 @@ struct ServerOptions {
   // to (admitting one more closes the one waiting longest).
   double login_timeout = 10;
   std::size_t max_unauthenticated_connections = 1024;
+  // Synchronous lanes (README "The synchronous lane"): at most this many at once, each read by
+  // a thread of its own that runs its blocking agents' calls itself; 0: none served.
+  std::size_t lane_threads = 0;
   // TLS (PEM files): serve TLS only with tls_cert + tls_key; require client certificates signed
   // by tls_client_ca (mutual TLS). Peer connections use TLS when this server serves it, trusting
   // peer_tls_ca (default: tls_client_ca, else the system's CAs) and presenting tls_cert.

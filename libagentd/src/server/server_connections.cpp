@@ -71,9 +71,15 @@ kj::Promise<void> Server::serve(kj::Own<kj::AsyncIoStream> raw, bool local) {
 
 kj::Promise<void> Server::handshake(kj::Own<kj::AsyncIoStream> raw, std::string peer, bool local,
                                     PreLoginSlot& slot) {
-  return net::accept_connection(kj::mv(raw), peer, {.tls = tls_.server.get(), .unix_socket = local})
+  return net::accept_connection(kj::mv(raw), peer,
+                                {.tls = tls_.server.get(), .unix_socket = local, .lanes = lanes_ != nullptr})
       .then([this, peer, &slot](kj::Maybe<net::Accepted> accepted) mutable -> kj::Promise<void> {
         KJ_IF_MAYBE (a, accepted) {
+          if (a->lane_fd >= 0) {
+            // Its own thread reads its hello within the login deadline (lanes.h).
+            lanes_->adopt(a->lane_fd, kj::mv(peer), a->tls_expected);
+            return kj::READY_NOW;
+          }
           return serve_rpc(kj::mv(a->stream), kj::mv(peer), a->tls, a->tls_expected, slot);
         }
         return kj::READY_NOW;
@@ -135,6 +141,8 @@ std::size_t Server::reload_tokens() {
                     options_.auth_token_file));
     ++closed;
   }
+  if (lanes_)
+    closed += lanes_->close_unless([this](const TokenSet::Digest& d) { return gate_.tokens.contains(d); });
   return closed;
 }
 

@@ -1,0 +1,183 @@
+#include "lane_client.h"
+
+#include "accept.h"
+#include "outcome_codec.h"
+#include "value_codec.h"
+#include "wire_limits.h"
+
+#include "agentd.capnp.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/io.h>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace agentd::detail {
+
+namespace {
+
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout, std::string& why) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    why = fmt::format("cannot resolve {}: {}", host, ::gai_strerror(rc));
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+int connect_unix(const std::string& path, std::string& why) {
+  sockaddr_un sa{};
+  if (path.size() >= sizeof sa.sun_path) {
+    why = "the socket path is too long";
+    return -1;
+  }
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return -1;
+  }
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    why = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Waits until fd has something to read (or timeout): false on timeout.
+bool readable_within(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  return rc > 0;
+}
+
+}  // namespace
+
+LaneClient LaneClient::connect(const std::string& host, int port, const std::string& token,
+                               std::chrono::milliseconds timeout) {
+  const bool unix_socket = host.rfind("unix:", 0) == 0;
+  const std::string where = unix_socket ? host : fmt::format("{}:{}", host, port);
+  std::string why;
+  int fd = unix_socket ? connect_unix(host.substr(5), why) : connect_tcp(host, port, timeout, why);
+  if (fd < 0)
+    throw Error(ErrorCode::disconnected, fmt::format("cannot open a lane to {}: {}", where, why), "", "", true);
+  LaneClient lane(fd, where);
+  try {
+    capnp::MallocMessageBuilder hello(64);
+    hello.initRoot<wire::LaneHello>().setToken(to_kj(token));
+    kj::FdOutputStream out(fd);
+    out.write(net::kLaneMagic, 8);
+    capnp::writeMessage(out, hello);
+    if (!readable_within(fd, timeout)) lane.broken(fmt::format("no welcome within {} ms", timeout.count()));
+    capnp::ReaderOptions limits;
+    limits.traversalLimitInWords = 64 * 1024 / sizeof(capnp::word);
+    capnp::InputStreamMessageReader welcome(*lane.in_, limits);
+    auto w = welcome.getRoot<wire::LaneWelcome>();
+    lane.server_id_ = to_std(w.getServerId());
+    if (w.isRefused()) throw read_error(w.getRefused());
+  } catch (const kj::Exception& e) {
+    // The server closed it: it does not serve lanes (--lane-threads 0), or is not an as_server.
+    lane.broken(e.getDescription().cStr());
+  }
+  return lane;
+}
+
+LaneClient::LaneClient(int fd, std::string where)
+    : fd_(fd),
+      raw_(std::make_unique<kj::FdInputStream>(fd)),
+      in_(std::make_unique<kj::BufferedInputStreamWrapper>(*raw_)),
+      where_(std::move(where)) {}
+
+LaneClient::LaneClient(LaneClient&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      raw_(std::move(other.raw_)),
+      in_(std::move(other.in_)),
+      where_(std::move(other.where_)),
+      server_id_(std::move(other.server_id_)) {}
+
+LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    in_ = std::move(other.in_);
+    raw_ = std::move(other.raw_);
+    where_ = std::move(other.where_);
+    server_id_ = std::move(other.server_id_);
+  }
+  return *this;
+}
+
+LaneClient::~LaneClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void LaneClient::broken(const std::string& what) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  throw Error(ErrorCode::disconnected, fmt::format("the lane to {} broke: {}", where_, what), "", "", true);
+}
+
+Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_id, const Msg* input,
+                          std::chrono::milliseconds timeout) {
+  if (fd_ < 0) broken("it was closed");
+  try {
+    capnp::MallocMessageBuilder mb(input != nullptr ? 256 : 64);
+    auto call = mb.initRoot<wire::LaneCall>();
+    call.setAgentId(to_kj(agent_id));
+    call.setCallId(to_kj(call_id));
+    if (input != nullptr) write_msg(*input, call.initInput());
+    if (timeout.count() > 0) call.setTimeoutMs(static_cast<std::uint32_t>(timeout.count()));
+    capnp::writeMessageToFd(fd_, mb);
+    capnp::ReaderOptions limits;
+    limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word) + 64;
+    capnp::InputStreamMessageReader answer(*in_, limits);
+    auto a = answer.getRoot<wire::LaneAnswer>();
+    if (to_std(a.getCallId()) != call_id) broken("it answered another call than the one sent");
+    return read_outcome(a.getOutcome());
+  } catch (const kj::Exception& e) {
+    broken(e.getDescription().cStr());
+  }
+}
+
+}  // namespace agentd::detail

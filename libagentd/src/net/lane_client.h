@@ -1,0 +1,60 @@
+// The client side of a synchronous lane (schemas/agentd.capnp, LaneHello; README "The
+// synchronous lane"): a blocking connection of one caller to a server's port that carries one
+// call at a time in Cap'n Proto's stream framing, read and written on the calling thread (no
+// event loop, no RPC). agentd-bench's lane rows and the lane tests use it; the client library's
+// calls are to use it next.
+#pragma once
+
+#include <agentd/error.h>
+#include <agentd/msg.h>
+
+#include "outcome.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace kj {
+class FdInputStream;
+class BufferedInputStreamWrapper;
+}  // namespace kj
+
+namespace agentd::detail {
+
+class LaneClient {
+ public:
+  // Connects to host:port (host "unix:PATH" for a Unix socket; port then unused) and says hello
+  // with token. Throws Error: the server's refusal (unauthenticated; overloaded when its lane
+  // threads are taken: the RPC connection still serves), or disconnected (it cannot be reached,
+  // does not serve lanes, or did not answer within timeout).
+  static LaneClient connect(const std::string& host, int port, const std::string& token,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  LaneClient(LaneClient&& other) noexcept;
+  LaneClient& operator=(LaneClient&& other) noexcept;
+  LaneClient(const LaneClient&) = delete;
+  LaneClient& operator=(const LaneClient&) = delete;
+  ~LaneClient();
+
+  // A reply of agent_id to input (null: no input) under call_id (unique per server, as a
+  // placeholder's: new_id()). Returns its outcome (the message, or the error the call failed
+  // with); timeout > 0 is the call's deadline on the server. Throws Error(disconnected) when the
+  // lane breaks (the call may have run: look it up by call id on the RPC connection).
+  Outcome reply(const std::string& agent_id, const std::string& call_id, const Msg* input,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+  // The server's id (AgentServer.info's), told in its welcome.
+  const std::string& server_id() const { return server_id_; }
+
+ private:
+  LaneClient(int fd, std::string where);
+  [[noreturn]] void broken(const std::string& what);
+
+  int fd_ = -1;
+  // Answers are read through a buffer: a message's segment table and segments in one read.
+  std::unique_ptr<kj::FdInputStream> raw_;
+  std::unique_ptr<kj::BufferedInputStreamWrapper> in_;
+  std::string where_;  // "host:port", for errors
+  std::string server_id_;
+};
+
+}  // namespace agentd::detail

@@ -1,0 +1,274 @@
+#include "lanes.h"
+
+#include "outcome_codec.h"
+#include "value_codec.h"
+#include "wire_limits.h"
+
+#include <capnp/serialize.h>
+#include <kj/io.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <condition_variable>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace agentd::detail {
+
+namespace {
+
+void set_receive_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+void write_welcome(int fd, const std::optional<Error>& refused, const std::string& server_id) {
+  capnp::MallocMessageBuilder mb(256);
+  auto w = mb.initRoot<wire::LaneWelcome>();
+  if (refused)
+    write_error(*refused, w.initRefused());
+  else
+    w.setOk();
+  w.setServerId(to_kj(server_id));
+  capnp::writeMessageToFd(fd, mb);
+}
+
+OutcomePtr failed(Error e) { return std::make_shared<const Outcome>(Outcome(std::move(e))); }
+
+// Where a lane's call's outcome lands: set by the thread that publishes it (most often the lane's
+// own, inside run_here()).
+struct Landing {
+  std::mutex mu;
+  std::condition_variable cv;
+  OutcomePtr outcome;
+};
+
+}  // namespace
+
+Lanes::Lanes(AgentHost& host, Options options, CheckLogin check)
+    : host_(host), options_(std::move(options)), check_(std::move(check)) {}
+
+Lanes::~Lanes() { stop(); }
+
+void Lanes::adopt(int fd, std::string peer, bool tls_expected) {
+  std::vector<std::thread> finished;
+  {
+    std::lock_guard lock(mu_);
+    reap_locked(finished);
+    if (!stopping_ && lanes_.size() < options_.max_lanes) {
+      Lane& lane = lanes_.emplace_back();
+      lane.fd = fd;
+      lane.peer = std::move(peer);
+      lane.tls_expected = tls_expected;
+      lane.thread = std::thread([this, &lane] { serve(lane); });
+      fd = -1;
+    }
+  }
+  for (auto& t : finished) t.join();
+  if (fd < 0) return;
+  // Refused before its hello is read: a welcome on a fresh socket fits its send buffer, so this
+  // write does not block the loop.
+  refused_busy_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::debug("lane from {} refused: {} lanes open, the most --lane-threads allows", peer, options_.max_lanes);
+  try {
+    write_welcome(fd,
+                  Error(ErrorCode::overloaded,
+                        fmt::format("every lane thread of this server is taken (--lane-threads {}); "
+                                    "use the RPC connection",
+                                    options_.max_lanes),
+                        "", "", true),
+                  options_.server_id);
+  } catch (const kj::Exception&) {
+    // The client left already: nothing to tell.
+  }
+  ::close(fd);
+}
+
+void Lanes::reap_locked(std::vector<std::thread>& out) {
+  for (auto it = lanes_.begin(); it != lanes_.end();) {
+    if (it->done) {
+      out.push_back(std::move(it->thread));
+      it = lanes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::size_t Lanes::close_unless(const std::function<bool(const TokenSet::Digest&)>& keep) {
+  std::lock_guard lock(mu_);
+  std::size_t closed = 0;
+  for (Lane& lane : lanes_) {
+    if (lane.done || !lane.token || keep(*lane.token)) continue;
+    // Its thread sees the end of its stream at its next read (after a call running now).
+    ::shutdown(lane.fd, SHUT_RDWR);
+    ++closed;
+  }
+  return closed;
+}
+
+void Lanes::stop() {
+  std::list<Lane> all;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (Lane& lane : lanes_)
+      if (!lane.done) ::shutdown(lane.fd, SHUT_RDWR);
+    all.splice(all.end(), lanes_);
+  }
+  for (Lane& lane : all)
+    if (lane.thread.joinable()) lane.thread.join();
+}
+
+std::size_t Lanes::open() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const Lane& lane : lanes_) n += lane.done ? 0 : 1;
+  return n;
+}
+
+std::uint64_t Lanes::calls() const { return calls_.load(std::memory_order_relaxed); }
+std::uint64_t Lanes::refused_busy() const { return refused_busy_.load(std::memory_order_relaxed); }
+
+void Lanes::serve(Lane& lane) {
+  const int fd = lane.fd;
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
+  set_receive_timeout(fd, options_.hello_timeout);
+  kj::FdInputStream raw(fd);
+  kj::BufferedInputStreamWrapper in(raw);
+  bool logged_in = false;
+  try {
+    std::string token;
+    {
+      // Before its login a lane may send what a connection may (64 KiB).
+      capnp::ReaderOptions hello_limits;
+      hello_limits.traversalLimitInWords = 64 * 1024 / sizeof(capnp::word);
+      capnp::InputStreamMessageReader hello(in, hello_limits);
+      token = to_std(hello.getRoot<wire::LaneHello>().getToken());
+    }
+    std::optional<Error> refused;
+    if (lane.tls_expected) {
+      refused = Error(ErrorCode::unauthenticated,
+                      "this server serves TLS only, and lanes are plaintext: use the RPC connection "
+                      "(or the server's --unix-socket)");
+    } else {
+      auto verdict = check_(token, lane.peer);
+      if (auto* e = std::get_if<Error>(&verdict)) {
+        refused = *e;
+      } else {
+        std::lock_guard lock(mu_);
+        lane.token = std::get<TokenSet::Digest>(verdict);
+      }
+    }
+    write_welcome(fd, refused, options_.server_id);
+    if (!refused) {
+      logged_in = true;
+      set_receive_timeout(fd, std::chrono::milliseconds(0));  // a logged-in lane may idle
+      spdlog::debug("lane from {} open", lane.peer);
+      capnp::ReaderOptions limits;
+      limits.traversalLimitInWords = options_.max_message_bytes / sizeof(capnp::word) + 64;
+      // Blocks until the next call or the end of the stream (a closed lane, or stop()).
+      while (in.tryGetReadBuffer().size() != 0) {
+        capnp::InputStreamMessageReader message(in, limits);
+        if (!answer_one(lane, message.getRoot<wire::LaneCall>())) break;
+      }
+    }
+  } catch (const kj::Exception& e) {
+    const bool quiet = e.getType() == kj::Exception::Type::DISCONNECTED;
+    if (!logged_in)
+      spdlog::log(quiet ? spdlog::level::debug : spdlog::level::warn,
+                  "lane from {} closed before its hello was answered (within --login-timeout): {}", lane.peer,
+                  e.getDescription().cStr());
+    else
+      spdlog::log(quiet ? spdlog::level::debug : spdlog::level::warn, "lane from {} closed: {}", lane.peer,
+                  e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    spdlog::warn("lane from {} closed: {}", lane.peer, e.what());
+  }
+  spdlog::debug("lane from {} ended", lane.peer);
+  std::lock_guard lock(mu_);
+  ::close(lane.fd);
+  lane.fd = -1;
+  lane.done = true;
+}
+
+bool Lanes::answer_one(Lane& lane, wire::LaneCall::Reader call) {
+  std::string call_id;
+  OutcomePtr outcome;
+  try {
+    call_id = to_std(call.getCallId());
+    outcome = run_call(lane, call);
+  } catch (const kj::Exception& e) {
+    // A call the message's limits refuse (a value nested too deep, a broken pointer).
+    outcome = failed(unreadable(e, "the call"));
+  }
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t size = outcome_size(*outcome, 0);
+  if (size > options_.max_message_bytes)
+    outcome = failed(Error(ErrorCode::too_large,
+                           fmt::format("the reply is {} bytes, more than one message may carry from this "
+                                       "server ({} bytes, --max-message-bytes)",
+                                       size, options_.max_message_bytes),
+                           to_std(call.getAgentId())));
+  capnp::MallocMessageBuilder mb(static_cast<unsigned>(std::min<std::size_t>(size / sizeof(capnp::word) + 64,
+                                                                             1u << 20)));
+  auto answer = mb.initRoot<wire::LaneAnswer>();
+  answer.setCallId(to_kj(call_id));
+  write_outcome(*outcome, answer.initOutcome(), 0);
+  capnp::writeMessageToFd(lane.fd, mb);
+  return true;
+}
+
+OutcomePtr Lanes::run_call(const Lane& lane, wire::LaneCall::Reader in) {
+  (void)lane;
+  std::string agent_id = to_std(in.getAgentId());
+  std::string call_id = to_std(in.getCallId());
+  if (call_id.empty()) return failed(Error(ErrorCode::bad_request, "a lane call without a call id", agent_id));
+  // Refused before anything is recorded: the client may send the same call again.
+  if (auto full = host_.admit(agent_id)) return failed(*full);
+  auto call = std::make_shared<Call>();
+  call->kind = Call::Kind::reply;
+  if (in.hasInput()) {
+    try {
+      call->input = std::make_shared<const Outcome>(read_msg(in.getInput()));
+    } catch (const Error& e) {
+      return failed(Error(e.code(), e.message(), agent_id));
+    } catch (const kj::Exception& e) {
+      return failed(unreadable(e, "the input message"));
+    }
+  }
+  if (in.getTimeoutMs() > 0) {
+    call->timeout = std::chrono::milliseconds(in.getTimeoutMs());
+    call->timeout_by = "the caller's AgentRef::with_timeout";
+  }
+  if (!host_.announce_result(call_id, agent_id))
+    return failed(Error(ErrorCode::duplicate_call_id,
+                        fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
+                        agent_id, host_.class_of(agent_id)));
+  call->call_id = call_id;
+  auto landing = std::make_shared<Landing>();
+  // Before the call is queued, so its outcome cannot be evicted unseen.
+  host_.when_result_here(call_id, [landing](const OutcomePtr& o) {
+    {
+      std::lock_guard lock(landing->mu);
+      landing->outcome = o;
+    }
+    landing->cv.notify_one();
+  });
+  host_.run_here(agent_id, std::move(call));
+  std::unique_lock lock(landing->mu);
+  // Most often set already (the call ran on this thread). Else it runs elsewhere (its agent was
+  // busy, or is asynchronous) and its deadline, or the server's stop, bounds the wait.
+  landing->cv.wait(lock, [&] { return landing->outcome != nullptr; });
+  return landing->outcome;
+}
+
+}  // namespace agentd::detail

@@ -1,0 +1,207 @@
+// The synchronous lane (as_server --lane-threads; schemas/agentd.capnp LaneHello) against real
+// as_server processes over real sockets: a lane's calls run the agent and land in the result
+// pool as RPC calls do, keep an agent's order beside the RPC connection's calls, are committed
+// before they are answered with --state-dir, and a lane is refused (never half-served) without
+// the right token, past --lane-threads, to a server that serves none, or after a bad hello.
+#include "loopback.h"
+#include "server_process.h"
+
+#include "lane_client.h"
+
+#include <agentd/client.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+using namespace agentd;
+using namespace agentd::test;
+using detail::LaneClient;
+using detail::Outcome;
+using Catch::Contains;
+
+namespace {
+
+Msg lane_text(const std::string& t) { return Msg("user", Value(t)); }
+
+std::vector<std::string> lane_args(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--lane-threads", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return standard_args(args);
+}
+
+std::string reply_text(const Outcome& o) {
+  if (const auto* e = std::get_if<Error>(&o)) FAIL("the lane call failed: " << e->message());
+  return std::get<Msg>(o).text();
+}
+
+Error lane_error(const Outcome& o) {
+  REQUIRE(std::holds_alternative<Error>(o));
+  return std::get<Error>(o);
+}
+
+Error refusal(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("expected an agentd::Error");
+  return Error(ErrorCode::internal, "");
+}
+
+std::vector<std::string> memory_texts(const AgentRef& a) {
+  std::vector<std::string> out;
+  for (const auto& m : a.memory()) out.push_back(m.text());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a lane's calls run the agent and are results like any other", "[lanes]") {
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect();
+  AgentRef a = c.create_agent("EchoAgent", "lane-echo", Value{{"prefix", "a:"}});
+  LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "");
+  CHECK(lane.server_id() == server->server_id());
+
+  const std::string id = new_id();
+  Msg one = lane_text("one");
+  CHECK(reply_text(lane.reply(a.id(), id, &one)) == "a:one");
+  Msg two = lane_text("two");
+  CHECK(reply_text(lane.reply(a.id(), new_id(), &two)) == "a:two");
+  // Announced in the result pool: the id cannot be used again, on the lane or by anyone.
+  CHECK(lane_error(lane.reply(a.id(), id, &two)).code() == ErrorCode::duplicate_call_id);
+  // What the agent remembers is the lane's calls, as the RPC connection sees it.
+  CHECK(memory_texts(a) == std::vector<std::string>{"one", "a:one", "two", "a:two"});
+  CHECK(a.call("count").get<int>() == 2);
+
+  // A call that fails answers its error, and the lane goes on.
+  CHECK(lane_error(lane.reply("no-such-agent", new_id(), &two)).code() == ErrorCode::unknown_agent);
+  CHECK(lane_error(lane.reply(a.id(), "", &two)).code() == ErrorCode::bad_request);
+  CHECK(reply_text(lane.reply(a.id(), new_id(), &two)) == "a:two");
+}
+
+TEST_CASE("a lane keeps an agent's order beside the RPC connection", "[lanes]") {
+  TempDir dir;
+  const std::string release = dir.path() + "/release";
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect();
+  AgentRef b = c.create_agent("BlockAgent", "lane-block", Value{{"release_file", release}});
+  // The agent is busy with an RPC call: the lane's call waits in its mailbox behind it, and its
+  // lane thread waits for it (the answer comes from the worker that runs it).
+  Placeholder first = b.reply(lane_text("rpc"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::ofstream(release) << "go";
+  });
+  LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "");
+  Msg second = lane_text("lane");
+  const auto answered = lane.reply(b.id(), new_id(), &second);
+  releaser.join();
+  CHECK(first.get().text() == "rpc");
+  CHECK(reply_text(answered) == "lane");
+  CHECK(memory_texts(b) == std::vector<std::string>{"rpc", "lane"});
+}
+
+TEST_CASE("a lane's call is committed before it is answered", "[lanes][durability]") {
+  TempDir dir;
+  auto server = ServerProcess::start(lane_args({"--state-dir", dir.path() + "/state"}));
+  const std::uint16_t port = server->port();
+  std::string agent_id;
+  {
+    Client c = server->connect();
+    AgentRef a = c.create_agent("EchoAgent", "lane-durable", Value{{"prefix", "d:"}});
+    agent_id = a.id();
+  }
+  LaneClient lane = LaneClient::connect("127.0.0.1", port, "");
+  for (int i = 0; i < 3; ++i) {
+    Msg m = lane_text("m" + std::to_string(i));
+    CHECK(reply_text(lane.reply(agent_id, new_id(), &m)) == "d:m" + std::to_string(i));
+  }
+  server->kill_now();  // at once after the last answer: nothing answered may be lost
+  server = restart_on(port, {"--lane-threads", "2", "--state-dir", dir.path() + "/state"});
+  Client c = server->connect();
+  AgentRef a = c.agent(agent_id);
+  CHECK(memory_texts(a) == std::vector<std::string>{"m0", "d:m0", "m1", "d:m1", "m2", "d:m2"});
+  CHECK(a.call("count").get<int>() == 3);
+}
+
+TEST_CASE("lanes are refused, never half-served", "[lanes][security]") {
+  SECTION("a server without --lane-threads closes them and serves RPC as before") {
+    auto server = ServerProcess::start(standard_args());
+    auto e = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), ""); });
+    CHECK(e.code() == ErrorCode::disconnected);
+    Client c = server->connect();
+    CHECK(c.create_agent("EchoAgent", "after-lane").reply(lane_text("x")).get().text() == "x");
+    CHECK_THAT(server->stderr_text(), Contains("--lane-threads"));
+  }
+  SECTION("without the token, or with a wrong one") {
+    TempDir dir;
+    const std::string tokens = dir.write("tokens", "0123456789abcdef0123456789abcdef-lane\n");
+    REQUIRE(::chmod(tokens.c_str(), 0600) == 0);
+    auto server = ServerProcess::start(lane_args({"--auth-token-file", tokens}));
+    auto none = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), ""); });
+    CHECK(none.code() == ErrorCode::unauthenticated);
+    CHECK_THAT(none.message(), Contains("requires a token"));
+    auto wrong = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), "not-the-token"); });
+    CHECK(wrong.code() == ErrorCode::unauthenticated);
+    LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "0123456789abcdef0123456789abcdef-lane");
+    ClientOptions o;
+    o.token = "0123456789abcdef0123456789abcdef-lane";
+    Client c = server->connect(o);
+    AgentRef a = c.create_agent("EchoAgent", "lane-token");
+    Msg m = lane_text("ok");
+    CHECK(reply_text(lane.reply(a.id(), new_id(), &m)) == "ok");
+  }
+  SECTION("past --lane-threads: overloaded, and the lanes there are keep working") {
+    auto server = ServerProcess::start(standard_args({"--lane-threads", "1"}));
+    Client c = server->connect();
+    AgentRef a = c.create_agent("EchoAgent", "lane-cap");
+    LaneClient first = LaneClient::connect("127.0.0.1", server->port(), "");
+    auto busy = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), ""); });
+    CHECK(busy.code() == ErrorCode::overloaded);
+    CHECK(busy.retryable());
+    CHECK_THAT(busy.message(), Contains("--lane-threads 1"));
+    Msg m = lane_text("still");
+    CHECK(reply_text(first.reply(a.id(), new_id(), &m)) == "still");
+    // A lane closed frees its thread for the next (once that thread has seen it close).
+    { LaneClient closing = std::move(first); }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    bool reopened = false;
+    while (!reopened && std::chrono::steady_clock::now() < deadline) {
+      try {
+        LaneClient again = LaneClient::connect("127.0.0.1", server->port(), "");
+        reopened = reply_text(again.reply(a.id(), new_id(), &m)) == "still";
+      } catch (const Error& e) {
+        REQUIRE(e.code() == ErrorCode::overloaded);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    CHECK(reopened);
+  }
+  SECTION("a bad hello closes the lane alone") {
+    auto server = ServerProcess::start(lane_args());
+    const int fd = connect_loopback(server->port());
+    const std::string junk = std::string("agdLANE1") + std::string(8, '\xff') + "garbage";
+    REQUIRE(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(junk.size()));
+    char byte;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);  // closed, nothing answered
+    ::close(fd);
+    Client c = server->connect();
+    AgentRef a = c.create_agent("EchoAgent", "after-bad-hello");
+    LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "");
+    Msg m = lane_text("fine");
+    CHECK(reply_text(lane.reply(a.id(), new_id(), &m)) == "fine");
+  }
+}
