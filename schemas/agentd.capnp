@@ -243,6 +243,9 @@ struct ServerInfo {
   callsRunning @37 :UInt64;
   callLatency @38 :Histogram;         # run times of finished agent calls
   models @39 :List(ModelStats);       # each model config, sorted by name
+  lanesOpen @40 :UInt32;              # synchronous lanes being served now
+  laneThreads @41 :UInt32;            # the most (--lane-threads; 0: lanes off)
+  laneCalls @42 :UInt64;              # calls answered on lanes since start
 }
 
 struct Span {

@@ -107,6 +107,7 @@ Value server_json(const agentd::ServerInfo& i) {
       {"workers", i.workers},
       {"workers_busy", i.workers_busy},
       {"workers_max", i.workers_max},
+      {"lanes", {{"open", i.lanes_open}, {"max", i.lane_threads}, {"calls", i.lane_calls}}},
       {"calls",
        {{"completed", i.calls_completed},
         {"failed", i.calls_failed},

@@ -122,6 +122,9 @@ PYBIND11_MODULE(_agentd, m) {
       .def_readonly("calls_slow", &ServerInfo::calls_slow)
       .def_readonly("calls_slow_total", &ServerInfo::calls_slow_total)
       .def_readonly("calls_timed_out", &ServerInfo::calls_timed_out)
+      .def_readonly("lanes_open", &ServerInfo::lanes_open)
+      .def_readonly("lane_threads", &ServerInfo::lane_threads)
+      .def_readonly("lane_calls", &ServerInfo::lane_calls)
       .def("__repr__", [](const ServerInfo& i) {
         return "ServerInfo(server_id='" + i.server_id + "', version='" + i.version +
                "', agent_count=" + std::to_string(i.agent_count) + ")";

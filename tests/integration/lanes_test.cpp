@@ -25,9 +25,9 @@
 
 using namespace agentd;
 using namespace agentd::test;
+using Catch::Contains;
 using detail::LaneClient;
 using detail::Outcome;
-using Catch::Contains;
 
 namespace {
 
@@ -156,7 +156,8 @@ TEST_CASE("lanes are refused, never half-served", "[lanes][security]") {
     CHECK_THAT(none.message(), Contains("requires a token"));
     auto wrong = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), "not-the-token"); });
     CHECK(wrong.code() == ErrorCode::unauthenticated);
-    LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "0123456789abcdef0123456789abcdef-lane");
+    LaneClient lane =
+        LaneClient::connect("127.0.0.1", server->port(), "0123456789abcdef0123456789abcdef-lane");
     ClientOptions o;
     o.token = "0123456789abcdef0123456789abcdef-lane";
     Client c = server->connect(o);
@@ -204,4 +205,128 @@ TEST_CASE("lanes are refused, never half-served", "[lanes][security]") {
     Msg m = lane_text("fine");
     CHECK(reply_text(lane.reply(a.id(), new_id(), &m)) == "fine");
   }
+}
+
+namespace {
+
+ClientOptions lanes_on() {
+  ClientOptions o;
+  o.lanes = true;
+  return o;
+}
+
+// Waits (up to 10 s) until pred holds.
+bool lanes_eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("ClientOptions::lanes: a reply whose get() follows takes the thread's lane", "[lanes]") {
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect(lanes_on());
+  AgentRef a = c.create_agent("EchoAgent", "client-lane", Value{{"prefix", "a:"}});
+  for (int i = 0; i < 5; ++i)
+    CHECK(a.reply(lane_text("m" + std::to_string(i))).get().text() == "a:m" + std::to_string(i));
+  ServerInfo info = c.info();
+  CHECK(info.lane_calls == 5);
+  CHECK(info.lanes_open == 1);
+  CHECK(info.lane_threads == 2);
+  // Another thread gets a lane of its own, closed when the thread ends.
+  std::string other;
+  std::thread([&] { other = a.reply(lane_text("t")).get().text(); }).join();
+  CHECK(other == "a:t");
+  CHECK(c.info().lane_calls == 6);
+  CHECK(lanes_eventually([&] { return c.info().lanes_open == 1; }));
+  CHECK(memory_texts(a).size() == 12);
+  CHECK(c.stats().requests > 0);
+}
+
+TEST_CASE("ClientOptions::lanes: replies not waited for at once still run side by side and in order",
+          "[lanes]") {
+  TempDir dir;
+  const std::string release = dir.path() + "/release";
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect(lanes_on());
+  AgentRef a = c.create_agent("EchoAgent", "lane-order");
+  SECTION("two replies to one agent, read in the other order") {
+    Placeholder p1 = a.reply(lane_text("one"));
+    Placeholder p2 = a.reply(lane_text("two"));
+    CHECK(p2.get().text() == "two");
+    CHECK(p1.get().text() == "one");
+    CHECK(memory_texts(a) == std::vector<std::string>{"one", "one", "two", "two"});
+  }
+  SECTION("two blocking agents run at once without get() (a held reply leaves within a millisecond)") {
+    AgentRef b1 = c.create_agent("BlockAgent", "lane-b1", Value{{"release_file", release}});
+    AgentRef b2 = c.create_agent("BlockAgent", "lane-b2", Value{{"release_file", release}});
+    Placeholder p1 = b1.reply(lane_text("x"));
+    Placeholder p2 = b2.reply(lane_text("y"));
+    CHECK(lanes_eventually([&] { return c.info().calls_running == 2; }));
+    std::ofstream(release) << "go";
+    CHECK(p1.get().text() == "x");
+    CHECK(p2.get().text() == "y");
+  }
+  SECTION("a placeholder dropped unread, passed on, or read on another thread") {
+    { a.reply(lane_text("dropped")); }
+    AgentRef b = c.create_agent("EchoAgent", "lane-consumer", Value{{"prefix", "b:"}});
+    Placeholder p = a.reply(lane_text("passed"));
+    CHECK(b.reply(p).get().text() == "b:passed");
+    Placeholder q = a.reply(lane_text("elsewhere"));
+    std::string got;
+    std::thread([&] { got = q.get().text(); }).join();
+    CHECK(got == "elsewhere");
+    CHECK(memory_texts(a) ==
+          std::vector<std::string>{"dropped", "dropped", "passed", "passed", "elsewhere", "elsewhere"});
+  }
+}
+
+TEST_CASE("ClientOptions::lanes: without lanes on the server, or where they cannot be used", "[lanes]") {
+  SECTION("a server that serves none: the RPC connection carries everything") {
+    auto server = ServerProcess::start(standard_args());
+    Client c = server->connect(lanes_on());
+    AgentRef a = c.create_agent("EchoAgent", "no-lanes");
+    for (int i = 0; i < 3; ++i) CHECK(a.reply(lane_text("x")).get().text() == "x");
+    CHECK(c.info().lane_calls == 0);
+  }
+  SECTION("a child is started with lanes") {
+    ChildOptions o;
+    o.plugins = {echo_plugin()};
+    o.server_path = as_server_path();
+    o.client.lanes = true;
+    Client c = Client::spawn_child(o);
+    AgentRef a = c.create_agent("EchoAgent", "child-lane");
+    CHECK(a.reply(lane_text("x")).get().text() == "x");
+    CHECK(c.info().lane_calls == 1);
+  }
+  SECTION("single_thread clients refuse them, saying so") {
+    auto server = ServerProcess::start(lane_args());
+    ClientOptions o = lanes_on();
+    o.single_thread = true;
+    auto e = refusal([&] { server->connect(o); });
+    CHECK(e.code() == ErrorCode::bad_args);
+    CHECK_THAT(e.message(), Contains("ClientOptions::lanes"));
+  }
+}
+
+TEST_CASE("ClientOptions::lanes: a lane lost with its server is reported as the connection's calls are",
+          "[lanes]") {
+  auto server = ServerProcess::start(lane_args());
+  const std::uint16_t port = server->port();
+  Client c = server->connect(lanes_on());
+  AgentRef b =
+      c.create_agent("BlockAgent", "lane-lost", Value{{"release_file", "/nonexistent"}, {"max_ms", 20000}});
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    server->kill_now();
+    server = restart_on(port, {"--lane-threads", "2"});
+  });
+  // On the lane when the server dies: the client asks the restarted server about it by call id.
+  auto e = refusal([&] { b.reply(lane_text("x")).get(); });
+  killer.join();
+  CHECK(e.code() == ErrorCode::interrupted);
 }

@@ -247,3 +247,26 @@ def test_plugin_dirs_and_extra_args():
     with agentd.Client.local(plugin_dirs=[PLUGIN_DIR], max_workers=4) as c:
         assert "TrailAgent" in c.info().classes
         assert c.create_agent("TrailAgent", "T")(Msg("user", "x")).content == "x>T"
+
+
+def test_lanes_client():
+    """lanes=True: a reply whose get() follows at once travels on the calling thread's own lane
+    (as_server --lane-threads); anything else goes on the connection, with the same answers."""
+    from conftest import Server
+    s = Server(extra=["--lane-threads", "2"])
+    try:
+        with s.connect(lanes=True) as c:
+            a = c.create_agent("EchoAgent", "L", {"prefix": "> "})
+            b = c.create_agent("EchoAgent", "M")
+            for i in range(3):
+                assert a(Msg("user", f"m{i}")).get().content == f"> m{i}"
+            assert c.info().lane_calls == 3
+            assert c.info().lane_threads == 2
+            # Passed on before it is read: it goes on the connection, and b consumes it.
+            assert b(a(Msg("user", "x"))).get().content == "> x"
+            assert [m.content for m in a.memory()][-2:] == ["x", "> x"]
+        with pytest.raises(agentd.Error) as e:
+            s.connect(lanes=True, single_thread=True)
+        assert e.value.code == "bad_args"
+    finally:
+        s.close()

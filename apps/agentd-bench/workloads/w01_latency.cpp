@@ -120,30 +120,34 @@ void run_w1_single_thread(const Config& cfg, Deployment& dep, EchoServers& echo,
   cleanup(dep, 0, {usual}, 1);
 }
 
-// The echo agent's reply over a synchronous lane (README "The synchronous lane"): the bench's
-// thread writes each call and reads its answer itself, and the server thread that reads the lane
-// runs the agent: no thread hand-off in either process. Against the bare Cap'n Proto echo and
-// the raw TCP ping-pong measured in the same repeat. Skipped (said so) when server 0 serves no
-// lanes (a --server without --lane-threads).
+// The echo agent's reply over synchronous lanes (README "The synchronous lane"): reply().get()
+// from a client made with ClientOptions::lanes, whose thread writes the call and reads its answer
+// itself while the server thread that reads the lane runs the agent (no thread hand-off in either
+// process); and the lane's own floor, the bare lane client (net/lane_client.h) with no
+// placeholder. Against the bare Cap'n Proto echo and the raw TCP ping-pong measured in the same
+// repeat. Skipped (said so) when server 0 serves no lanes (a --server without --lane-threads).
 void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& report) {
   Client& c = dep.client(0);
   const auto [host, port] = split_address(c.address());
-  std::optional<detail::LaneClient> lane;
+  std::optional<detail::LaneClient> bare;
   try {
-    lane.emplace(detail::LaneClient::connect(host, port, dep.client_options().token));
+    bare.emplace(detail::LaneClient::connect(host, port, dep.client_options().token));
   } catch (const Error& e) {
     progress("W1 lane rows skipped: " + e.message());
     return;
   }
-  AgentRef a = c.create_agent("EchoAgent", "bench-w1-lane");
+  ClientOptions lane_options = dep.client_options();
+  lane_options.lanes = true;
+  Client lanes = Client::connect(host, port, lane_options);
+  AgentRef a = lanes.create_agent("EchoAgent", "bench-w1-lanes");
   const std::string agent = a.id();
   Msg msg = text_msg(cfg.payload);
-  auto latencies = [&](std::size_t n) {
+  auto bare_latencies = [&](std::size_t n) {
     std::vector<double> out;
     out.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       auto t0 = Clock::now();
-      detail::Outcome o = lane->reply(agent, new_id(), &msg);
+      detail::Outcome o = bare->reply(agent, new_id(), &msg);
       out.push_back(micros_since(t0));
       const Msg* m = std::get_if<Msg>(&o);
       expect(m != nullptr && m->content == msg.content,
@@ -151,41 +155,63 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
     }
     return out;
   };
-  Row lane50{"W1", "lane reply p50", "us"}, lane99{"W1", "lane reply p99", "us"};
-  Row lane_tcp{"W1", "lane reply p50 vs raw TCP", "us"};
-  Row lane_cpu{"W1", "server CPU per lane reply", "us"};
-  Row switches{"W1", "server context switches per lane reply", "switches"};
+  Row lane50{"W1", "reply().get() p50, lanes client", "us"},
+      lane99{"W1", "reply().get() p99, lanes client", "us"};
+  Row lane_tcp{"W1", "reply().get() p50, lanes client vs raw TCP", "us"};
+  Row lane_cpu{"W1", "server CPU per reply()+get(), lanes client", "us"};
+  Row switches{"W1", "server context switches per reply()+get(), lanes client", "switches"};
+  Row bare50{"W1", "bare lane call p50", "us"};
+  Row bare_tcp{"W1", "bare lane call p50 vs raw TCP", "us"};
+  Row bare_cpu{"W1", "server CPU per bare lane call", "us"};
   const std::int64_t server_pid = counted_server_pid(dep);
+  const auto lane_calls0 = c.info().lane_calls;
   for (int r = 0; r < cfg.repeat; ++r) {
-    progress(fmt::format("W1 lane repeat {}/{}", r + 1, cfg.repeat));
-    latencies(50);  // warm-up
-    const double cpu0 = c.info().cpu_seconds;
+    progress(fmt::format("W1 lanes repeat {}/{}", r + 1, cfg.repeat));
     std::vector<double> replies;
-    add_switches(switches.agentd, server_pid, cfg.calls, [&] { replies = latencies(cfg.calls); });
-    lane_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
+    double cpu0 = c.info().cpu_seconds;
+    // reply_latencies warms up with 50 calls first.
+    add_switches(switches.agentd, server_pid, cfg.calls + 50,
+                 [&] { replies = reply_latencies(a, msg, cfg.calls); });
+    lane_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
+    bare_latencies(50);  // warm-up
+    cpu0 = c.info().cpu_seconds;
+    auto bare_replies = bare_latencies(cfg.calls);
+    bare_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
     const double echo_cpu0 = echo.cpu_seconds();
     std::vector<double> capnp;
     add_switches(switches.baseline, counted_echo_pid(server_pid, echo), cfg.calls + 50,
                  [&] { capnp = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); });
-    lane_cpu.baseline.add((echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50));
+    const double echo_cpu = (echo.cpu_seconds() - echo_cpu0) * 1e6 / (cfg.calls + 50);
+    lane_cpu.baseline.add(echo_cpu);
+    bare_cpu.baseline.add(echo_cpu);
     auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
     add_p50_p99(lane50, lane99, replies, &capnp);
     lane_tcp.agentd.add(percentile(replies, 50));
     lane_tcp.baseline.add(percentile(tcp, 50));
+    bare50.agentd.add(percentile(bare_replies, 50));
+    bare50.baseline.add(percentile(capnp, 50));
+    bare_tcp.agentd.add(percentile(bare_replies, 50));
+    bare_tcp.baseline.add(percentile(tcp, 50));
   }
-  for (Row* row : {&lane50, &lane99, &lane_cpu}) row->baseline_name = "capnp echo";
-  lane_tcp.baseline_name = "raw TCP";
-  // The lane is the design for the floor rows above (not yet what reply().get() uses).
+  // Every reply().get() above took a lane (else these rows measure the RPC connection).
+  const auto on_lanes = c.info().lane_calls - lane_calls0;
+  expect(on_lanes >= static_cast<std::uint64_t>(cfg.repeat) * (2 * cfg.calls + 100),
+         fmt::format("W1: only {} calls took a lane", on_lanes));
+  for (Row* row : {&lane50, &lane99, &lane_cpu, &bare50, &bare_cpu}) row->baseline_name = "capnp echo";
+  for (Row* row : {&lane_tcp, &bare_tcp}) row->baseline_name = "raw TCP";
+  // The floor rows' targets, met through lanes (ClientOptions::lanes, as_server --lane-threads).
   lane50.target = at_most_ratio(1.0, "<= 1.0x");
   lane_tcp.target = at_most_ratio(1.2, "<= 1.2x");
   lane_cpu.target = at_most_ratio(1.2, "<= 1.2x");
-  for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu}) {
-    row->note = "the synchronous lane (as_server --lane-threads; README \"The synchronous lane\")";
+  for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu})
+    row->note = "ClientOptions::lanes against as_server --lane-threads (README \"The synchronous lane\")";
+  for (Row* row : {&bare50, &bare_tcp, &bare_cpu})
+    row->note = "informative: the lane with no placeholder or client around it (net/lane_client.h)";
+  for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu, &bare50, &bare_tcp, &bare_cpu})
     report.rows.push_back(std::move(*row));
-  }
   finish_switch_row(switches, report);
-  lane.reset();
-  cleanup(dep, 0, {a}, 1);
+  bare.reset();
+  lanes.delete_agent(agent);
 }
 
 }  // namespace

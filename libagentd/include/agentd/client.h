@@ -97,6 +97,16 @@ struct ClientOptions {
   // bad_request), and close or destroy it there. Client::connect and spawn_child; not
   // Client::local.
   bool single_thread = false;
+  // Synchronous lanes (README "The synchronous lane"), for servers started with --lane-threads
+  // (a child is given them): a reply(msg) whose get() follows at once on the same thread travels
+  // on that thread's own connection, read and written by the thread itself, and the server runs
+  // a blocking agent's call on the thread that reads it: no thread hand-off in either process.
+  // Any other use of the placeholder, any other call from the thread, or a millisecond without
+  // get() sends it on the usual connection instead, so calls still run side by side and in
+  // order. A server that serves no lanes (or has none free) is simply not asked again for a
+  // few seconds. Plaintext TCP and Unix sockets only (not with tls_ca), not with single_thread,
+  // not in local mode (bad_args).
+  bool lanes = false;
 };
 
 struct ChildOptions {
@@ -234,6 +244,11 @@ struct ServerInfo {
   std::uint64_t calls_running = 0;
   Histogram call_latency;          // run times of finished agent calls
   std::vector<ModelStats> models;  // each model config, sorted by name
+  // Synchronous lanes (ClientOptions::lanes): open now, the most (--lane-threads; 0: off), and
+  // the calls answered on them since start.
+  std::uint32_t lanes_open = 0;
+  std::uint32_t lane_threads = 0;
+  std::uint64_t lane_calls = 0;
 };
 
 // The trace span of one finished agent call (Client::traces, `agentctl trace`).

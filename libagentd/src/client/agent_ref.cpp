@@ -6,6 +6,7 @@
 #include "client_core.h"
 #include "endpoint.h"
 #include "info_codec.h"
+#include "lanes.h"
 #include "placeholder.h"
 #include "value_codec.h"
 #include "wire_limits.h"
@@ -109,6 +110,15 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool 
     spec.ref = detail::input_ref(*input->s_);
   else if (msg)
     spec.msg = *msg;
+  if (detail::LaneSet* lanes = core_->lanes(); lanes != nullptr && detail::LaneSet::eligible(spec)) {
+    // Held back: on this thread's lane if get() follows (lanes.h), else on the connection.
+    core_->check_open("call to agent '" + id_ + "'");
+    core_->requests_.fetch_add(1, std::memory_order_relaxed);
+    spec.call_id = state->call_id;
+    spec.inline_limit = detail::kInlineLimit;
+    state->deferred = lanes->hold(std::move(spec), state->slot);
+    return Placeholder(std::move(state));
+  }
   detail::send_async(*core_, std::move(spec), *state);
   return Placeholder(std::move(state));
 }

@@ -6,6 +6,7 @@
 #include "endpoint.h"
 #include "subprocess.h"
 #include "tls.h"
+#include "lanes.h"
 #include "tokens.h"
 
 #include <capnp/rpc-twoparty.h>
@@ -255,6 +256,7 @@ void ClientCore::report_child_loss(LoopState& loop) {
 
 ClientCore::ClientCore(Target target, ClientOptions options, std::unique_ptr<ChildProcess> child)
     : options_(options), child_dir_(target.child_dir), child_(std::move(child)) {
+  open_lanes(target);
   if (options_.single_thread) {
     if (target.mode == Mode::local)
       throw Error(ErrorCode::bad_args,
@@ -337,7 +339,28 @@ void ClientCore::detach() {
 
 ClientCore::~ClientCore() { close(); }
 
+void ClientCore::open_lanes(const Target& target) {
+  if (!options_.lanes) return;
+  const char* refused = target.mode == Mode::local ? "a local client's agents are in this process"
+                        : options_.single_thread   ? "a single_thread client runs its own connection"
+                        : !options_.tls_ca.empty() ? "lanes are plaintext, and this client uses TLS"
+                                                   : nullptr;
+  if (refused != nullptr)
+    throw Error(ErrorCode::bad_args,
+                fmt::format("ClientOptions::lanes cannot be used here: {} (turn lanes off)", refused));
+  // A child's lanes go to its loopback port: the Unix socket this client connects by is removed
+  // once connected.
+  const bool child = target.mode == Mode::child && child_ != nullptr;
+  lanes_ = std::make_unique<LaneSet>(*this, child ? child_->host() : target.host,
+                                     child ? child_->port() : target.port, client_token(options_.token));
+}
+
+void ClientCore::release_held_reply() {
+  if (lanes_) lanes_->release_this_thread();
+}
+
 void ClientCore::close() {
+  if (lanes_) lanes_->close();  // a call on a lane fails now rather than at its answer
   std::lock_guard lock(close_mu_);
   if (run_) {
     if (thread_loop_->on_owner_thread() && !thread_loop_->running()) {

@@ -38,6 +38,13 @@
 
 namespace agentd::detail {
 
+class ClientCore;
+class LaneSet;
+
+// The client whose reply the calling thread holds back for its lane (lanes.h); null: none. Read
+// by every post(), so kept trivial (no thread-local wrapper call).
+inline thread_local const ClientCore* t_lane_held_core = nullptr;
+
 class ClientCore {
  public:
   enum class Mode { independent, child, local };
@@ -95,6 +102,12 @@ class ClientCore {
   // Any thread: run fn on the loop thread. Dropped once the client is closed: false then, and
   // a caller waiting for what fn would set must fail instead (closed_error).
   bool post(kj::Function<void()> fn) {
+    // A reply this thread holds back for its lane goes first: it was made before fn.
+    if (t_lane_held_core == this) release_held_reply();
+    return post_unordered(kj::mv(fn));
+  }
+  // post() without releasing a held reply first (what the lanes themselves post).
+  bool post_unordered(kj::Function<void()> fn) {
     // Held until the function is handed over: the loop thread's stop_posts() waits for it, so
     // the bridge (and its eventfd) is not destroyed under a post that found it.
     std::lock_guard lock(post_mu_);
@@ -173,6 +186,9 @@ class ClientCore {
     if (thread_loop_) thread_loop_->kick();
   }
 
+  // The lanes (ClientOptions::lanes), or null. Any thread.
+  LaneSet* lanes() const { return lanes_.get(); }
+
   // Any thread: false once the client is closed (posts are then dropped).
   bool open() const { return bridge_.load() != nullptr; }
   // Any thread: throws Error(disconnected, retryable) "<what>: the client is closed" unless open.
@@ -219,6 +235,10 @@ class ClientCore {
   // Loop thread, child mode: the connection to the child went; find out how it ended and fail
   // everything with that.
   void report_child_loss(LoopState& loop);
+  // post(): the calling thread's held reply (lanes.h) goes on the RPC connection.
+  void release_held_reply();
+  // The constructors, connected: makes lanes_ when options_ ask for lanes (checked here).
+  void open_lanes(const Target& target);
 
   // A user thread's wait for an answer posted for (counted as one request and one wait).
   // close() fails the wait at once ("the client is closed"): the loop that would have answered
@@ -266,6 +286,7 @@ class ClientCore {
   std::deque<std::string> server_ids_;  // guarded by server_ids_mu_; never shrinks
   const std::string no_server_id_;
   std::uint16_t port_ = 0;
+  std::unique_ptr<LaneSet> lanes_;  // ClientOptions::lanes; after everything it uses
 };
 
 // What a server's agents hold to reach another server (AgentLink in agent_services.h): a core

@@ -10,7 +10,14 @@ namespace agentd {
 
 namespace detail {
 
+PlaceholderState::~PlaceholderState() { release(); }
+
+void PlaceholderState::release() const {
+  if (deferred && deferred->state.load() == DeferredReply::kHeld) core->lanes()->release(*deferred);
+}
+
 void PlaceholderState::fetch() {
+  release();
   if (requested.exchange(true)) return;
   {
     // Already there (the common case): no need to involve the loop thread.
@@ -35,6 +42,7 @@ std::shared_ptr<PlaceholderState> new_placeholder(const std::shared_ptr<ClientCo
 }
 
 InputRef input_ref(const PlaceholderState& p) {
+  p.release();  // its consumer looks it up by call id: it must be sent
   return InputRef{p.call_id, p.core->address(), p.core->server_id()};
 }
 
@@ -42,14 +50,21 @@ void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state) {
   core.requests_.fetch_add(1, std::memory_order_relaxed);
   spec.call_id = state.call_id;
   spec.inline_limit = kInlineLimit;
-  const bool posted = core.post([c = &core, spec = std::move(spec), slot = state.slot]() mutable {
+  // Until it has finished, this thread's replies avoid its lane (they could overtake it).
+  if (LaneSet* lanes = core.lanes()) lanes->note_rpc(state.slot);
+  send_async_slot(core, std::move(spec), state.slot, state.agent_id);
+}
+
+void send_async_slot(ClientCore& core, OutSpec spec, std::shared_ptr<ResultSlot> slot,
+                     const std::string& agent_id) {
+  const bool posted = core.post([c = &core, spec = std::move(spec), slot]() mutable {
     Ticket t;
-    t.slot = slot;
+    t.slot = std::move(slot);
     t.call_id = spec.call_id;
     send_spec(c->loop(), std::move(spec), std::move(t));
   });
   // A call made after close() fails at once rather than waiting out the client's timeout.
-  if (!posted) state.slot->fail(ClientCore::closed_error("call to agent '" + state.agent_id + "'"));
+  if (!posted) slot->fail(ClientCore::closed_error("call to agent '" + agent_id + "'"));
   core.kick();  // a single-thread client sends it now, not at its next wait
 }
 
@@ -99,6 +114,8 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
   }
   detail::ClientCore::check_not_on_loop("Placeholder::get()");
   s_->core->check_thread("Placeholder::get()");
+  // Held back for a lane: runs on this thread's lane now when this thread made it.
+  if (s_->deferred) s_->core->lanes()->get(*s_->deferred, timeout);
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
@@ -123,6 +140,7 @@ void Placeholder::on_ready(std::function<void()> fn) const {
 std::optional<std::string> Placeholder::next_chunk() const { return next_chunk(s_->core->options().timeout); }
 
 std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds timeout) const {
+  s_->release();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
   // A stream ends with its CallDone; a placeholder that is not streamed ends with its result.
@@ -148,6 +166,7 @@ std::optional<std::string> Placeholder::next_chunk(std::chrono::milliseconds tim
 
 void Placeholder::on_chunk(std::function<void(std::string_view)> fn) const {
   s_->core->check_open("Placeholder::on_chunk");
+  s_->release();
   s_->core->post([slot = s_->slot, fn = std::move(fn)]() mutable { slot->set_on_chunk(std::move(fn)); });
 }
 

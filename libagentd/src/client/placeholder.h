@@ -6,6 +6,7 @@
 
 #include "call_batch.h"
 #include "client_core.h"
+#include "lanes.h"
 #include "result_slot.h"
 
 #include <atomic>
@@ -23,6 +24,18 @@ struct PlaceholderState {
   std::string agent_id;
   std::shared_ptr<ResultSlot> slot = std::make_shared<ResultSlot>();
   std::atomic<bool> requested{false};
+  // A reply held back for a lane (lanes.h); null: sent when it was made.
+  std::shared_ptr<DeferredReply> deferred;
+
+  PlaceholderState() = default;
+  PlaceholderState(const PlaceholderState&) = delete;
+  PlaceholderState& operator=(const PlaceholderState&) = delete;
+  // A reply still held back goes on the RPC connection: it runs whether or not anyone reads it.
+  ~PlaceholderState();
+
+  // Any user thread: a reply still held back goes on the RPC connection now (the placeholder is
+  // used otherwise than by get() on the thread that made it).
+  void release() const;
 
   // Any user thread: get() wants the result; if the eager answer said it is too large, ask for
   // all of it. Only the first call does anything.
@@ -40,5 +53,8 @@ InputRef input_ref(const PlaceholderState& p);
 // state's slot, eagerly when it is at most kInlineLimit bytes (and its chunks too, when
 // spec.stream is set).
 void send_async(ClientCore& core, OutSpec spec, const PlaceholderState& state);
+// The same for a result that lands in slot (a reply held back, released: lanes.h).
+void send_async_slot(ClientCore& core, OutSpec spec, std::shared_ptr<ResultSlot> slot,
+                     const std::string& agent_id);
 
 }  // namespace agentd::detail

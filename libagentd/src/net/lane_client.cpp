@@ -101,7 +101,8 @@ LaneClient LaneClient::connect(const std::string& host, int port, const std::str
   std::string why;
   int fd = unix_socket ? connect_unix(host.substr(5), why) : connect_tcp(host, port, timeout, why);
   if (fd < 0)
-    throw Error(ErrorCode::disconnected, fmt::format("cannot open a lane to {}: {}", where, why), "", "", true);
+    throw Error(ErrorCode::disconnected, fmt::format("cannot open a lane to {}: {}", where, why), "", "",
+                true);
   LaneClient lane(fd, where);
   try {
     capnp::MallocMessageBuilder hello(64);
@@ -134,7 +135,8 @@ LaneClient::LaneClient(LaneClient&& other) noexcept
       raw_(std::move(other.raw_)),
       in_(std::move(other.in_)),
       where_(std::move(other.where_)),
-      server_id_(std::move(other.server_id_)) {}
+      server_id_(std::move(other.server_id_)),
+      receive_timeout_(other.receive_timeout_) {}
 
 LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
   if (this != &other) {
@@ -144,6 +146,7 @@ LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
     raw_ = std::move(other.raw_);
     where_ = std::move(other.where_);
     server_id_ = std::move(other.server_id_);
+    receive_timeout_ = other.receive_timeout_;
   }
   return *this;
 }
@@ -152,15 +155,16 @@ LaneClient::~LaneClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void LaneClient::broken(const std::string& what) {
+void LaneClient::broken(const std::string& what, ErrorCode code) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  throw Error(ErrorCode::disconnected, fmt::format("the lane to {} broke: {}", where_, what), "", "", true);
+  throw Error(code, fmt::format("the lane to {} broke: {}", where_, what), "", "", true);
 }
 
 Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_id, const Msg* input,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, std::chrono::milliseconds wait) {
   if (fd_ < 0) broken("it was closed");
+  std::chrono::steady_clock::time_point sent{};
   try {
     capnp::MallocMessageBuilder mb(input != nullptr ? 256 : 64);
     auto call = mb.initRoot<wire::LaneCall>();
@@ -168,7 +172,16 @@ Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_i
     call.setCallId(to_kj(call_id));
     if (input != nullptr) write_msg(*input, call.initInput());
     if (timeout.count() > 0) call.setTimeoutMs(static_cast<std::uint32_t>(timeout.count()));
+    if (wait != receive_timeout_) {
+      // The socket's own timeout bounds the read below (no poll() before each answer).
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(wait.count() / 1000);
+      tv.tv_usec = static_cast<suseconds_t>((wait.count() % 1000) * 1000);
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      receive_timeout_ = wait;
+    }
     capnp::writeMessageToFd(fd_, mb);
+    sent = std::chrono::steady_clock::now();
     capnp::ReaderOptions limits;
     limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word) + 64;
     capnp::InputStreamMessageReader answer(*in_, limits);
@@ -176,6 +189,11 @@ Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_i
     if (to_std(a.getCallId()) != call_id) broken("it answered another call than the one sent");
     return read_outcome(a.getOutcome());
   } catch (const kj::Exception& e) {
+    if (wait.count() > 0 && sent != std::chrono::steady_clock::time_point{} &&
+        std::chrono::steady_clock::now() - sent >= wait)
+      broken(fmt::format("the reply of agent {} (call {}) was not there within {} ms", agent_id, call_id,
+                         wait.count()),
+             ErrorCode::timeout);
     broken(e.getDescription().cStr());
   }
 }

@@ -39,15 +39,19 @@ class LaneClient {
   // placeholder's: new_id()). Returns its outcome (the message, or the error the call failed
   // with); timeout > 0 is the call's deadline on the server. Throws Error(disconnected) when the
   // lane breaks (the call may have run: look it up by call id on the RPC connection).
+  // wait > 0: an answer not there within wait throws Error(timeout) and closes the lane (the
+  // call goes on on the server).
   Outcome reply(const std::string& agent_id, const std::string& call_id, const Msg* input,
-                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
   // The server's id (AgentServer.info's), told in its welcome.
   const std::string& server_id() const { return server_id_; }
+  int fd() const { return fd_; }
 
  private:
   LaneClient(int fd, std::string where);
-  [[noreturn]] void broken(const std::string& what);
+  [[noreturn]] void broken(const std::string& what, ErrorCode code = ErrorCode::disconnected);
 
   int fd_ = -1;
   // Answers are read through a buffer: a message's segment table and segments in one read.
@@ -55,6 +59,7 @@ class LaneClient {
   std::unique_ptr<kj::BufferedInputStreamWrapper> in_;
   std::string where_;  // "host:port", for errors
   std::string server_id_;
+  std::chrono::milliseconds receive_timeout_{0};  // the socket's SO_RCVTIMEO (0: none)
 };
 
 }  // namespace agentd::detail

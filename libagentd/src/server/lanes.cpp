@@ -76,7 +76,8 @@ void Lanes::adopt(int fd, std::string peer, bool tls_expected) {
   // Refused before its hello is read: a welcome on a fresh socket fits its send buffer, so this
   // write does not block the loop.
   refused_busy_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::debug("lane from {} refused: {} lanes open, the most --lane-threads allows", peer, options_.max_lanes);
+  spdlog::debug("lane from {} refused: {} lanes open, the most --lane-threads allows", peer,
+                options_.max_lanes);
   try {
     write_welcome(fd,
                   Error(ErrorCode::overloaded,
@@ -218,8 +219,8 @@ bool Lanes::answer_one(Lane& lane, wire::LaneCall::Reader call) {
                                        "server ({} bytes, --max-message-bytes)",
                                        size, options_.max_message_bytes),
                            to_std(call.getAgentId())));
-  capnp::MallocMessageBuilder mb(static_cast<unsigned>(std::min<std::size_t>(size / sizeof(capnp::word) + 64,
-                                                                             1u << 20)));
+  capnp::MallocMessageBuilder mb(
+      static_cast<unsigned>(std::min<std::size_t>(size / sizeof(capnp::word) + 64, 1u << 20)));
   auto answer = mb.initRoot<wire::LaneAnswer>();
   answer.setCallId(to_kj(call_id));
   write_outcome(*outcome, answer.initOutcome(), 0);
@@ -231,7 +232,8 @@ OutcomePtr Lanes::run_call(const Lane& lane, wire::LaneCall::Reader in) {
   (void)lane;
   std::string agent_id = to_std(in.getAgentId());
   std::string call_id = to_std(in.getCallId());
-  if (call_id.empty()) return failed(Error(ErrorCode::bad_request, "a lane call without a call id", agent_id));
+  if (call_id.empty())
+    return failed(Error(ErrorCode::bad_request, "a lane call without a call id", agent_id));
   // Refused before anything is recorded: the client may send the same call again.
   if (auto full = host_.admit(agent_id)) return failed(*full);
   auto call = std::make_shared<Call>();
@@ -250,9 +252,10 @@ OutcomePtr Lanes::run_call(const Lane& lane, wire::LaneCall::Reader in) {
     call->timeout_by = "the caller's AgentRef::with_timeout";
   }
   if (!host_.announce_result(call_id, agent_id))
-    return failed(Error(ErrorCode::duplicate_call_id,
-                        fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
-                        agent_id, host_.class_of(agent_id)));
+    return failed(
+        Error(ErrorCode::duplicate_call_id,
+              fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
+              agent_id, host_.class_of(agent_id)));
   call->call_id = call_id;
   auto landing = std::make_shared<Landing>();
   // Before the call is queued, so its outcome cannot be evicted unseen.

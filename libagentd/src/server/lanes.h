@@ -36,8 +36,8 @@ class Lanes {
  public:
   // A hello's token, checked: the digest it logged in with, or the error to refuse it with.
   // Called on a lane's thread; runs the check where the server's gate state lives (the loop).
-  using CheckLogin = std::function<std::variant<TokenSet::Digest, Error>(const std::string& token,
-                                                                         const std::string& peer)>;
+  using CheckLogin =
+      std::function<std::variant<TokenSet::Digest, Error>(const std::string& token, const std::string& peer)>;
   struct Options {
     std::size_t max_lanes = 0;                   // --lane-threads
     std::chrono::milliseconds hello_timeout{0};  // --login-timeout: the hello must come by then
@@ -60,9 +60,9 @@ class Lanes {
   // Closes every lane and joins their threads (a call running on one finishes first).
   // Idempotent; not from a lane's thread.
   void stop();
-  std::size_t open() const;              // lanes being served now
-  std::uint64_t calls() const;           // calls answered on lanes since start
-  std::uint64_t refused_busy() const;    // lanes refused at max_lanes
+  std::size_t open() const;            // lanes being served now
+  std::uint64_t calls() const;         // calls answered on lanes since start
+  std::uint64_t refused_busy() const;  // lanes refused at max_lanes
 
  private:
   struct Lane {

@@ -82,6 +82,13 @@ std::string render_metrics(const ServerStats& s) {
   sample(o, "agentd_workers_busy", "", s.workers_busy);
   metric(o, "agentd_workers_max", "gauge", "The most worker threads (--max-workers).");
   sample(o, "agentd_workers_max", "", s.workers_max);
+  metric(o, "agentd_lanes_open", "gauge", "Synchronous lanes being served (at most --lane-threads).");
+  sample(o, "agentd_lanes_open", "", s.lanes_open);
+  metric(o, "agentd_lane_calls_total", "counter", "Calls answered on synchronous lanes.");
+  sample(o, "agentd_lane_calls_total", "", s.lane_calls);
+  metric(o, "agentd_lanes_refused_total", "counter",
+         "Lanes refused because every lane thread was taken (their clients used RPC).");
+  sample(o, "agentd_lanes_refused_total", "", s.lanes_refused);
   metric(o, "agentd_calls_slow", "gauge", "Calls in progress longer than --slow-call-warn now.");
   sample(o, "agentd_calls_slow", "", s.calls_slow);
   metric(o, "agentd_calls_slow_total", "counter", "Calls ever reported (logged) as slow.");

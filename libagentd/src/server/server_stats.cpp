@@ -54,6 +54,12 @@ ServerStats Server::stats() const {
   s.workers = workers_.threads();
   s.workers_busy = workers_.busy();
   s.workers_max = workers_.max_threads();
+  if (lanes_) {
+    s.lanes_open = lanes_->open();
+    s.lane_threads = options_.lane_threads;
+    s.lane_calls = lanes_->calls();
+    s.lanes_refused = lanes_->refused_busy();
+  }
   if (store_) {
     const auto st = store_->stats();
     s.state_dir = store_->dir();
@@ -108,6 +114,9 @@ ServerInfo to_server_info(const ServerStats& s) {
   i.auth_required = s.auth_required;
   i.tls = s.tls;
   i.calls_running = s.calls_running;
+  i.lanes_open = static_cast<std::uint32_t>(s.lanes_open);
+  i.lane_threads = static_cast<std::uint32_t>(s.lane_threads);
+  i.lane_calls = s.lane_calls;
   i.call_latency.bounds.assign(LatencyHistogram::kBounds.begin(), LatencyHistogram::kBounds.end());
   i.call_latency.counts.assign(s.latency.buckets.begin(), s.latency.buckets.end());
   i.call_latency.count = s.latency.count;

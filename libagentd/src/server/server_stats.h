@@ -65,6 +65,12 @@ struct ServerStats {
   std::uint64_t workers = 0;
   std::uint64_t workers_busy = 0;  // worker threads in a call (running or blocked in agent code)
   std::uint64_t workers_max = 0;   // --max-workers
+  // Synchronous lanes: open now, the most (--lane-threads), calls answered, lanes refused (all
+  // taken).
+  std::uint64_t lanes_open = 0;
+  std::uint64_t lane_threads = 0;
+  std::uint64_t lane_calls = 0;
+  std::uint64_t lanes_refused = 0;
   // --state-dir (empty: none), the database on disk, the last commit, why saving stopped.
   std::string state_dir;
   std::uint64_t state_bytes = 0;

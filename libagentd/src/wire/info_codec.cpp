@@ -88,6 +88,9 @@ void write_server_info(const ServerInfo& s, wire::ServerInfo::Builder out) {
   out.setCallsSlow(s.calls_slow);
   out.setCallsSlowTotal(s.calls_slow_total);
   out.setCallsTimedOut(s.calls_timed_out);
+  out.setLanesOpen(s.lanes_open);
+  out.setLaneThreads(s.lane_threads);
+  out.setLaneCalls(s.lane_calls);
   out.setAuthRequired(s.auth_required);
   out.setTls(s.tls);
   out.setCallsRunning(s.calls_running);
@@ -144,6 +147,9 @@ ServerInfo read_server_info(wire::ServerInfo::Reader in) {
   s.calls_slow = in.getCallsSlow();
   s.calls_slow_total = in.getCallsSlowTotal();
   s.calls_timed_out = in.getCallsTimedOut();
+  s.lanes_open = in.getLanesOpen();
+  s.lane_threads = in.getLaneThreads();
+  s.lane_calls = in.getLaneCalls();
   s.auth_required = in.getAuthRequired();
   s.tls = in.getTls();
   s.calls_running = in.getCallsRunning();

@@ -51,6 +51,10 @@ ServerStats stats_sample() {
   s.workers = 22;
   s.workers_busy = 3;
   s.workers_max = 64;
+  s.lanes_open = 25;
+  s.lane_threads = 26;
+  s.lane_calls = 27;
+  s.lanes_refused = 28;
   s.state_dir = "/var/lib/agentd";
   s.state_bytes = 23;
   s.state_last_commit_unix_ms = 24;
@@ -110,6 +114,9 @@ TEST_CASE("the wire's server info carries each counter of the snapshot", "[serve
   CHECK(i.calls_slow == 5);
   CHECK(i.calls_slow_total == 8);
   CHECK(i.calls_timed_out == 9);
+  CHECK(i.lanes_open == 25);
+  CHECK(i.lane_threads == 26);
+  CHECK(i.lane_calls == 27);
 }
 
 TEST_CASE("/metrics renders the same snapshot", "[server_stats]") {
@@ -121,4 +128,7 @@ TEST_CASE("/metrics renders the same snapshot", "[server_stats]") {
   CHECK_THAT(text, Contains("agentd_workers_busy 3\n"));
   CHECK_THAT(text, Contains("agentd_workers_max 64\n"));
   CHECK_THAT(text, Contains("agentd_bytes_total{conn=\"peer\",dir=\"out\"} 21\n"));
+  CHECK_THAT(text, Contains("agentd_lanes_open 25\n"));
+  CHECK_THAT(text, Contains("agentd_lane_calls_total 27\n"));
+  CHECK_THAT(text, Contains("agentd_lanes_refused_total 28\n"));
 }

@@ -55,6 +55,9 @@ ServerInfo sample_server() {
   s.auth_required = true;
   s.tls = true;
   s.calls_running = 6;
+  s.lanes_open = 3;
+  s.lane_threads = 16;
+  s.lane_calls = 1234;
   s.call_latency = Histogram{.bounds = {0.001, 0.01}, .counts = {3, 4}, .count = 9, .sum = 0.25};
   s.models = {
       ModelStats{.config_name = "gpt",
@@ -114,6 +117,9 @@ TEST_CASE("server info survives the trip through its wire form", "[info_codec]")
   CHECK(back.auth_required == s.auth_required);
   CHECK(back.tls == s.tls);
   CHECK(back.calls_running == s.calls_running);
+  CHECK(back.lanes_open == s.lanes_open);
+  CHECK(back.lane_threads == s.lane_threads);
+  CHECK(back.lane_calls == s.lane_calls);
   CHECK(back.call_latency.bounds == s.call_latency.bounds);
   CHECK(back.call_latency.counts == s.call_latency.counts);
   CHECK(back.call_latency.count == s.call_latency.count);
@@ -132,7 +138,7 @@ TEST_CASE("server info survives the trip through its wire form", "[info_codec]")
   CHECK(m.latency.count == 10);
   CHECK(m.latency.sum == 9.5);
   // The checks above name every field the schema has: a new one is written, read and checked.
-  CHECK(capnp::Schema::from<wire::ServerInfo>().getFields().size() == 40);
+  CHECK(capnp::Schema::from<wire::ServerInfo>().getFields().size() == 43);
   CHECK(capnp::Schema::from<wire::ModelStats>().getFields().size() == 8);
   CHECK(capnp::Schema::from<wire::Histogram>().getFields().size() == 4);
 }
