@@ -264,14 +264,14 @@ void run_creation(const Config& cfg, Deployment& dep, Report& report) {
 }
 
 // A Python main program's sequential reply(msg).get() on an agent by id: argv host port token
-// agent_id calls payload_bytes single_thread (0 or 1); prints the latencies (us) as one JSON list
-// after a warm-up of 50.
+// agent_id calls payload_bytes client (0: the usual one, 1: single_thread=True, 2: lanes=True);
+// prints the latencies (us) as one JSON list after a warm-up of 50.
 constexpr const char* kPyMainProgram = R"py(
 import json, sys, time
 import agentd
 host, port, token, agent_id = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-calls, payload, single = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == "1"
-with agentd.Client.connect(host, port, token=token, single_thread=single) as c:
+calls, payload, kind = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+with agentd.Client.connect(host, port, token=token, single_thread=kind == "1", lanes=kind == "2") as c:
     a = c.agent(agent_id)
     msg = agentd.Msg("bench", "x" * payload)
     for _ in range(50):
@@ -308,8 +308,9 @@ struct NoPythonMain : std::runtime_error {
 
 // The latencies of kPyMainProgram against agent on c's server. Throws NoPythonMain when python3
 // or the agentd package cannot run it.
+enum class PyClient { usual, single_thread, lanes };
 std::vector<double> python_main_latencies(const Config& cfg, Client& c, const ClientOptions& o,
-                                          const AgentRef& agent, bool single_thread = false) {
+                                          const AgentRef& agent, PyClient kind = PyClient::usual) {
   auto [host, port] = split_address(c.address());
   detail::SpawnOptions spawn;
   spawn.argv = {"python3",
@@ -321,7 +322,7 @@ std::vector<double> python_main_latencies(const Config& cfg, Client& c, const Cl
                 agent.id(),
                 std::to_string(cfg.calls),
                 std::to_string(cfg.payload),
-                single_thread ? "1" : "0"};
+                std::to_string(static_cast<int>(kind))};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::string_view(*e).rfind("PYTHONPATH=", 0) != 0) env.emplace_back(*e);
@@ -368,6 +369,8 @@ void run_main_program(const Config& cfg, const Deployment& dep, Client& c, Repor
   Row p50{"W13", "Python main program reply().get() p50", "us"};
   Row p99{"W13", "Python main program reply().get() p99", "us"};
   Row st50{"W13", "Python main program reply().get() p50, single_thread=True", "us"};
+  Row lanes50{"W13", "Python main program reply().get() p50, lanes=True", "us"};
+  const bool lanes = c.info().lane_threads > 0;
   try {
     for (int r = 0; r < cfg.repeat; ++r) {
       progress(fmt::format("W13 Python main program repeat {}/{}", r + 1, cfg.repeat));
@@ -375,10 +378,15 @@ void run_main_program(const Config& cfg, const Deployment& dep, Client& c, Repor
       alternating(
           r, [&] { py = python_main_latencies(cfg, c, o, a); },
           [&] { cpp = reply_latencies(a, msg, cfg.calls); });
-      single = python_main_latencies(cfg, c, o, a, true);
+      single = python_main_latencies(cfg, c, o, a, PyClient::single_thread);
       add_p50_p99(p50, p99, py, &cpp);
       st50.agentd.add(percentile(single, 50));
       st50.baseline.add(percentile(py, 50));
+      if (lanes) {
+        auto on_lanes = python_main_latencies(cfg, c, o, a, PyClient::lanes);
+        lanes50.agentd.add(percentile(on_lanes, 50));
+        lanes50.baseline.add(percentile(py, 50));
+      }
     }
   } catch (const NoPythonMain& e) {
     report.skipped.push_back(fmt::format("W13 Python main program row: {}", e.what()));
@@ -395,6 +403,11 @@ void run_main_program(const Config& cfg, const Deployment& dep, Client& c, Repor
   report.rows.push_back(std::move(p50));
   report.rows.push_back(std::move(p99));
   report.rows.push_back(std::move(st50));
+  if (lanes) {
+    lanes50.baseline_name = "the same, usual client";
+    lanes50.note = "informative: Client.connect(..., lanes=True) against as_server --lane-threads";
+    report.rows.push_back(std::move(lanes50));
+  }
   c.delete_agent(a.id());
 }
 

@@ -56,7 +56,9 @@ void settle(ResultSlot& slot, Outcome o) {
 // so the count drops when the result comes, or when the slot goes without one (a placeholder
 // dropped whose result was never to come back).
 struct Unfinished {
-  explicit Unfinished(std::shared_ptr<ThreadLane> l) : lane(std::move(l)) { lane->rpc_unfinished.fetch_add(1); }
+  explicit Unfinished(std::shared_ptr<ThreadLane> l) : lane(std::move(l)) {
+    lane->rpc_unfinished.fetch_add(1);
+  }
   ~Unfinished() { lane->rpc_unfinished.fetch_sub(1); }
   Unfinished(const Unfinished&) = delete;
   Unfinished& operator=(const Unfinished&) = delete;
@@ -76,8 +78,8 @@ LaneSet::LaneSet(ClientCore& core, std::string host, std::uint16_t port, std::st
 LaneSet::~LaneSet() { close(); }
 
 bool LaneSet::eligible(const OutSpec& spec) {
-  return spec.kind == wire::CallKind::REPLY && spec.msg && !spec.ref && !spec.stream && spec.trace_id.empty() &&
-         spec_size(spec) <= kLaneBytes;
+  return spec.kind == wire::CallKind::REPLY && spec.msg && !spec.ref && !spec.stream &&
+         spec.trace_id.empty() && spec_size(spec) <= kLaneBytes;
 }
 
 std::shared_ptr<ThreadLane> LaneSet::this_thread_lane() {

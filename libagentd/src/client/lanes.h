@@ -110,7 +110,7 @@ class LaneSet {
   std::vector<std::weak_ptr<DeferredReply>> held_;                          // guarded by mu_
   bool sweep_armed_ = false;                                                // guarded by mu_
   bool closed_ = false;                                                     // guarded by mu_
-  std::atomic<bool> warned_{false};  // a lane refusal was logged
+  std::atomic<bool> warned_{false};                                         // a lane refusal was logged
 };
 
 }  // namespace agentd::detail
