@@ -10,8 +10,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <condition_variable>
 
@@ -22,12 +25,38 @@ namespace agentd::detail {
 
 namespace {
 
-void set_receive_timeout(int fd, std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-}
+// Reads fd until a deadline for the whole read, however the bytes trickle in (a socket's receive
+// timeout bounds each read alone): what a lane's hello is read through.
+class DeadlineInput final : public kj::InputStream {
+ public:
+  DeadlineInput(int fd, std::chrono::steady_clock::time_point deadline) : fd_(fd), deadline_(deadline) {}
+  size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    auto* out = static_cast<kj::byte*>(buffer);
+    size_t got = 0;
+    while (got < min_bytes) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0)
+        throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                            kj::str("no complete hello within --login-timeout"));
+      const ssize_t n = ::read(fd_, out + got, max_bytes - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                            kj::str(std::strerror(errno)));
+      if (n == 0) break;  // the end of the stream: fewer than min_bytes
+      got += static_cast<size_t>(n);
+    }
+    return got;
+  }
+
+ private:
+  int fd_;
+  std::chrono::steady_clock::time_point deadline_;
+};
 
 void write_welcome(int fd, const std::optional<Error>& refused, const std::string& server_id) {
   capnp::MallocMessageBuilder mb(256);
@@ -142,17 +171,18 @@ void Lanes::serve(Lane& lane) {
   const int fd = lane.fd;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-  set_receive_timeout(fd, options_.hello_timeout);
   kj::FdInputStream raw(fd);
   kj::BufferedInputStreamWrapper in(raw);
   bool logged_in = false;
   try {
     std::string token;
     {
-      // Before its login a lane may send what a connection may (64 KiB).
+      // Before its login a lane may send what a connection may (64 KiB), within the login
+      // deadline for the whole hello (read unbuffered: nothing past it is taken).
+      DeadlineInput hello_in(fd, std::chrono::steady_clock::now() + options_.hello_timeout);
       capnp::ReaderOptions hello_limits;
       hello_limits.traversalLimitInWords = 64 * 1024 / sizeof(capnp::word);
-      capnp::InputStreamMessageReader hello(in, hello_limits);
+      capnp::InputStreamMessageReader hello(hello_in, hello_limits);
       token = to_std(hello.getRoot<wire::LaneHello>().getToken());
     }
     std::optional<Error> refused;
@@ -172,7 +202,6 @@ void Lanes::serve(Lane& lane) {
     write_welcome(fd, refused, options_.server_id);
     if (!refused) {
       logged_in = true;
-      set_receive_timeout(fd, std::chrono::milliseconds(0));  // a logged-in lane may idle
       spdlog::debug("lane from {} open", lane.peer);
       capnp::ReaderOptions limits;
       limits.traversalLimitInWords = options_.max_message_bytes / sizeof(capnp::word) + 64;
