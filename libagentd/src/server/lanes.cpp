@@ -1,5 +1,6 @@
 #include "lanes.h"
 
+#include "connection_guard.h"
 #include "outcome_codec.h"
 #include "value_codec.h"
 #include "wire_limits.h"
@@ -181,7 +182,7 @@ void Lanes::serve(Lane& lane) {
       // deadline for the whole hello (read unbuffered: nothing past it is taken).
       DeadlineInput hello_in(fd, std::chrono::steady_clock::now() + options_.hello_timeout);
       capnp::ReaderOptions hello_limits;
-      hello_limits.traversalLimitInWords = 64 * 1024 / sizeof(capnp::word);
+      hello_limits.traversalLimitInWords = ConnectionGuard::kPreLoginBytes / sizeof(capnp::word);
       capnp::InputStreamMessageReader hello(hello_in, hello_limits);
       token = to_std(hello.getRoot<wire::LaneHello>().getToken());
     }
@@ -208,7 +209,7 @@ void Lanes::serve(Lane& lane) {
       // Blocks until the next call or the end of the stream (a closed lane, or stop()).
       while (in.tryGetReadBuffer().size() != 0) {
         capnp::InputStreamMessageReader message(in, limits);
-        if (!answer_one(lane, message.getRoot<wire::LaneCall>())) break;
+        answer_one(lane, message.getRoot<wire::LaneCall>());
       }
     }
   } catch (const kj::Exception& e) {
@@ -230,12 +231,12 @@ void Lanes::serve(Lane& lane) {
   lane.done = true;
 }
 
-bool Lanes::answer_one(Lane& lane, wire::LaneCall::Reader call) {
+void Lanes::answer_one(const Lane& lane, wire::LaneCall::Reader call) {
   std::string call_id;
   OutcomePtr outcome;
   try {
     call_id = to_std(call.getCallId());
-    outcome = run_call(lane, call);
+    outcome = run_call(call);
   } catch (const kj::Exception& e) {
     // A call the message's limits refuse (a value nested too deep, a broken pointer).
     outcome = failed(unreadable(e, "the call"));
@@ -254,11 +255,9 @@ bool Lanes::answer_one(Lane& lane, wire::LaneCall::Reader call) {
   answer.setCallId(to_kj(call_id));
   write_outcome(*outcome, answer.initOutcome(), 0);
   capnp::writeMessageToFd(lane.fd, mb);
-  return true;
 }
 
-OutcomePtr Lanes::run_call(const Lane& lane, wire::LaneCall::Reader in) {
-  (void)lane;
+OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
   std::string agent_id = to_std(in.getAgentId());
   std::string call_id = to_std(in.getCallId());
   if (call_id.empty())

@@ -74,10 +74,10 @@ class Lanes {
     std::thread thread;
   };
   void serve(Lane& lane);
-  // Runs one call read from lane (its answer written back); false: the lane is to close.
-  bool answer_one(Lane& lane, wire::LaneCall::Reader call);
+  // Runs one call read from lane and writes its answer back (a write that fails throws).
+  void answer_one(const Lane& lane, wire::LaneCall::Reader call);
   // The outcome of one call read from a lane (refused before queueing, or what it produced).
-  OutcomePtr run_call(const Lane& lane, wire::LaneCall::Reader call);
+  OutcomePtr run_call(wire::LaneCall::Reader call);
   void reap_locked(std::vector<std::thread>& out);
 
   AgentHost& host_;
