@@ -474,6 +474,10 @@ struct LaneWelcome {
   }
   serverId @2 :Text;
   # The server's id (AgentServer.info's), for the placeholders the lane's calls make.
+  idleCloseMs @3 :UInt32;
+  # The server closes a lane that carries no call this long (--lane-idle-timeout); 0: never. A
+  # client opens a new lane rather than write a call on one idle for half of this, so that a call
+  # is never written to a lane the server is closing.
 }
 
 struct LaneCall {

@@ -54,7 +54,7 @@ ChildOptions Deployment::child_options() const {
   o.plugin_dirs = {cfg_.plugin_dir};
   o.server_path = cfg_.as_server;
   // Lanes for W1's lane rows (four: W1 opens one, W13's Python client none yet).
-  o.extra_args = {"--log-level", "warn", "--auth-token-file", child_token_file_, "--lane-threads", "4"};
+  o.extra_args = {"--log-level", "warn", "--auth-token-file", child_token_file_};
   o.client = client_options();
   return o;
 }

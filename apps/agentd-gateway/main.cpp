@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   // requests made meanwhile wait, each for at most --reply-timeout (lookups and listings too).
   client_opts.reconnect_deadline = std::chrono::hours(24 * 365);
   client_opts.timeout = opts.reply_timeout;
+  // Its replies are awaited with on_ready on the I/O threads, never with a blocking get(): no
+  // lanes (each reply would be held back only to be sent on the connection).
+  client_opts.lanes = agentd::LaneUse::off;
   client_opts.tls_ca = opts.upstream_tls_ca;
   client_opts.tls_cert = opts.upstream_tls_cert;
   client_opts.tls_key = opts.upstream_tls_key;

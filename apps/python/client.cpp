@@ -18,6 +18,13 @@ std::optional<py::gil_scoped_release> maybe_release_gil() {
   return r;
 }
 
+// lanes=None (the default): lanes where they can be used; True: lanes, or bad_args where they
+// cannot be; False: none (ClientOptions::lanes).
+LaneUse lane_use(const std::optional<bool>& lanes) {
+  if (!lanes) return LaneUse::automatic;
+  return *lanes ? LaneUse::on : LaneUse::off;
+}
+
 }  // namespace
 
 std::string& default_server_path() {
@@ -86,7 +93,7 @@ void bind_client(py::module_& m) {
           [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout,
              std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key,
              double reconnect_initial, double reconnect_max, double reconnect_deadline, bool single_thread,
-             bool lanes) {
+             std::optional<bool> lanes) {
             ClientOptions o = connect_options(timeout, connect_timeout, std::move(token), std::move(tls_ca),
                                               std::move(tls_cert), std::move(tls_key));
             // Seconds, like the timeouts; reconnect_deadline 0: never reconnect.
@@ -94,7 +101,7 @@ void bind_client(py::module_& m) {
             o.reconnect_max = to_millis(reconnect_max);
             o.reconnect_deadline = to_millis(reconnect_deadline);
             o.single_thread = single_thread;
-            o.lanes = lanes;
+            o.lanes = lane_use(lanes);
             std::optional<Client> c;
             {
               py::gil_scoped_release release;
@@ -105,18 +112,19 @@ void bind_client(py::module_& m) {
           py::arg("host"), py::arg("port"), py::arg("timeout") = 1800.0, py::arg("connect_timeout") = 10.0,
           py::arg("token") = "", py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
           py::arg("reconnect_initial") = 0.1, py::arg("reconnect_max") = 5.0,
-          py::arg("reconnect_deadline") = 60.0, py::arg("single_thread") = false, py::arg("lanes") = false)
+          py::arg("reconnect_deadline") = 60.0, py::arg("single_thread") = false,
+          py::arg("lanes") = py::none())
       .def_static(
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
              std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
              double start_timeout, double timeout, std::string token, std::vector<std::string> agent_dirs,
-             bool single_thread, bool lanes) {
+             bool single_thread, std::optional<bool> lanes) {
             ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs), std::move(agent_dirs),
                                            std::move(model_config_path), std::move(server_path),
                                            std::move(extra_args), start_timeout, timeout, std::move(token));
             o.client.single_thread = single_thread;
-            o.client.lanes = lanes;
+            o.client.lanes = lane_use(lanes);
             Millis t = o.client.timeout;
             std::optional<Client> c;
             {
@@ -130,7 +138,7 @@ void bind_client(py::module_& m) {
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
           py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0, py::arg("token") = "",
           py::arg("agent_dirs") = std::vector<std::string>{}, py::arg("single_thread") = false,
-          py::arg("lanes") = false)
+          py::arg("lanes") = py::none())
       .def_static(
           "local",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,

@@ -146,18 +146,25 @@ def test_metrics(open_gateway):
     request(open_gateway, "POST", "/a2a/echo/", {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "m"}]}}}, headers={"A2A-Version": "1.0"})
     request(open_gateway, "GET", "/v1/nothing")
+    # A request is counted once its answer is written, which may be after the client has read it:
+    # wait until every count asserted below is there.
+    expected = [
+        'agentd_gateway_requests_total{route="/v1/chat/completions",status="200"} 2',
+        'agentd_gateway_requests_total{route="other",status="404"} 1',
+        'agentd_gateway_requests_total{route="/a2a/{agent}/",status="200"} 1',
+        'agentd_gateway_request_duration_seconds_count{route="/v1/chat/completions"} 2',
+        "agentd_gateway_streams 0",
+    ]
     deadline = time.monotonic() + 10
     while True:
         status, headers, body = request(open_gateway, "GET", "/metrics")
         text = body.decode()
-        if 'route="other",status="404"' in text or time.monotonic() > deadline:
+        if all(line in text for line in expected) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
-    assert 'agentd_gateway_requests_total{route="/v1/chat/completions",status="200"} 2' in text
-    assert 'agentd_gateway_requests_total{route="other",status="404"} 1' in text
-    assert 'agentd_gateway_requests_total{route="/a2a/{agent}/",status="200"} 1' in text
-    assert 'agentd_gateway_request_duration_seconds_count{route="/v1/chat/completions"} 2' in text
+    for line in expected:
+        assert line in text
     import re
     assert int(re.search(r"^agentd_gateway_connections (\d+)$", text, re.M).group(1)) >= 1  # this one
     assert "agentd_gateway_streams 0" in text

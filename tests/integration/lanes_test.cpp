@@ -148,8 +148,8 @@ TEST_CASE("a lane's call is committed before it is answered", "[lanes][durabilit
 }
 
 TEST_CASE("lanes are refused, never half-served", "[lanes][security]") {
-  SECTION("a server without --lane-threads closes them and serves RPC as before") {
-    auto server = ServerProcess::start(standard_args());
+  SECTION("a server with --lane-threads 0 closes them and serves RPC as before") {
+    auto server = ServerProcess::start(standard_args({"--lane-threads", "0"}));
     auto e = refusal([&] { LaneClient::connect("127.0.0.1", server->port(), ""); });
     CHECK(e.code() == ErrorCode::disconnected);
     Client c = server->connect();
@@ -245,7 +245,7 @@ namespace {
 
 ClientOptions lanes_on() {
   ClientOptions o;
-  o.lanes = true;
+  o.lanes = LaneUse::on;
   return o;
 }
 
@@ -305,6 +305,17 @@ TEST_CASE("ClientOptions::lanes: replies not waited for at once still run side b
     CHECK(p1.get().text() == "x");
     CHECK(p2.get().text() == "y");
   }
+  SECTION("a reply held on one client keeps its place when the thread turns to another") {
+    Client other = server->connect(lanes_on());
+    AgentRef b = other.create_agent("EchoAgent", "lane-other-client");
+    Placeholder p1 = a.reply(lane_text("one"));  // held for this thread's lane
+    Placeholder q = b.reply(lane_text("b"));     // held in its place: "one" goes first
+    Placeholder p2 = a.reply(lane_text("two"));
+    CHECK(p2.get().text() == "two");
+    CHECK(q.get().text() == "b");
+    CHECK(p1.get().text() == "one");
+    CHECK(memory_texts(a) == std::vector<std::string>{"one", "one", "two", "two"});
+  }
   SECTION("a placeholder dropped unread, passed on, or read on another thread") {
     { a.reply(lane_text("dropped")); }
     AgentRef b = c.create_agent("EchoAgent", "lane-consumer", Value{{"prefix", "b:"}});
@@ -321,17 +332,16 @@ TEST_CASE("ClientOptions::lanes: replies not waited for at once still run side b
 
 TEST_CASE("ClientOptions::lanes: without lanes on the server, or where they cannot be used", "[lanes]") {
   SECTION("a server that serves none: the RPC connection carries everything") {
-    auto server = ServerProcess::start(standard_args());
+    auto server = ServerProcess::start(standard_args({"--lane-threads", "0"}));
     Client c = server->connect(lanes_on());
     AgentRef a = c.create_agent("EchoAgent", "no-lanes");
     for (int i = 0; i < 3; ++i) CHECK(a.reply(lane_text("x")).get().text() == "x");
     CHECK(c.info().lane_calls == 0);
   }
-  SECTION("a child is started with lanes") {
+  SECTION("a child serves lanes, and a client with the default options takes them") {
     ChildOptions o;
     o.plugins = {echo_plugin()};
     o.server_path = as_server_path();
-    o.client.lanes = true;
     Client c = Client::spawn_child(o);
     AgentRef a = c.create_agent("EchoAgent", "child-lane");
     CHECK(a.reply(lane_text("x")).get().text() == "x");
@@ -344,7 +354,39 @@ TEST_CASE("ClientOptions::lanes: without lanes on the server, or where they cann
     auto e = refusal([&] { server->connect(o); });
     CHECK(e.code() == ErrorCode::bad_args);
     CHECK_THAT(e.message(), Contains("ClientOptions::lanes"));
+    // LaneUse::automatic (the default): the RPC connection, silently.
+    o.lanes = LaneUse::automatic;
+    Client c = server->connect(o);
+    CHECK(c.create_agent("EchoAgent", "single-thread-lane").reply(lane_text("x")).get().text() == "x");
+    CHECK(c.info().lane_calls == 0);
   }
+  SECTION("LaneUse::off: the RPC connection, on a server that serves lanes") {
+    auto server = ServerProcess::start(lane_args());
+    ClientOptions o;
+    o.lanes = LaneUse::off;
+    Client c = server->connect(o);
+    CHECK(c.create_agent("EchoAgent", "lanes-off").reply(lane_text("x")).get().text() == "x");
+    CHECK(c.info().lane_calls == 0);
+  }
+}
+
+TEST_CASE("a lane idle past --lane-idle-timeout closes its thread, and the client opens a new one",
+          "[lanes]") {
+  auto server = ServerProcess::start(lane_args({"--lane-idle-timeout", "1"}));
+  Client c = server->connect();  // the default options: LaneUse::automatic
+  AgentRef a = c.create_agent("EchoAgent", "lane-idle");
+  CHECK(a.reply(lane_text("first")).get().text() == "first");
+  CHECK(c.info().lanes_open == 1);
+  // Past half the idle time the client opens a new lane rather than write to one the server may
+  // be closing; past all of it the server has closed the old one (and its thread has ended).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(a.reply(lane_text("second")).get().text() == "second");
+  CHECK(lanes_eventually([&] { return c.info().lanes_open == 0; }));
+  CHECK(a.reply(lane_text("third")).get().text() == "third");
+  ServerInfo info = c.info();
+  CHECK(info.lane_calls == 3);
+  CHECK(info.lanes_open == 1);
+  CHECK(memory_texts(a) == std::vector<std::string>{"first", "first", "second", "second", "third", "third"});
 }
 
 TEST_CASE("ClientOptions::lanes: a lane lost with its server is reported as the connection's calls are",
@@ -363,4 +405,25 @@ TEST_CASE("ClientOptions::lanes: a lane lost with its server is reported as the 
   auto e = refusal([&] { b.reply(lane_text("x")).get(); });
   killer.join();
   CHECK(e.code() == ErrorCode::interrupted);
+}
+
+TEST_CASE("ClientOptions::lanes: get(timeout) on a lane's call times out, and its result still comes",
+          "[lanes]") {
+  TempDir dir;
+  const std::string release = dir.path() + "/release";
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect();
+  AgentRef b1 = c.create_agent("BlockAgent", "lane-timeout-1", Value{{"release_file", release}});
+  AgentRef b2 = c.create_agent("BlockAgent", "lane-timeout-2", Value{{"release_file", release}});
+  // get(0) asks without waiting: the held call goes on the connection, not the lane.
+  Placeholder p = b1.reply(lane_text("x"));
+  CHECK(refusal([&] { p.get(std::chrono::milliseconds(0)); }).code() == ErrorCode::timeout);
+  // On the lane: its answer is not there in time; the call goes on and is looked up.
+  Placeholder q = b2.reply(lane_text("y"));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(refusal([&] { q.get(std::chrono::milliseconds(300)); }).code() == ErrorCode::timeout);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(300));
+  std::ofstream(release) << "go";
+  CHECK(p.get().text() == "x");
+  CHECK(q.get().text() == "y");
 }

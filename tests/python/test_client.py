@@ -250,12 +250,12 @@ def test_plugin_dirs_and_extra_args():
 
 
 def test_lanes_client():
-    """lanes=True: a reply whose get() follows at once travels on the calling thread's own lane
+    """By default a reply whose get() follows at once travels on the calling thread's own lane
     (as_server --lane-threads); anything else goes on the connection, with the same answers."""
     from conftest import Server
     s = Server(extra=["--lane-threads", "2"])
     try:
-        with s.connect(lanes=True) as c:
+        with s.connect() as c:
             a = c.create_agent("EchoAgent", "L", {"prefix": "> "})
             b = c.create_agent("EchoAgent", "M")
             for i in range(3):
@@ -265,8 +265,14 @@ def test_lanes_client():
             # Passed on before it is read: it goes on the connection, and b consumes it.
             assert b(a(Msg("user", "x"))).get().content == "> x"
             assert [m.content for m in a.memory()][-2:] == ["x", "> x"]
+        with s.connect(lanes=False) as c:
+            a = c.create_agent("EchoAgent", "N")
+            assert a(Msg("user", "off")).get().content == "off"
+            assert c.info().lane_calls == 3
         with pytest.raises(agentd.Error) as e:
             s.connect(lanes=True, single_thread=True)
         assert e.value.code == "bad_args"
+        with s.connect(single_thread=True) as c:  # lanes=None: none here, silently
+            assert c.create_agent("EchoAgent", "O")(Msg("user", "st")).get().content == "st"
     finally:
         s.close()

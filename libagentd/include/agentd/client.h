@@ -46,6 +46,9 @@ struct PlaceholderAwaiter {
 };
 }  // namespace detail
 
+// Whether a client's replies may take synchronous lanes (ClientOptions::lanes).
+enum class LaneUse { automatic, on, off };
+
 struct ClientOptions {
   // Deadline for each synchronous operation and for Placeholder::get() without an argument.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
@@ -97,16 +100,18 @@ struct ClientOptions {
   // bad_request), and close or destroy it there. Client::connect and spawn_child; not
   // Client::local.
   bool single_thread = false;
-  // Synchronous lanes (README "The synchronous lane"), for servers started with --lane-threads
-  // (a child is given them): a reply(msg) whose get() follows at once on the same thread travels
-  // on that thread's own connection, read and written by the thread itself, and the server runs
-  // a blocking agent's call on the thread that reads it: no thread hand-off in either process.
-  // Any other use of the placeholder, any other call from the thread, or a millisecond without
-  // get() sends it on the usual connection instead, so calls still run side by side and in
-  // order. A server that serves no lanes (or has none free) is simply not asked again for a
-  // few seconds. Plaintext TCP and Unix sockets only (not with tls_ca), not with single_thread,
-  // not in local mode (bad_args).
-  bool lanes = false;
+  // Synchronous lanes (README "The synchronous lane"): a reply(msg) whose get() follows at once
+  // on the same thread travels on that thread's own connection, read and written by the thread
+  // itself, and the server runs a blocking agent's call on the thread that reads it: no thread
+  // hand-off in either process. Any other use of the placeholder, any other call from the
+  // thread, or a millisecond without get() sends it on the usual connection instead, so calls
+  // still run side by side and in order. A server that serves no lanes (--lane-threads 0) or
+  // has none free is simply not asked again for a few seconds.
+  //  - automatic (the default): lanes where they can be used: plaintext TCP and Unix sockets,
+  //    Client::connect and spawn_child, not with single_thread.
+  //  - on: the same, and bad_args where they cannot be used (tls_ca, single_thread, local).
+  //  - off: every call on the RPC connection.
+  LaneUse lanes = LaneUse::automatic;
 };
 
 struct ChildOptions {

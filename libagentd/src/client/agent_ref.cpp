@@ -116,7 +116,7 @@ Placeholder AgentRef::send_reply(const Placeholder* input, const Msg* msg, bool 
     core_->requests_.fetch_add(1, std::memory_order_relaxed);
     spec.call_id = state->call_id;
     spec.inline_limit = detail::kInlineLimit;
-    state->deferred = lanes->hold(std::move(spec), state->slot);
+    state->deferred = lanes->hold(std::move(spec), state->slot, core_);
     return Placeholder(std::move(state));
   }
   detail::send_async(*core_, std::move(spec), *state);

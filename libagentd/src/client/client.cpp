@@ -54,15 +54,11 @@ Client Client::spawn_child(ChildOptions options) {
   // extra_args name the child's token file themselves.
   // This process talks to its child over a Unix socket in the same private directory (which
   // lives as long as the child); peers still reach the child over loopback TCP.
-  bool own_tokens = false, own_socket = false, own_lanes = false;
+  bool own_tokens = false, own_socket = false;
   for (const auto& a : options.extra_args) {
     own_tokens = own_tokens || a.rfind("--auth-token-file", 0) == 0;
     own_socket = own_socket || a.rfind("--unix-socket", 0) == 0;
-    own_lanes = own_lanes || a.rfind("--lane-threads", 0) == 0;
   }
-  // A client with lanes gets a child that serves them: one per thread of this program that
-  // waits on replies (a lane holds a thread of the child only while that thread's lane is open).
-  if (options.client.lanes && !own_lanes) args.insert(args.end(), {"--lane-threads", "64"});
   auto dir = std::make_shared<detail::PrivateDir>();
   std::string token_file;
   if (!own_tokens) {

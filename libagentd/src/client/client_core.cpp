@@ -340,23 +340,22 @@ void ClientCore::detach() {
 ClientCore::~ClientCore() { close(); }
 
 void ClientCore::open_lanes(const Target& target) {
-  if (!options_.lanes) return;
+  if (options_.lanes == LaneUse::off) return;
   const char* refused = target.mode == Mode::local ? "a local client's agents are in this process"
                         : options_.single_thread   ? "a single_thread client runs its own connection"
                         : !options_.tls_ca.empty() ? "lanes are plaintext, and this client uses TLS"
                                                    : nullptr;
+  if (refused != nullptr && options_.lanes == LaneUse::automatic) return;
   if (refused != nullptr)
     throw Error(ErrorCode::bad_args,
-                fmt::format("ClientOptions::lanes cannot be used here: {} (turn lanes off)", refused));
+                fmt::format("ClientOptions::lanes is LaneUse::on, but lanes cannot be used here: {} "
+                            "(use LaneUse::automatic or off)",
+                            refused));
   // A child's lanes go to its loopback port: the Unix socket this client connects by is removed
   // once connected.
   const bool child = target.mode == Mode::child && child_ != nullptr;
   lanes_ = std::make_unique<LaneSet>(*this, child ? child_->host() : target.host,
                                      child ? child_->port() : target.port, client_token(options_.token));
-}
-
-void ClientCore::release_held_reply() {
-  if (lanes_) lanes_->release_this_thread();
 }
 
 void ClientCore::close() {

@@ -41,9 +41,11 @@ namespace agentd::detail {
 class ClientCore;
 class LaneSet;
 
-// The client whose reply the calling thread holds back for its lane (lanes.h); null: none. Read
-// by every post(), so kept trivial (no thread-local wrapper call).
-inline thread_local const ClientCore* t_lane_held_core = nullptr;
+// Whether the calling thread holds a reply back for its lane (lanes.h), on any client. Read by
+// every post(), so kept trivial (no thread-local wrapper call).
+inline thread_local bool t_lane_held = false;
+// The calling thread's held reply (of whichever client) goes on its client's RPC connection.
+void release_held_reply();
 
 class ClientCore {
  public:
@@ -102,8 +104,9 @@ class ClientCore {
   // Any thread: run fn on the loop thread. Dropped once the client is closed: false then, and
   // a caller waiting for what fn would set must fail instead (closed_error).
   bool post(kj::Function<void()> fn) {
-    // A reply this thread holds back for its lane goes first: it was made before fn.
-    if (t_lane_held_core == this) release_held_reply();
+    // A reply this thread holds back for its lane goes first: it was made before fn (on this
+    // client, or on another, to which this thread may turn back: at most one is held).
+    if (t_lane_held) detail::release_held_reply();
     return post_unordered(kj::mv(fn));
   }
   // post() without releasing a held reply first (what the lanes themselves post).
@@ -235,8 +238,6 @@ class ClientCore {
   // Loop thread, child mode: the connection to the child went; find out how it ended and fail
   // everything with that.
   void report_child_loss(LoopState& loop);
-  // post(): the calling thread's held reply (lanes.h) goes on the RPC connection.
-  void release_held_reply();
   // The constructors, connected: makes lanes_ when options_ ask for lanes (checked here).
   void open_lanes(const Target& target);
 

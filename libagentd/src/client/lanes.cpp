@@ -14,7 +14,7 @@ namespace agentd::detail {
 
 namespace {
 
-// The calling thread's held reply (its client is t_lane_held_core, client_core.h).
+// The calling thread's held reply (t_lane_held, client_core.h, says whether there is one).
 thread_local std::weak_ptr<DeferredReply> t_held;
 
 // The lanes this thread made (of any client): closed when it exits, so that a program whose
@@ -27,8 +27,7 @@ struct MadeLanes {
       if (!lane) continue;
       std::lock_guard lock(lane->mu);
       lane->closed.store(true);
-      lane->fd.store(-1);
-      lane->client.reset();
+      lane->set_client(std::nullopt);
     }
   }
 };
@@ -93,10 +92,20 @@ std::shared_ptr<ThreadLane> LaneSet::this_thread_lane() {
   return lane;
 }
 
-std::shared_ptr<DeferredReply> LaneSet::hold(OutSpec spec, const std::shared_ptr<ResultSlot>& slot) {
-  release_this_thread();
+void release_held_reply() {
+  t_lane_held = false;
+  auto r = t_held.lock();
+  t_held.reset();
+  if (!r) return;
+  if (auto core = r->core.lock(); core && core->lanes() != nullptr) core->lanes()->release(*r);
+}
+
+std::shared_ptr<DeferredReply> LaneSet::hold(OutSpec spec, const std::shared_ptr<ResultSlot>& slot,
+                                             const std::shared_ptr<ClientCore>& core) {
+  release_held_reply();
   auto r = std::make_shared<DeferredReply>();
   r->lane = this_thread_lane();
+  r->core = core;
   r->spec = std::move(spec);
   r->slot = slot;
   {
@@ -105,16 +114,8 @@ std::shared_ptr<DeferredReply> LaneSet::hold(OutSpec spec, const std::shared_ptr
   }
   arm_sweep();
   t_held = r;
-  t_lane_held_core = &core_;
+  t_lane_held = true;
   return r;
-}
-
-void LaneSet::release_this_thread() {
-  if (t_lane_held_core != &core_) return;
-  t_lane_held_core = nullptr;
-  auto r = t_held.lock();
-  t_held.reset();
-  if (r) release(*r);
 }
 
 void LaneSet::release(DeferredReply& r) {
@@ -143,14 +144,16 @@ void LaneSet::send_rpc(DeferredReply& r, bool on_loop) {
 
 void LaneSet::get(DeferredReply& r, std::chrono::milliseconds timeout) {
   if (r.state.load() != DeferredReply::kHeld) return;
-  if (r.thread != std::this_thread::get_id()) {
+  // get(0) (or less) asks whether the result is there, without waiting: the call goes on the
+  // connection, as it would have without a lane, rather than block this thread on it.
+  if (r.thread != std::this_thread::get_id() || timeout.count() <= 0) {
     release(r);
     return;
   }
   int held = DeferredReply::kHeld;
   if (!r.state.compare_exchange_strong(held, DeferredReply::kLane)) return;
-  if (t_lane_held_core == &core_ && t_held.lock().get() == &r) {
-    t_lane_held_core = nullptr;
+  if (t_held.lock().get() == &r) {
+    t_lane_held = false;
     t_held.reset();
   }
   if (try_lane(r, timeout)) return;
@@ -163,11 +166,15 @@ bool LaneSet::try_lane(DeferredReply& r, std::chrono::milliseconds timeout) {
   std::unique_lock lock(lane.mu);
   if (lane.closed.load() || lane.rpc_unfinished.load() > 0) return false;
   const auto now = std::chrono::steady_clock::now();
+  if (lane.client && !lane.client->usable(now)) {
+    // Idle long enough that the server may be closing it (--lane-idle-timeout), or closed by
+    // the server (a restart): a new one, at once.
+    lane.set_client(std::nullopt);
+  }
   if (!lane.client) {
     if (now < lane.retry_after) return false;
     try {
-      lane.client.emplace(LaneClient::connect(host_, port_, token_, core_.options().connect_timeout));
-      lane.fd.store(lane.client->fd());
+      lane.set_client(LaneClient::connect(host_, port_, token_, core_.options().connect_timeout));
     } catch (const Error& e) {
       // Not served (--lane-threads 0), all taken, or refused: the RPC connection serves.
       lane.retry_after = now + kRetryLane;
@@ -177,8 +184,7 @@ bool LaneSet::try_lane(DeferredReply& r, std::chrono::milliseconds timeout) {
       return false;
     }
     if (lane.closed.load()) {  // close() ran while it opened
-      lane.client.reset();
-      lane.fd.store(-1);
+      lane.set_client(std::nullopt);
       return false;
     }
   }
@@ -188,11 +194,15 @@ bool LaneSet::try_lane(DeferredReply& r, std::chrono::milliseconds timeout) {
                                        std::chrono::milliseconds(r.spec.timeout_ms), timeout));
     return true;
   } catch (const Error& e) {
+    lane.set_client(std::nullopt);
+    if (lane.closed.load()) {  // close() shut it: the call fails as the connection's do
+      r.state.store(DeferredReply::kRpc);
+      r.slot->fail(ClientCore::closed_error("call to agent '" + r.spec.agent_id + "'"));
+      return true;
+    }
     // The lane broke (or the answer was not there within timeout) after the call was written:
     // it may have run. Its result is looked up by call id on the RPC connection, as a call lost
     // with a connection is (it waits while the call is still running there).
-    lane.client.reset();
-    lane.fd.store(-1);
     lane.retry_after = std::chrono::steady_clock::now() + kRetryLane;
     spdlog::debug("the lane to as_server at {} broke ({}); call {} is looked up on the RPC connection",
                   core_.address(), e.message(), r.spec.call_id);
@@ -261,8 +271,8 @@ void LaneSet::close() {
   }
   for (auto& lane : lanes) {
     lane->closed.store(true);
-    const int fd = lane->fd.load();
-    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // a call on it fails now; its thread closes it
+    std::lock_guard lock(lane->fd_mu);
+    if (lane->fd >= 0) ::shutdown(lane->fd, SHUT_RDWR);  // a call on it fails now; its thread closes it
   }
 }
 

@@ -4,10 +4,10 @@
 // to the loop thread and back (and, on the server, none to a worker and back).
 //
 // A reply() cannot know whether get() follows at once, so a reply that may take a lane is held
-// back (a DeferredReply) and goes
+// back (a DeferredReply; at most one per thread, of all its clients) and goes
 //  - on the thread's lane, when the thread's next step with the client is get() on it;
 //  - on the RPC connection, as any call, as soon as anything else happens first: the thread posts
-//    anything else to the client (ClientCore::post() releases it first, so it keeps its place),
+//    anything else to any client (ClientCore::post() releases it first, so it keeps its place),
 //    the placeholder is used otherwise (passed as input, awaited, watched, read from another
 //    thread, dropped), or kHoldLimit passes (the loop thread's sweep), so a program that computes
 //    between reply() and get() starts its call within about a millisecond.
@@ -40,7 +40,17 @@ struct ThreadLane {
   std::mutex mu;                     // held while the lane carries a call
   std::optional<LaneClient> client;  // guarded by mu; empty: not open (yet, or after a failure)
   std::chrono::steady_clock::time_point retry_after{};  // guarded by mu: no new lane before
-  std::atomic<int> fd{-1};          // client's socket while open (close() shuts it from any thread)
+  // client's socket while open: LaneSet::close() shuts it from any thread, under fd_mu, which
+  // is also held to close it (so a number reused by then is never shut).
+  std::mutex fd_mu;
+  int fd = -1;  // guarded by fd_mu
+
+  // Sets (or, with nullopt, closes) the lane's connection. Holding mu.
+  void set_client(std::optional<LaneClient> c) {
+    std::lock_guard lock(fd_mu);
+    client = std::move(c);
+    fd = client ? client->fd() : -1;
+  }
   std::atomic<bool> closed{false};  // the client closed: no lane any more
   // This thread's calls sent on the RPC connection and not finished: while there are any, its
   // replies go there too (a lane's call could overtake them on their agent).
@@ -53,6 +63,7 @@ struct DeferredReply {
   std::atomic<int> state{kHeld};
   std::thread::id thread = std::this_thread::get_id();
   std::shared_ptr<ThreadLane> lane;  // the making thread's
+  std::weak_ptr<ClientCore> core;    // whose lanes (LaneSet) hold it
   OutSpec spec;                      // the claimer's once claimed
   std::shared_ptr<ResultSlot> slot;
   std::chrono::steady_clock::time_point made = std::chrono::steady_clock::now();
@@ -74,15 +85,15 @@ class LaneSet {
   static bool eligible(const OutSpec& spec);
   // A user thread's eligible reply, held back; the thread's reply held before (on this client) is
   // sent first. slot is where its result lands.
-  std::shared_ptr<DeferredReply> hold(OutSpec spec, const std::shared_ptr<ResultSlot>& slot);
+  // core is this set's own (kept by the reply, which the thread's next post may release).
+  std::shared_ptr<DeferredReply> hold(OutSpec spec, const std::shared_ptr<ResultSlot>& slot,
+                                      const std::shared_ptr<ClientCore>& core);
   // get() (with timeout) on r: on the thread that made it, still held, it runs on the thread's
   // lane now (or goes on the RPC connection when the lane cannot take it); else it is released.
   // Either way r's slot settles as it would have.
   void get(DeferredReply& r, std::chrono::milliseconds timeout);
   // Any user thread: r on the RPC connection, unless it was claimed already.
   void release(DeferredReply& r);
-  // ClientCore::post(): the calling thread's held reply (if any) goes first.
-  void release_this_thread();
   // A call sent on the RPC connection from this thread (its result lands in slot): until it is
   // finished, this thread's replies avoid the lane.
   void note_rpc(const std::shared_ptr<ResultSlot>& slot);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace agentd {
@@ -114,12 +115,20 @@ Msg Placeholder::get(std::chrono::milliseconds timeout) const {
   }
   detail::ClientCore::check_not_on_loop("Placeholder::get()");
   s_->core->check_thread("Placeholder::get()");
-  // Held back for a lane: runs on this thread's lane now when this thread made it.
-  if (s_->deferred) s_->core->lanes()->get(*s_->deferred, timeout);
+  // Held back for a lane: runs on this thread's lane now when this thread made it. The wait
+  // below has what is left of timeout (a lane whose answer did not come within it has handed
+  // the call to the connection, and the wait then ends at once).
+  auto left = timeout;
+  if (s_->deferred) {
+    const auto start = std::chrono::steady_clock::now();
+    s_->core->lanes()->get(*s_->deferred, timeout);
+    left -= std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    left = std::max(left, std::chrono::milliseconds(0));
+  }
   s_->fetch();
   auto& slot = *s_->slot;
   std::unique_lock lock(slot.mu);
-  if (!slot.waiters.wait_for(lock, timeout, [&slot] { return slot.value || slot.error; }))
+  if (!slot.waiters.wait_for(lock, left, [&slot] { return slot.value || slot.error; }))
     throw Error(ErrorCode::timeout,
                 fmt::format("the result of call {} to agent {} was not ready within {} ms", s_->call_id,
                             s_->agent_id, timeout.count()),

@@ -547,8 +547,10 @@ void AgentHost::run_here(const std::string& id, std::shared_ptr<Call> call) {
     taken = std::move(here.call);
   }
   if (!slot) return;  // queued behind another call, asynchronous, or failed at once
-  if (taken.get() != mine) {
-    // A waiter run above freed another agent's call: not this thread's to run.
+  if (taken.get() != mine || taken->timeout.count() > 0) {
+    // A waiter run above freed another agent's call: not this thread's to run. Or the call has
+    // a deadline (its caller's, --call-timeout, --class-call-timeout): a worker runs it, so that
+    // the calling thread is free to answer with the timeout while the agent still runs.
     to_workers(std::move(slot), std::move(taken));
     return;
   }

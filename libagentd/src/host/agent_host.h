@@ -224,7 +224,8 @@ class AgentHost : private CallRunner::Host {
   // enqueue() from a thread that is not the loop's and not a worker (a lane's, server/lanes.h):
   // when call is a blocking agent's and can start at once (its agent idle, its input there), it
   // runs here, on the calling thread, as a worker would run it (leading its commit with a state
-  // store); else it waits in its mailbox and runs where it would have. What else becomes
+  // store); else (its agent busy, asynchronous, or the call has a deadline: the caller must be
+  // free to answer with the timeout) it waits in its mailbox and runs where it would have. What else becomes
   // runnable meanwhile (its agent's next call, a chain's next link) goes to the workers, so the
   // caller is free as soon as its own call has finished.
   void run_here(const std::string& id, std::shared_ptr<Call> call);

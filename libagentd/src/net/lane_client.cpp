@@ -116,6 +116,8 @@ LaneClient LaneClient::connect(const std::string& host, int port, const std::str
     capnp::InputStreamMessageReader welcome(*lane.in_, limits);
     auto w = welcome.getRoot<wire::LaneWelcome>();
     lane.server_id_ = to_std(w.getServerId());
+    lane.idle_close_ = std::chrono::milliseconds(w.getIdleCloseMs());
+    lane.last_used_ = std::chrono::steady_clock::now();
     if (w.isRefused()) throw read_error(w.getRefused());
   } catch (const kj::Exception& e) {
     // The server closed it: it does not serve lanes (--lane-threads 0), or is not an as_server.
@@ -136,7 +138,10 @@ LaneClient::LaneClient(LaneClient&& other) noexcept
       in_(std::move(other.in_)),
       where_(std::move(other.where_)),
       server_id_(std::move(other.server_id_)),
-      receive_timeout_(other.receive_timeout_) {}
+      receive_timeout_(other.receive_timeout_),
+      idle_close_(other.idle_close_),
+      last_used_(other.last_used_),
+      broken_(other.broken_) {}
 
 LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
   if (this != &other) {
@@ -147,6 +152,9 @@ LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
     where_ = std::move(other.where_);
     server_id_ = std::move(other.server_id_);
     receive_timeout_ = other.receive_timeout_;
+    idle_close_ = other.idle_close_;
+    last_used_ = other.last_used_;
+    broken_ = other.broken_;
   }
   return *this;
 }
@@ -155,15 +163,27 @@ LaneClient::~LaneClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool LaneClient::usable(std::chrono::steady_clock::time_point now) const {
+  if (fd_ < 0 || broken_) return false;
+  const auto idle = now - last_used_;
+  if (idle_close_.count() > 0 && idle >= idle_close_ / 2) return false;
+  if (idle < kProbeAfter) return true;
+  // Between calls the server sends nothing: anything to read is its close (or a reset).
+  char byte;
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
 void LaneClient::broken(const std::string& what, ErrorCode code) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  // The socket stays open until this object goes (its owner may be shutting it from another
+  // thread: client/lanes.h), but carries nothing more.
+  broken_ = true;
   throw Error(code, fmt::format("the lane to {} broke: {}", where_, what), "", "", true);
 }
 
 Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_id, const Msg* input,
                           std::chrono::milliseconds timeout, std::chrono::milliseconds wait) {
-  if (fd_ < 0) broken("it was closed");
+  if (fd_ < 0 || broken_) broken("it was closed");
   std::chrono::steady_clock::time_point sent{};
   try {
     capnp::MallocMessageBuilder mb(input != nullptr ? 256 : 64);
@@ -182,11 +202,12 @@ Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_i
     }
     capnp::writeMessageToFd(fd_, mb);
     sent = std::chrono::steady_clock::now();
-    capnp::ReaderOptions limits;
+    capnp::ReaderOptions limits = wire_reader_options();
     limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word) + 64;
     capnp::InputStreamMessageReader answer(*in_, limits);
     auto a = answer.getRoot<wire::LaneAnswer>();
     if (to_std(a.getCallId()) != call_id) broken("it answered another call than the one sent");
+    last_used_ = std::chrono::steady_clock::now();
     return read_outcome(a.getOutcome());
   } catch (const kj::Exception& e) {
     if (wait.count() > 0 && sent != std::chrono::steady_clock::time_point{} &&

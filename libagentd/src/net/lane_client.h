@@ -1,8 +1,8 @@
 // The client side of a synchronous lane (schemas/agentd.capnp, LaneHello; README "The
 // synchronous lane"): a blocking connection of one caller to a server's port that carries one
 // call at a time in Cap'n Proto's stream framing, read and written on the calling thread (no
-// event loop, no RPC). agentd-bench's lane rows and the lane tests use it; the client library's
-// calls are to use it next.
+// event loop, no RPC). The client library's lanes (client/lanes.h), agentd-bench's bare lane rows
+// and the lane tests use it.
 #pragma once
 
 #include <agentd/error.h>
@@ -48,6 +48,14 @@ class LaneClient {
   // The server's id (AgentServer.info's), told in its welcome.
   const std::string& server_id() const { return server_id_; }
   int fd() const { return fd_; }
+  // Whether a call may be written on this lane now (else open a new one): not when the server
+  // may be closing it for idleness (--lane-idle-timeout, told in its welcome: no call for half
+  // that time), nor, after a pause of kProbeAfter, when the server has closed it (it restarted,
+  // or reloaded its tokens). A call written to a lane already gone would otherwise come back as
+  // not_applied. Calls in a quick series skip the probe (a system call): a server lost between
+  // two of them is noticed at the next, as on the RPC connection.
+  static constexpr std::chrono::milliseconds kProbeAfter{1};
+  bool usable(std::chrono::steady_clock::time_point now) const;
 
  private:
   LaneClient(int fd, std::string where);
@@ -60,6 +68,9 @@ class LaneClient {
   std::string where_;  // "host:port", for errors
   std::string server_id_;
   std::chrono::milliseconds receive_timeout_{0};  // the socket's SO_RCVTIMEO (0: none)
+  std::chrono::milliseconds idle_close_{0};       // the server's --lane-idle-timeout (0: never)
+  std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();  // last answer
+  bool broken_ = false;  // a call on it failed: it carries no more
 };
 
 }  // namespace agentd::detail

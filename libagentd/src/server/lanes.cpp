@@ -11,7 +11,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,7 +61,40 @@ class DeadlineInput final : public kj::InputStream {
   std::chrono::steady_clock::time_point deadline_;
 };
 
-void write_welcome(int fd, const std::optional<Error>& refused, const std::string& server_id) {
+// Reads a logged-in lane's calls: a read that finds nothing for the socket's receive timeout
+// (--lane-idle-timeout, SO_RCVTIMEO) ends the lane as idle. One read() per call, as a blocking
+// read is, so an idle deadline costs the hot path nothing.
+class CallInput final : public kj::InputStream {
+ public:
+  explicit CallInput(int fd) : fd_(fd) {}
+  size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    auto* out = static_cast<kj::byte*>(buffer);
+    size_t got = 0;
+    while (got < min_bytes) {
+      const ssize_t n = ::read(fd_, out + got, max_bytes - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        idle_ = true;
+        throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                            kj::str("no call within --lane-idle-timeout"));
+      }
+      if (n < 0)
+        throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                            kj::str(std::strerror(errno)));
+      if (n == 0) break;  // the end of the stream: fewer than min_bytes
+      got += static_cast<size_t>(n);
+    }
+    return got;
+  }
+  bool idle() const { return idle_; }
+
+ private:
+  int fd_;
+  bool idle_ = false;
+};
+
+void write_welcome(int fd, const std::optional<Error>& refused, const std::string& server_id,
+                   std::chrono::milliseconds idle_close = {}) {
   capnp::MallocMessageBuilder mb(256);
   auto w = mb.initRoot<wire::LaneWelcome>();
   if (refused)
@@ -67,6 +102,7 @@ void write_welcome(int fd, const std::optional<Error>& refused, const std::strin
   else
     w.setOk();
   w.setServerId(to_kj(server_id));
+  w.setIdleCloseMs(static_cast<std::uint32_t>(idle_close.count()));
   capnp::writeMessageToFd(fd, mb);
 }
 
@@ -169,10 +205,11 @@ std::uint64_t Lanes::calls() const { return calls_.load(std::memory_order_relaxe
 std::uint64_t Lanes::refused_busy() const { return refused_busy_.load(std::memory_order_relaxed); }
 
 void Lanes::serve(Lane& lane) {
+  ::pthread_setname_np(::pthread_self(), "agentd-lane");  // as top -H and perf show it
   const int fd = lane.fd;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-  kj::FdInputStream raw(fd);
+  CallInput raw(fd);
   kj::BufferedInputStreamWrapper in(raw);
   bool logged_in = false;
   try {
@@ -200,11 +237,18 @@ void Lanes::serve(Lane& lane) {
         lane.token = std::get<TokenSet::Digest>(verdict);
       }
     }
-    write_welcome(fd, refused, options_.server_id);
+    write_welcome(fd, refused, options_.server_id, options_.idle_timeout);
     if (!refused) {
       logged_in = true;
+      if (options_.idle_timeout.count() > 0) {
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(options_.idle_timeout.count() / 1000);
+        tv.tv_usec = static_cast<suseconds_t>((options_.idle_timeout.count() % 1000) * 1000);
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      }
       spdlog::debug("lane from {} open", lane.peer);
-      capnp::ReaderOptions limits;
+      // As the RPC connection's frames are read (values nested as deep as a value may be).
+      capnp::ReaderOptions limits = wire_reader_options();
       limits.traversalLimitInWords = options_.max_message_bytes / sizeof(capnp::word) + 64;
       // Blocks until the next call or the end of the stream (a closed lane, or stop()).
       while (in.tryGetReadBuffer().size() != 0) {
@@ -214,7 +258,9 @@ void Lanes::serve(Lane& lane) {
     }
   } catch (const kj::Exception& e) {
     const bool quiet = e.getType() == kj::Exception::Type::DISCONNECTED;
-    if (!logged_in)
+    if (raw.idle()) {
+      spdlog::debug("lane from {} closed: idle for --lane-idle-timeout", lane.peer);
+    } else if (!logged_in)
       spdlog::log(quiet ? spdlog::level::debug : spdlog::level::warn,
                   "lane from {} closed before its hello was answered (within --login-timeout): {}", lane.peer,
                   e.getDescription().cStr());

@@ -41,6 +41,7 @@ class Lanes {
   struct Options {
     std::size_t max_lanes = 0;                   // --lane-threads
     std::chrono::milliseconds hello_timeout{0};  // --login-timeout: the hello must come by then
+    std::chrono::milliseconds idle_timeout{0};   // --lane-idle-timeout: a lane with no call closes
     std::size_t max_message_bytes = 0;           // --max-message-bytes: a bigger call closes the lane
     std::string server_id;                       // told in the welcome
   };

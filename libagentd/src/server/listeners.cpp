@@ -95,7 +95,11 @@ std::uint16_t Server::listen() {
     const auto hello_timeout =
         std::chrono::milliseconds(static_cast<std::int64_t>(options_.login_timeout * 1000));
     lanes_ = std::make_unique<Lanes>(
-        host_, Lanes::Options{options_.lane_threads, hello_timeout, options_.max_message_bytes, id_},
+        host_,
+        Lanes::Options{
+            options_.lane_threads, hello_timeout,
+            std::chrono::milliseconds(static_cast<std::int64_t>(options_.lane_idle_timeout * 1000)),
+            options_.max_message_bytes, id_},
         [this, hello_timeout](const std::string& token,
                               const std::string& peer) -> std::variant<TokenSet::Digest, Error> {
           // The gate's state (tokens, the failed-login throttle) is the loop thread's.

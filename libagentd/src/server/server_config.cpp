@@ -96,6 +96,9 @@ po::options_description make_description(ServerOptions& o) {
      "synchronous lane\"): a client's blocking call then runs on the thread reading its lane, "
      "with no thread hand-off. Each lane holds a thread while its client keeps it open; past N, "
      "clients use their RPC connection. 0: none")
+    ("lane-idle-timeout", po::value<double>(&o.lane_idle_timeout)->default_value(o.lane_idle_timeout)->value_name("SECONDS"),
+     "close a lane that has carried no call this long, ending its thread (its client opens a "
+     "new one when it next calls)")
     ("tls-cert", po::value<std::string>(&o.tls_cert)->value_name("FILE"),
      "serve TLS only, with this PEM certificate (chain); needs --tls-key. Clients reach the "
      "server by a name the certificate lists")
@@ -265,6 +268,9 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
   if (o.lane_threads > 1024)
     throw Error(ErrorCode::config_error,
                 fmt::format("--lane-threads {}: must be 0..1024 (each lane holds a thread)", o.lane_threads));
+  if (!(o.lane_idle_timeout >= 1) || o.lane_idle_timeout > 86400)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--lane-idle-timeout {}: must be 1..86400 seconds", o.lane_idle_timeout));
   if (o.max_unauthenticated_connections < 1)
     throw Error(ErrorCode::config_error,
                 "--max-unauthenticated-connections must be at least 1 (connections log in "

@@ -64,8 +64,11 @@ struct ServerOptions {
   double login_timeout = 10;
   std::size_t max_unauthenticated_connections = 1024;
   // Synchronous lanes (README "The synchronous lane"): at most this many at once, each read by
-  // a thread of its own that runs its blocking agents' calls itself; 0: none served.
-  std::size_t lane_threads = 0;
+  // a thread of its own that runs its blocking agents' calls itself; 0: none served. A lane with
+  // no call for lane_idle_timeout seconds is closed, and its thread ends (its client opens it
+  // again when it next needs it).
+  std::size_t lane_threads = 64;
+  double lane_idle_timeout = 30;
   // TLS (PEM files): serve TLS only with tls_cert + tls_key; require client certificates signed
   // by tls_client_ca (mutual TLS). Peer connections use TLS when this server serves it, trusting
   // peer_tls_ca (default: tls_client_ca, else the system's CAs) and presenting tls_cert.

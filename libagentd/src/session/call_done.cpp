@@ -184,7 +184,15 @@ void look_up_lost(LoopState& loop, Ticket ticket) {
   auto req = loop.session.readRequest();
   req.setCallId(to_kj(ticket.call_id));
   auto* loop_ptr = &loop;
-  auto t = std::make_shared<Ticket>(std::move(ticket));
+  // Dropped unanswered (the client closed with the question in flight, its loop's tasks
+  // dropped): fails as closed, rather than leave its get() to wait out the client's timeout.
+  auto t = std::shared_ptr<Ticket>(new Ticket(std::move(ticket)), [where = loop.where](Ticket* p) {
+    if (p->slot)
+      p->slot->fail(
+          Error(ErrorCode::disconnected,
+                fmt::format("call {} to as_server at {}: the client is closed", p->call_id, where)));
+    delete p;
+  });
   const std::uint64_t generation = loop.generation;
   loop.tasks.add(req.send().then(
       [loop_ptr, t](capnp::Response<wire::Session::ReadResults> r) {
