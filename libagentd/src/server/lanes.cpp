@@ -28,49 +28,31 @@ namespace agentd::detail {
 
 namespace {
 
-// Reads fd until a deadline for the whole read, however the bytes trickle in (a socket's receive
-// timeout bounds each read alone): what a lane's hello is read through.
-class DeadlineInput final : public kj::InputStream {
+// Reads a lane's socket. While a deadline is set (its hello's: --login-timeout), the bytes asked
+// for must all come by then, however they trickle in (a socket's receive timeout bounds each read
+// alone). After it, one read() per call, as a blocking read is, so the idle deadline costs the hot
+// path nothing: a read that finds nothing for the socket's receive timeout (--lane-idle-timeout,
+// SO_RCVTIMEO) ends the lane as idle.
+class LaneInput final : public kj::InputStream {
  public:
-  DeadlineInput(int fd, std::chrono::steady_clock::time_point deadline) : fd_(fd), deadline_(deadline) {}
+  explicit LaneInput(int fd) : fd_(fd) {}
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) { deadline_ = deadline; }
+  bool idle() const { return idle_; }
+
   size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
     auto* out = static_cast<kj::byte*>(buffer);
     size_t got = 0;
     while (got < min_bytes) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0)
-        throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
-                            kj::str("no complete hello within --login-timeout"));
-      const ssize_t n = ::read(fd_, out + got, max_bytes - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
-                            kj::str(std::strerror(errno)));
-      if (n == 0) break;  // the end of the stream: fewer than min_bytes
-      got += static_cast<size_t>(n);
-    }
-    return got;
-  }
-
- private:
-  int fd_;
-  std::chrono::steady_clock::time_point deadline_;
-};
-
-// Reads a logged-in lane's calls: a read that finds nothing for the socket's receive timeout
-// (--lane-idle-timeout, SO_RCVTIMEO) ends the lane as idle. One read() per call, as a blocking
-// read is, so an idle deadline costs the hot path nothing.
-class CallInput final : public kj::InputStream {
- public:
-  explicit CallInput(int fd) : fd_(fd) {}
-  size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
-    auto* out = static_cast<kj::byte*>(buffer);
-    size_t got = 0;
-    while (got < min_bytes) {
+      if (deadline_) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            *deadline_ - std::chrono::steady_clock::now());
+        pollfd p{fd_, POLLIN, 0};
+        const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0)
+          throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                              kj::str("no complete hello within --login-timeout"));
+      }
       const ssize_t n = ::read(fd_, out + got, max_bytes - got);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -86,10 +68,10 @@ class CallInput final : public kj::InputStream {
     }
     return got;
   }
-  bool idle() const { return idle_; }
 
  private:
   int fd_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool idle_ = false;
 };
 
@@ -209,19 +191,19 @@ void Lanes::serve(Lane& lane) {
   const int fd = lane.fd;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-  CallInput raw(fd);
-  kj::BufferedInputStreamWrapper in(raw);
+  LaneInput raw(fd);
   bool logged_in = false;
   try {
     std::string token;
     {
       // Before its login a lane may send what a connection may (64 KiB), within the login
       // deadline for the whole hello (read unbuffered: nothing past it is taken).
-      DeadlineInput hello_in(fd, std::chrono::steady_clock::now() + options_.hello_timeout);
+      raw.set_deadline(std::chrono::steady_clock::now() + options_.hello_timeout);
       capnp::ReaderOptions hello_limits;
       hello_limits.traversalLimitInWords = ConnectionGuard::kPreLoginBytes / sizeof(capnp::word);
-      capnp::InputStreamMessageReader hello(hello_in, hello_limits);
+      capnp::InputStreamMessageReader hello(raw, hello_limits);
       token = to_std(hello.getRoot<wire::LaneHello>().getToken());
+      raw.set_deadline(std::nullopt);
     }
     std::optional<Error> refused;
     if (lane.tls_expected) {
@@ -251,6 +233,7 @@ void Lanes::serve(Lane& lane) {
       capnp::ReaderOptions limits = wire_reader_options();
       limits.traversalLimitInWords = options_.max_message_bytes / sizeof(capnp::word) + 64;
       // Blocks until the next call or the end of the stream (a closed lane, or stop()).
+      kj::BufferedInputStreamWrapper in(raw);
       while (in.tryGetReadBuffer().size() != 0) {
         capnp::InputStreamMessageReader message(in, limits);
         answer_one(lane, message.getRoot<wire::LaneCall>());
