@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -155,6 +156,13 @@ kj::Promise<kj::Maybe<Accepted>> accept_connection(kj::Own<kj::AsyncIoStream> ra
                           e.getDescription().cStr());
             return MaybeAccepted(nullptr);
           });
+}
+
+void set_socket_timeout(int fd, int option, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
 }
 
 }  // namespace agentd::net

@@ -6,6 +6,7 @@
 
 #include "tls.h"
 
+#include <chrono>
 #include <kj/async-io.h>
 
 #include <string>
@@ -24,6 +25,10 @@ struct AcceptOptions {
 
 // The eight bytes a synchronous lane starts with (schemas/agentd.capnp, LaneHello).
 inline constexpr char kLaneMagic[9] = "agdLANE1";
+
+// A blocking socket's SO_RCVTIMEO or SO_SNDTIMEO (option) set to t (0: none): what bounds a
+// lane's reads and writes on either side.
+void set_socket_timeout(int fd, int option, std::chrono::milliseconds t);
 
 // An accepted connection ready for the RPC system.
 struct Accepted {

@@ -43,10 +43,7 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds tim
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
+    net::set_socket_timeout(fd, SO_SNDTIMEO, timeout);  // bounds connect() too
     if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       why = std::strerror(errno);
       ::close(fd);
@@ -194,10 +191,7 @@ Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_i
     if (timeout.count() > 0) call.setTimeoutMs(static_cast<std::uint32_t>(timeout.count()));
     if (wait != receive_timeout_) {
       // The socket's own timeout bounds the read below (no poll() before each answer).
-      timeval tv{};
-      tv.tv_sec = static_cast<time_t>(wait.count() / 1000);
-      tv.tv_usec = static_cast<suseconds_t>((wait.count() % 1000) * 1000);
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      net::set_socket_timeout(fd_, SO_RCVTIMEO, wait);
       receive_timeout_ = wait;
     }
     capnp::writeMessageToFd(fd_, mb);

@@ -1,5 +1,6 @@
 #include "lanes.h"
 
+#include "accept.h"
 #include "connection_guard.h"
 #include "outcome_codec.h"
 #include "value_codec.h"
@@ -222,12 +223,7 @@ void Lanes::serve(Lane& lane) {
     write_welcome(fd, refused, options_.server_id, options_.idle_timeout);
     if (!refused) {
       logged_in = true;
-      if (options_.idle_timeout.count() > 0) {
-        timeval tv{};
-        tv.tv_sec = static_cast<time_t>(options_.idle_timeout.count() / 1000);
-        tv.tv_usec = static_cast<suseconds_t>((options_.idle_timeout.count() % 1000) * 1000);
-        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      }
+      net::set_socket_timeout(fd, SO_RCVTIMEO, options_.idle_timeout);
       spdlog::debug("lane from {} open", lane.peer);
       // As the RPC connection's frames are read (values nested as deep as a value may be).
       capnp::ReaderOptions limits = wire_reader_options();
