@@ -427,3 +427,12 @@ TEST_CASE("ClientOptions::lanes: get(timeout) on a lane's call times out, and it
   CHECK(p.get().text() == "x");
   CHECK(q.get().text() == "y");
 }
+
+TEST_CASE("a --lane-idle-timeout out of range stops the server at start, naming the option", "[lanes]") {
+  for (const char* bad : {"0", "0.5", "86401", "soon"}) {
+    INFO("--lane-idle-timeout " << bad);
+    auto r = run_as_server(standard_args({"--lane-idle-timeout", bad}));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("--lane-idle-timeout"));
+  }
+}
