@@ -23,6 +23,14 @@ std::int64_t counted_echo_pid(std::int64_t server_pid, const EchoServers& echo) 
   return server_pid != 0 ? echo.pid() : 0;
 }
 
+// Server CPU per call (info().cpu_seconds, all its threads) while body makes `calls` calls.
+template <typename Body>
+double server_cpu_per_call(Client& c, std::size_t calls, Body&& body) {
+  const double cpu0 = c.info().cpu_seconds;
+  body();
+  return (c.info().cpu_seconds - cpu0) * 1e6 / static_cast<double>(calls);
+}
+
 // The context-switch rows: every time a thread of the server sleeps and is woken again counts one,
 // so they show the thread hand-offs a call costs in each server without a clock.
 void finish_switch_row(Row& row, Report& report) {
@@ -61,12 +69,12 @@ void run_w1_async(const Config& cfg, Deployment& dep, EchoServers& echo, Report&
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 async repeat {}/{}", r + 1, cfg.repeat));
     auto replies = reply_latencies(a, msg, cfg.calls);
-    const double cpu0 = c.info().cpu_seconds;
     std::vector<double> single_replies;
     // reply_latencies warms up with 50 calls first; info() itself costs a little.
-    add_switches(st_switches.agentd, server_pid, cfg.calls + 50,
-                 [&] { single_replies = reply_latencies(sa, msg, cfg.calls); });
-    st_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
+    st_cpu.agentd.add(server_cpu_per_call(c, cfg.calls + 50, [&] {
+      add_switches(st_switches.agentd, server_pid, cfg.calls + 50,
+                   [&] { single_replies = reply_latencies(sa, msg, cfg.calls); });
+    }));
     const double echo_cpu0 = echo.cpu_seconds();
     std::vector<double> capnp;
     add_switches(st_switches.baseline, counted_echo_pid(server_pid, echo), cfg.calls + 50, [&] {
@@ -126,11 +134,14 @@ struct EchoRun {
   std::vector<double> latencies;
   double cpu_per_call = 0;
 };
-EchoRun echo_run(const Config& cfg, EchoServers& echo, std::int64_t server_pid, Series& switches) {
+EchoRun echo_run(const Config& cfg, EchoServers& echo, std::int64_t server_pid, Series* switches) {
   EchoRun out;
   const double cpu0 = echo.cpu_seconds();
-  add_switches(switches, counted_echo_pid(server_pid, echo), cfg.calls + 50,
-               [&] { out.latencies = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); });
+  auto run = [&] { out.latencies = capnp_echo_latency(echo.capnp_port(), cfg.calls, cfg.payload); };
+  if (switches != nullptr)
+    add_switches(*switches, counted_echo_pid(server_pid, echo), cfg.calls + 50, run);
+  else
+    run();
   out.cpu_per_call = (echo.cpu_seconds() - cpu0) * 1e6 / (cfg.calls + 50);
   return out;
 }
@@ -175,29 +186,22 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
   Row bare50{"W1", "bare lane call p50", "us"};
   Row bare_tcp{"W1", "bare lane call p50 vs raw TCP", "us"};
   Row bare_cpu{"W1", "server CPU per bare lane call", "us"};
-  Series ignored;  // the echo's switches are W1's main rows'
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 lanes off / bare lane repeat {}/{}", r + 1, cfg.repeat));
     std::vector<double> rpc, lanes;
+    // reply_latencies makes 50 warm-up calls first.
+    auto replies_on = [&](AgentRef& ref, std::vector<double>& latencies, Series& cpu) {
+      cpu.add(
+          server_cpu_per_call(c, cfg.calls + 50, [&] { latencies = reply_latencies(ref, msg, cfg.calls); }));
+    };
     alternating(
-        r,
-        [&] {
-          const double cpu0 = c.info().cpu_seconds;
-          rpc = reply_latencies(a, msg, cfg.calls);  // with 50 warm-up calls
-          off_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
-        },
-        [&] {
-          const double cpu0 = c.info().cpu_seconds;
-          lanes = reply_latencies(usual, msg, cfg.calls);
-          off_cpu.baseline.add((c.info().cpu_seconds - cpu0) * 1e6 / (cfg.calls + 50));
-        });
+        r, [&] { replies_on(a, rpc, off_cpu.agentd); }, [&] { replies_on(usual, lanes, off_cpu.baseline); });
     off50.agentd.add(percentile(rpc, 50));
     off50.baseline.add(percentile(lanes, 50));
     bare_latencies(50);  // warm-up
-    const double cpu0 = c.info().cpu_seconds;
-    auto bare_replies = bare_latencies(cfg.calls);
-    bare_cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
-    EchoRun e = echo_run(cfg, echo, 0, ignored);
+    std::vector<double> bare_replies;
+    bare_cpu.agentd.add(server_cpu_per_call(c, cfg.calls, [&] { bare_replies = bare_latencies(cfg.calls); }));
+    EchoRun e = echo_run(cfg, echo, 0, nullptr);  // the echo's switches are W1's main rows'
     bare_cpu.baseline.add(e.cpu_per_call);
     auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
     bare50.agentd.add(percentile(bare_replies, 50));
@@ -248,18 +252,18 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
       expect(v == "pong", "W1: ping did not answer pong");
     }
     for (int i = 0; i < 50; ++i) a.reply(msg).get();
-    double cpu0 = c.info().cpu_seconds;
-    add_switches(switches.agentd, server_pid, cfg.calls, [&] {
-      for (std::size_t i = 0; i < cfg.calls; ++i) {
-        auto t0 = Clock::now();
-        Msg m = a.reply(msg).get();
-        replies.push_back(micros_since(t0));
-        expect(m.content == msg.content, "W1: the echo agent answered something else");
-      }
-    });
     // The info() call itself costs a little server CPU; negligible against cfg.calls replies.
-    cpu.agentd.add((c.info().cpu_seconds - cpu0) * 1e6 / cfg.calls);
-    EchoRun e = echo_run(cfg, echo, server_pid, switches.baseline);
+    cpu.agentd.add(server_cpu_per_call(c, cfg.calls, [&] {
+      add_switches(switches.agentd, server_pid, cfg.calls, [&] {
+        for (std::size_t i = 0; i < cfg.calls; ++i) {
+          auto t0 = Clock::now();
+          Msg m = a.reply(msg).get();
+          replies.push_back(micros_since(t0));
+          expect(m.content == msg.content, "W1: the echo agent answered something else");
+        }
+      });
+    }));
+    EchoRun e = echo_run(cfg, echo, server_pid, &switches.baseline);
     const std::vector<double>& capnp = e.latencies;
     cpu.baseline.add(e.cpu_per_call);
     auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);

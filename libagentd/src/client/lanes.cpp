@@ -152,10 +152,9 @@ void LaneSet::get(DeferredReply& r, std::chrono::milliseconds timeout) {
   }
   int held = DeferredReply::kHeld;
   if (!r.state.compare_exchange_strong(held, DeferredReply::kLane)) return;
-  if (t_held.lock().get() == &r) {
-    t_lane_held = false;
-    t_held.reset();
-  }
+  // r was this thread's held reply (a thread holds one at a time: hold() releases the one before).
+  t_lane_held = false;
+  t_held.reset();
   if (try_lane(r, timeout)) return;
   r.state.store(DeferredReply::kRpc);
   send_rpc(r, false);
@@ -272,7 +271,8 @@ void LaneSet::close() {
   for (auto& lane : lanes) {
     lane->closed.store(true);
     std::lock_guard lock(lane->fd_mu);
-    if (lane->fd >= 0) ::shutdown(lane->fd, SHUT_RDWR);  // a call on it fails now; its thread closes it
+    if (lane->client)
+      ::shutdown(lane->client->fd(), SHUT_RDWR);  // a call on it fails now; its thread closes it
   }
 }
 

@@ -37,19 +37,19 @@ class ClientCore;
 
 // One thread's lane to its client's server.
 struct ThreadLane {
-  std::mutex mu;                     // held while the lane carries a call
-  std::optional<LaneClient> client;  // guarded by mu; empty: not open (yet, or after a failure)
+  std::mutex mu;  // held while the lane carries a call
+  // Empty: not open (yet, or after a failure). Used under mu; set only by set_client(), which
+  // also holds fd_mu: so LaneSet::close() may shut client's socket from any thread under fd_mu
+  // alone (client->fd() is fixed while it is open, and a number reused after it is closed is
+  // never shut).
+  std::optional<LaneClient> client;
   std::chrono::steady_clock::time_point retry_after{};  // guarded by mu: no new lane before
-  // client's socket while open: LaneSet::close() shuts it from any thread, under fd_mu, which
-  // is also held to close it (so a number reused by then is never shut).
   std::mutex fd_mu;
-  int fd = -1;  // guarded by fd_mu
 
   // Sets (or, with nullopt, closes) the lane's connection. Holding mu.
   void set_client(std::optional<LaneClient> c) {
     std::lock_guard lock(fd_mu);
     client = std::move(c);
-    fd = client ? client->fd() : -1;
   }
   std::atomic<bool> closed{false};  // the client closed: no lane any more
   // This thread's calls sent on the RPC connection and not finished: while there are any, its

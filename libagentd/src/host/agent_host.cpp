@@ -90,9 +90,10 @@ void AgentHost::when_result(const std::string& call_id, kj::Function<void(const 
       wait_for_unknown));
 }
 
-void AgentHost::when_result_here(const std::string& call_id, ResultPool::Waiter w) {
+bool AgentHost::announce_result_here(const std::string& call_id, const std::string& agent_id,
+                                     ResultPool::Waiter w) {
   Locked lock(*this);
-  defer(results_.when_ready(call_id, kj::mv(w), /*wait_for_unknown=*/false));
+  return results_.add_pending(call_id, agent_id, &w);
 }
 
 void AgentHost::feed_from_result(const std::string& producer_call_id, const std::string& agent_id,

@@ -145,10 +145,11 @@ class AgentHost : private CallRunner::Host {
   // miss its outcome, however small the pool.
   void when_result(const std::string& call_id, kj::Function<void(const OutcomePtr&)> w,
                    bool wait_for_unknown);
-  // when_result() for a thread that is not the loop's (a lane, server/lanes.h): w runs on the
-  // thread that publishes the outcome (often the caller itself, inside run_here()), without
-  // the lock, and must only hand the outcome on. Registered before the call is queued.
-  void when_result_here(const std::string& call_id, ResultPool::Waiter w);
+  // announce_result() and when_result() in one look-up, for a thread that is not the loop's (a
+  // lane, server/lanes.h): w runs on the thread that publishes the outcome (often the caller
+  // itself, inside run_here()), without the lock, and must only hand the outcome on. False (w
+  // dropped) when the id is taken. Called before the call is queued.
+  bool announce_result_here(const std::string& call_id, const std::string& agent_id, ResultPool::Waiter w);
   // Gives call, queued on agent_id with input_ready == false, the outcome of producer_call_id
   // (a call on this server) as its input once it is there.
   void feed_from_result(const std::string& producer_call_id, const std::string& agent_id,

@@ -4,15 +4,16 @@
 
 namespace agentd::detail {
 
-bool ResultPool::add_pending(const std::string& call_id, std::string producer) {
+bool ResultPool::add_pending(const std::string& call_id, std::string producer, Waiter* then) {
   if (was_evicted(call_id)) return false;
   auto [it, inserted] = entries_.try_emplace(call_id);
   Entry& e = it->second;
-  if (!inserted && e.announced) return false;
-  if (!inserted && !e.outcome) --unknown_waits_;  // a consumer's wait for it ends here
+  if (!inserted && (e.announced || e.outcome)) return false;
+  if (!inserted) --unknown_waits_;  // a consumer's wait for it ends here
   e.announced = true;
   e.producer = std::move(producer);
   e.since = Clock::now();
+  if (then != nullptr) e.waiters.push_back(kj::mv(*then));
   return true;
 }
 
@@ -78,14 +79,58 @@ void ResultPool::evict_oldest() {
   const std::uint64_t hash = id_hash(*key);
   entries_.erase(entries_.find(*key));  // *key is the node's own key: gone from here on
   ++evictions_;
-  evicted_.insert(hash);
-  evicted_order_.emplace_back(hash, finished);
-  while (evicted_order_.size() > kEvictedMemory) {
-    forget_until(evicted_order_.front().second);
-    // One of the equal hashes: two ids that share a hash are remembered twice, forgotten in turn.
-    evicted_.erase(evicted_.find(evicted_order_.front().first));
-    evicted_order_.pop_front();
+  if (auto forgotten = evicted_.push(hash, finished)) forget_until(*forgotten);
+}
+
+bool ResultPool::EvictedIds::contains(std::uint64_t hash) const {
+  if (slots_.empty()) return false;  // nothing evicted yet
+  const std::uint64_t key = key_of(hash);
+  for (std::size_t i = home(key);; i = (i + 1) & (kSlots - 1)) {
+    if (slots_[i] == key) return true;
+    if (slots_[i] == 0) return false;
   }
+}
+
+std::optional<ResultPool::Clock::time_point> ResultPool::EvictedIds::push(std::uint64_t hash,
+                                                                          Clock::time_point finished) {
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots == std::size_t{1} << 17, "home() takes 17 bits");
+  const std::uint64_t key = key_of(hash);
+  if (slots_.empty()) {
+    slots_.assign(kSlots, 0);
+    ring_.reserve(kEvictedMemory);
+  }
+  insert(key);
+  if (ring_.size() < kEvictedMemory) {
+    ring_.emplace_back(key, finished);
+    return std::nullopt;
+  }
+  auto& oldest = ring_[oldest_];
+  erase_one(oldest.first);
+  const Clock::time_point forgotten = oldest.second;
+  oldest = {key, finished};
+  oldest_ = (oldest_ + 1) % kEvictedMemory;
+  return forgotten;
+}
+
+void ResultPool::EvictedIds::insert(std::uint64_t key) {
+  std::size_t i = home(key);
+  while (slots_[i] != 0) i = (i + 1) & (kSlots - 1);
+  slots_[i] = key;
+}
+
+void ResultPool::EvictedIds::erase_one(std::uint64_t key) {
+  std::size_t hole = home(key);
+  while (slots_[hole] != key) hole = (hole + 1) & (kSlots - 1);  // it is there: the ring holds it
+  // Backward shift: each later key of the run that would not be found past the hole moves into it.
+  for (std::size_t j = (hole + 1) & (kSlots - 1); slots_[j] != 0; j = (j + 1) & (kSlots - 1)) {
+    const std::size_t h = home(slots_[j]);
+    // Found from h by probing forward: it may stay at j when h lies cyclically in (hole, j].
+    const bool stays = hole < j ? (hole < h && h <= j) : (hole < h || h <= j);
+    if (stays) continue;
+    slots_[hole] = slots_[j];
+    hole = j;
+  }
+  slots_[hole] = 0;
 }
 
 std::optional<std::chrono::milliseconds> ResultPool::forgotten_age(Clock::time_point now) const {

@@ -21,7 +21,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -58,7 +57,9 @@ class ResultPool {
 
   // A producer announces call_id. Returns false when the id is taken (pending, finished or
   // recently evicted); a consumer that asked for the id before the producer arrived is fine.
-  bool add_pending(const std::string& call_id, std::string producer);
+  // With then: *then waits for the outcome, as when_ready() would, without a second look-up
+  // (moved from only on success; a newly announced id has no outcome, so nothing is ready yet).
+  bool add_pending(const std::string& call_id, std::string producer, Waiter* then = nullptr);
 
   // The producer finished. Returns every waiter, in registration order, to run.
   [[nodiscard]] Ready complete(const std::string& call_id, Outcome outcome);
@@ -102,10 +103,36 @@ class ResultPool {
     std::vector<Waiter> waiters;
   };
 
+  // The 64-bit hashes of the last kEvictedMemory evicted ids, each with when it finished, oldest
+  // first: a ring, and beside it an open-addressing table (linear probing, at most half full) that
+  // answers "is this hash remembered?" from one or two cache lines. Every call asks that (a new id
+  // must not be one recently evicted) and every eviction adds one and drops the oldest, so neither
+  // allocates: both arrays are made at the first eviction and keep their size.
+  class EvictedIds {
+   public:
+    bool contains(std::uint64_t hash) const;
+    // Remembers hash; when kEvictedMemory are remembered already, forgets the oldest and returns
+    // when that one finished.
+    std::optional<Clock::time_point> push(std::uint64_t hash, Clock::time_point finished);
+
+   private:
+    static constexpr std::size_t kSlots = 2 * kEvictedMemory;  // a power of two
+    static std::size_t home(std::uint64_t key) {
+      return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 47);  // 17 bits: kSlots
+    }
+    static std::uint64_t key_of(std::uint64_t hash) { return hash == 0 ? 1 : hash; }  // 0: empty slot
+    void insert(std::uint64_t key);
+    void erase_one(std::uint64_t key);  // one copy: two ids that share a hash are kept twice
+
+    std::vector<std::uint64_t> slots_;
+    std::vector<std::pair<std::uint64_t, Clock::time_point>> ring_;  // key, when it finished
+    std::size_t oldest_ = 0;                                         // in ring_, once full
+  };
+
   // Evicts the oldest finished entry (finished_order_.front()).
   void evict_oldest();
   static std::uint64_t id_hash(const std::string& call_id) { return std::hash<std::string>{}(call_id); }
-  bool was_evicted(const std::string& call_id) const { return evicted_.count(id_hash(call_id)) > 0; }
+  bool was_evicted(const std::string& call_id) const { return evicted_.contains(id_hash(call_id)); }
   Error gone_error(const std::string& call_id) const;
 
   Limits limits_;
@@ -118,8 +145,7 @@ class ResultPool {
   // hashes of the ids: no string per id. The price: a new id whose hash equals one of the
   // kEvictedMemory remembered is refused as taken, odds of 2^-48 per call (once in about 3x10^14
   // calls; an id answered "expired" that never ran here has the same odds).
-  std::unordered_multiset<std::uint64_t> evicted_;
-  std::deque<std::pair<std::uint64_t, Clock::time_point>> evicted_order_;  // hash, when it finished
+  EvictedIds evicted_;
   std::optional<Clock::time_point> forgotten_until_;
   std::uint64_t evictions_ = 0;
   // Entries made by when_ready() for an id no producer has announced yet and that have no outcome:

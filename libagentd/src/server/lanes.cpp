@@ -304,21 +304,21 @@ OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
     call->timeout = std::chrono::milliseconds(in.getTimeoutMs());
     call->timeout_by = "the caller's AgentRef::with_timeout";
   }
-  if (!host_.announce_result(call_id, agent_id))
-    return failed(
-        Error(ErrorCode::duplicate_call_id,
-              fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
-              agent_id, host_.class_of(agent_id)));
-  call->call_id = call_id;
   auto landing = std::make_shared<Landing>();
-  // Before the call is queued, so its outcome cannot be evicted unseen.
-  host_.when_result_here(call_id, [landing](const OutcomePtr& o) {
+  // Waits from before the call is queued, so its outcome cannot be evicted unseen.
+  const bool announced = host_.announce_result_here(call_id, agent_id, [landing](const OutcomePtr& o) {
     {
       std::lock_guard lock(landing->mu);
       landing->outcome = o;
     }
     landing->cv.notify_one();
   });
+  if (!announced)
+    return failed(
+        Error(ErrorCode::duplicate_call_id,
+              fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
+              agent_id, host_.class_of(agent_id)));
+  call->call_id = call_id;
   host_.run_here(agent_id, std::move(call));
   std::unique_lock lock(landing->mu);
   // Most often set already (the call ran on this thread). Else it runs elsewhere (its agent was

@@ -220,6 +220,34 @@ TEST_CASE("an evicted id is remembered for kEvictedMemory evictions, then forgot
   CHECK(pool.forgotten_age().has_value());  // forgetting e0 moved the horizon
 }
 
+TEST_CASE("after many evictions exactly the newest kEvictedMemory evicted ids answer expired",
+          "[result_pool]") {
+  // The remembered hashes live in one table that drops its oldest on every eviction: lookups of
+  // the ones kept must survive the removals around them.
+  ResultPool pool(limits(1));
+  const std::size_t memory = ResultPool::kEvictedMemory;
+  const std::size_t n = 2 * memory + memory / 2 + 1;  // the ring goes round twice and a half
+  auto eid = [](std::size_t i) { return id("w" + std::to_string(i) + "-"); };
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(pool.add_pending(eid(i), "a"));
+    pool.complete(eid(i), Msg("a", "x")).run();
+  }
+  // Evicted: 0 .. n-2 (n-1 is kept); remembered: the newest `memory` of those.
+  const std::size_t first_kept = n - 1 - memory;
+  std::size_t expired = 0, unknown = 0, wrong = 0;
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    Seen s;
+    pool.when_ready(eid(i), s.waiter(), false).run();
+    const ErrorCode code = s.error().code();
+    expired += code == ErrorCode::expired;
+    unknown += code == ErrorCode::unknown_call;
+    wrong += (i >= first_kept) != (code == ErrorCode::expired);
+  }
+  CHECK(expired == memory);
+  CHECK(unknown == n - 1 - memory);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("sweep fails a consumer's overdue wait after other waits for unknown ids have ended",
           "[result_pool]") {
   ResultPool pool(limits(10, 3600s, 5s));
