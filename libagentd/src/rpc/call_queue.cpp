@@ -46,6 +46,29 @@ void enqueue_with_input(RpcContext& ctx, const std::string& agent_id, std::share
 
 }  // namespace
 
+std::optional<Error> read_input(wire::Msg::Reader msg, const std::string& agent_id, Call& call) {
+  try {
+    call.input = std::make_shared<const Outcome>(read_msg(msg));
+  } catch (const Error& e) {
+    return Error(e.code(), e.message(), agent_id);
+  } catch (const kj::Exception& e) {
+    return unreadable(e, "the input message");
+  }
+  return std::nullopt;
+}
+
+void set_caller_timeout(Call& call, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return;
+  call.timeout = timeout;
+  call.timeout_by = "the caller's AgentRef::with_timeout";
+}
+
+Error duplicate_call_id(const AgentHost& host, const std::string& call_id, const std::string& agent_id) {
+  return Error(ErrorCode::duplicate_call_id,
+               fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
+               agent_id, host.class_of(agent_id));
+}
+
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report) {
   if (!req.trace_id.empty()) {
     if (auto why = trace_id_problem(req.trace_id); !why.empty())
@@ -61,30 +84,16 @@ std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport rep
   // The input message is read (and refused, when it cannot be) before anything is recorded.
   KJ_IF_MAYBE (in, req.input) {
     if (in->isMsg() && (req.kind == Call::Kind::reply || req.kind == Call::Kind::observe)) {
-      try {
-        call->input = std::make_shared<const Outcome>(read_msg(in->getMsg()));
-      } catch (const Error& e) {
-        return Error(e.code(), e.message(), req.agent_id);
-      } catch (const kj::Exception& e) {
-        return unreadable(e, "the input message");
-      }
+      if (auto unread = read_input(in->getMsg(), req.agent_id, *call)) return unread;
     }
   }
-  if (req.timeout.count() > 0) {
-    call->timeout = req.timeout;
-    call->timeout_by = "the caller's AgentRef::with_timeout";
-  }
+  set_caller_timeout(*call, req.timeout);
   switch (req.kind) {
     case Call::Kind::reply:
     case Call::Kind::method_async: {
       if (req.call_id.empty()) return Error(ErrorCode::bad_request, "a reply without a call id");
-      if (!ctx.host.announce_result(req.call_id, req.agent_id)) {
-        return Error(ErrorCode::duplicate_call_id,
-                     fmt::format("call id {} was already used on this server; call ids must be "
-                                 "unique",
-                                 req.call_id),
-                     req.agent_id, ctx.host.class_of(req.agent_id));
-      }
+      if (!ctx.host.announce_result(req.call_id, req.agent_id))
+        return duplicate_call_id(ctx.host, req.call_id, req.agent_id);
       call->call_id = req.call_id;
       call->on_chunk = std::move(req.on_chunk);
       // Before the call is queued, so its outcome cannot be evicted unseen.

@@ -51,6 +51,15 @@ struct CallReport {
 // (overloaded: nothing of the call is recorded, so the same call may come again).
 std::optional<Error> queue_call(RpcContext& ctx, CallRequest req, CallReport report);
 
+// Parts of a call that every way in sets up alike (queue_call, and the server's lanes,
+// server/lanes.h, which take replies on threads of their own):
+// - msg read as call's input; the error to answer instead when it cannot be read;
+std::optional<Error> read_input(wire::Msg::Reader msg, const std::string& agent_id, Call& call);
+// - the caller's deadline after the call is queued (AgentRef::with_timeout); 0: the server's;
+void set_caller_timeout(Call& call, std::chrono::milliseconds timeout);
+// - the error for a call id already announced on this server (pending, finished or evicted).
+Error duplicate_call_id(const AgentHost& host, const std::string& call_id, const std::string& agent_id);
+
 // Answers an RPC once the outcome of call_id is there: write (on the loop thread) fills the
 // RPC's results, unless the caller went away first. The returned promise is the RPC's.
 kj::Promise<void> answer_when_ready(RpcContext& ctx, const std::string& call_id, bool wait_for_unknown,

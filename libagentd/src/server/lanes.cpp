@@ -1,6 +1,7 @@
 #include "lanes.h"
 
 #include "accept.h"
+#include "call_queue.h"
 #include "connection_guard.h"
 #include "outcome_codec.h"
 #include "value_codec.h"
@@ -292,18 +293,9 @@ OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
   auto call = std::make_shared<Call>();
   call->kind = Call::Kind::reply;
   if (in.hasInput()) {
-    try {
-      call->input = std::make_shared<const Outcome>(read_msg(in.getInput()));
-    } catch (const Error& e) {
-      return failed(Error(e.code(), e.message(), agent_id));
-    } catch (const kj::Exception& e) {
-      return failed(unreadable(e, "the input message"));
-    }
+    if (auto unread = read_input(in.getInput(), agent_id, *call)) return failed(*unread);
   }
-  if (in.getTimeoutMs() > 0) {
-    call->timeout = std::chrono::milliseconds(in.getTimeoutMs());
-    call->timeout_by = "the caller's AgentRef::with_timeout";
-  }
+  set_caller_timeout(*call, std::chrono::milliseconds(in.getTimeoutMs()));
   auto landing = std::make_shared<Landing>();
   // Waits from before the call is queued, so its outcome cannot be evicted unseen.
   const bool announced = host_.announce_result_here(call_id, agent_id, [landing](const OutcomePtr& o) {
@@ -313,11 +305,7 @@ OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
     }
     landing->cv.notify_one();
   });
-  if (!announced)
-    return failed(
-        Error(ErrorCode::duplicate_call_id,
-              fmt::format("call id {} was already used on this server; call ids must be unique", call_id),
-              agent_id, host_.class_of(agent_id)));
+  if (!announced) return failed(duplicate_call_id(host_, call_id, agent_id));
   call->call_id = call_id;
   host_.run_here(agent_id, std::move(call));
   std::unique_lock lock(landing->mu);
