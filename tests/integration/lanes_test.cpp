@@ -281,6 +281,33 @@ TEST_CASE("ClientOptions::lanes: a reply whose get() follows takes the thread's 
   CHECK(c.stats().requests > 0);
 }
 
+TEST_CASE("a lane answers before the host's bookkeeping, yet what the caller asks next includes the call",
+          "[lanes]") {
+  // The lane thread writes the answer as soon as the call is counted; the result pool and the
+  // agent's mailbox learn of it after. A caller that reads the answer and at once asks the server
+  // about the call, or uses its result, must not see the difference.
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect(lanes_on());
+  AgentRef a = c.create_agent("EchoAgent", "early-a");
+  AgentRef b = c.create_agent("EchoAgent", "early-b", Value{{"prefix", "b:"}});
+  const auto lane_calls0 = c.info().lane_calls;
+  constexpr int kRounds = 40;
+  for (int i = 0; i < kRounds; ++i) {
+    const std::string text = "m" + std::to_string(i);
+    Placeholder p = a.reply(lane_text(text));
+    REQUIRE(p.get().text() == text);
+    // Counted before the answer: the agent's and the server's counts include it (the agent's
+    // count, its "count" calls below too; a reply with a placeholder input takes no lane).
+    CHECK(a.info().completed_calls == 2 * static_cast<std::uint64_t>(i) + 1);
+    CHECK(c.info().lane_calls == lane_calls0 + static_cast<std::uint64_t>(i) + 1);
+    // Its result by call id, as another agent's input: found (waited for if still being published).
+    CHECK(b.reply(p).get().text() == "b:" + text);
+    // The agent's next call, on the RPC connection, runs after this one finished.
+    CHECK(a.call("count").get<int>() == i + 1);
+  }
+  CHECK(memory_texts(a).size() == 2 * kRounds);
+}
+
 TEST_CASE("ClientOptions::lanes: replies not waited for at once still run side by side and in order",
           "[lanes]") {
   TempDir dir;

@@ -578,15 +578,56 @@ std::function<void(std::string_view)> AgentHost::chunk_sink(const Call& call) {
   };
 }
 
+bool AgentHost::count_finished_locked(AgentSlot& slot, const Call& call, SpanRecord& span) {
+  // An agent's own counts are of the calls that ran its code: a read of its memory (an
+  // operator's, a console's) is not one of them.
+  if (!reads_only(call)) {
+    if (call.out_error)
+      ++slot.failed;
+    else
+      ++slot.completed;
+    slot.last_call_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  }
+  const bool sink = static_cast<bool>(span_sink_);
+  const auto now = std::chrono::steady_clock::now();
+  stats_.finished(slot, call, now, sink ? &span : nullptr);
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug(
+        "call finished: agent={} class={} kind={}{}{} call_id={} outcome={} "
+        "run_ms={:.3f}",
+        slot.id, slot.class_name, kind_name(call.kind), call.method.empty() ? "" : " method=", call.method,
+        call.call_id.empty() ? "-" : call.call_id,
+        call.out_error ? fmt::format("error({})", to_string(call.out_error->code())) : std::string("ok"),
+        std::chrono::duration<double>(now - call.started).count() * 1000);
+  }
+  return sink;
+}
+
 void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) {
+  SpanRecord span;
+  bool sink = false;
+  bool counted = false;
+  if (EarlyAnswer* early = t_early_answer; early != nullptr && early->call == call.get()) {
+    t_early_answer = nullptr;
+    if (store_.load() == nullptr) {
+      // Counted (and its span kept) before its caller hears of it, so what a caller asks the
+      // server right after its answer includes this call; published and pumped after.
+      {
+        Locked lock(*this);
+        sink = count_finished_locked(*slot, *call, span);
+      }
+      counted = true;
+      early->sent = early->send(*call);
+    }
+  }
   call.reset();  // the mailbox holds it until finish_head()
   // A worker keeps the first blocking call made runnable from here on: its agent's next call
   // when there is one (pumped below, before the waiters run), else a call the waiters free
   // (the next link of a chain). Either way what this call released reaches the loop before
   // anything its agent's next call releases: an agent's outcomes keep their order.
   Continuation::Window window;
-  SpanRecord span;
-  bool sink = false;
   // The store whose commit of the call's change this thread leads (StateStore::submit_to_lead).
   // Kept rather than read again after the unlock: the server's shutdown clears store_ (and then
   // closes the store, which waits for this lead) while workers still finish calls.
@@ -595,29 +636,7 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
     Locked lock(*this);
     call = mailboxes_.finish_head(*slot);
     watch_finish(*slot, *call);
-    // An agent's own counts are of the calls that ran its code: a read of its memory (an
-    // operator's, a console's) is not one of them.
-    if (!reads_only(*call)) {
-      if (call->out_error)
-        ++slot->failed;
-      else
-        ++slot->completed;
-      slot->last_call_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-    }
-    sink = static_cast<bool>(span_sink_);
-    const auto now = std::chrono::steady_clock::now();
-    stats_.finished(*slot, *call, now, sink ? &span : nullptr);
-    if (spdlog::should_log(spdlog::level::debug)) {
-      spdlog::debug(
-          "call finished: agent={} class={} kind={}{}{} call_id={} outcome={} "
-          "run_ms={:.3f}",
-          slot->id, slot->class_name, kind_name(call->kind),
-          call->method.empty() ? "" : " method=", call->method, call->call_id.empty() ? "-" : call->call_id,
-          call->out_error ? fmt::format("error({})", to_string(call->out_error->code())) : std::string("ok"),
-          std::chrono::duration<double>(now - call->started).count() * 1000);
-    }
+    if (!counted) sink = count_finished_locked(*slot, *call, span);
     // With a state store, published once the call's change is committed.
     lead = commit_and_publish(slot, call);
     if (slot->removed)

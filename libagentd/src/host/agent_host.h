@@ -83,6 +83,23 @@ class LoopScheduler;
 class WorkerPool;
 class AgentServices;
 
+// A call whose caller is answered before the host's bookkeeping after it (AgentHost::finished):
+// a lane's (server/lanes.cpp) run on the lane's own thread. The lane thread points
+// t_early_answer at one around run_here(); finished() counts the call and keeps its span (so
+// what the caller asks the server next includes it), calls send on that thread with the call's
+// final outcome (out_msg or out_error, and its usage), then publishes it to the result pool and
+// pumps its agent while the caller already reads the answer (a consumer of its result waits for
+// the publication; the agent's next call waits in its mailbox). Not with a state store: a
+// durable call is answered after its commit, as any call is.
+struct EarlyAnswer {
+  const Call* call = nullptr;
+  // Writes the call's answer; false when it cannot go early (the caller then gets the published
+  // outcome as usual). Must not throw: finished() goes on after it.
+  kj::Function<bool(const Call&)> send;
+  bool sent = false;
+};
+inline thread_local EarlyAnswer* t_early_answer = nullptr;
+
 struct AgentInfoRow {
   std::string id;
   std::string name;
@@ -315,8 +332,12 @@ class AgentHost : private CallRunner::Host {
   std::function<void(std::string_view)> chunk_sink(const Call& call) override;
   // Takes the lock: counts the call, keeps its span, commits and publishes it, and pumps its
   // agent; the waiters it released run after unlocking. A worker keeps the first blocking call
-  // that becomes runnable meanwhile (mailbox.h, Continuation).
+  // that becomes runnable meanwhile (mailbox.h, Continuation). A lane's call is answered after
+  // it is counted and before the rest (EarlyAnswer).
   void finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr<Call> call) override;
+  // Under the lock: counts a finished call (its agent's and the server's) and keeps its span,
+  // copied to span when there is a span sink (returned: whether there is).
+  bool count_finished_locked(AgentSlot& slot, const Call& call, SpanRecord& span);
 
   // All with the lock held.
   // Mailboxes' dispatch: a blocking call goes to a worker (or this worker's continuation), an

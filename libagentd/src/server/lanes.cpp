@@ -257,15 +257,60 @@ void Lanes::serve(Lane& lane) {
   lane.done = true;
 }
 
+namespace {
+
+// One answer on a lane: the call id and an outcome (a message or an error, with the call's usage),
+// of about size bytes.
+void write_answer(int fd, const std::string& call_id, const CallUsage& usage, const Msg* msg,
+                  const Error* error, std::size_t size) {
+  capnp::MallocMessageBuilder mb(
+      static_cast<unsigned>(std::min<std::size_t>(size / sizeof(capnp::word) + 64, 1u << 20)));
+  auto answer = mb.initRoot<wire::LaneAnswer>();
+  answer.setCallId(to_kj(call_id));
+  auto out = answer.initOutcome();
+  write_usage(usage, out);
+  if (msg != nullptr)
+    write_msg(*msg, out.initMsg());
+  else
+    write_error(*error, out.initError());
+  capnp::writeMessageToFd(fd, mb);
+}
+
+}  // namespace
+
 void Lanes::answer_one(const Lane& lane, wire::LaneCall::Reader call) {
   std::string call_id;
   OutcomePtr outcome;
+  // The call's answer, written from inside the host when the call runs on this thread (see
+  // EarlyAnswer): before the host's bookkeeping, which then overlaps the caller's next step.
+  EarlyAnswer early;
+  std::exception_ptr early_failure;  // writing it failed: the lane is closed, as below
+  early.send = [&](const Call& c) {
+    const Msg* msg = c.out_error ? nullptr : (c.out_msg ? &*c.out_msg : nullptr);
+    const Error* error = c.out_error ? &*c.out_error : nullptr;
+    if (msg == nullptr && error == nullptr) return false;
+    const CallUsage usage = call_usage(c);
+    const std::size_t size =
+        (usage.empty() ? 0 : 32) + (msg != nullptr ? approx_wire_size(*msg) : error_size(*error));
+    if (size > options_.max_message_bytes) return false;  // answered below, as too large
+    calls_.fetch_add(1, std::memory_order_relaxed);       // counted before its caller can read it
+    try {
+      write_answer(lane.fd, call_id, usage, msg, error, size);
+    } catch (...) {
+      early_failure = std::current_exception();
+    }
+    return true;
+  };
   try {
     call_id = to_std(call.getCallId());
-    outcome = run_call(call);
+    outcome = run_call(call, early);
   } catch (const kj::Exception& e) {
     // A call the message's limits refuse (a value nested too deep, a broken pointer).
     outcome = failed(unreadable(e, "the call"));
+  }
+  if (early.sent) {
+    if (early_failure) std::rethrow_exception(early_failure);
+    return;
   }
   calls_.fetch_add(1, std::memory_order_relaxed);
   const std::size_t size = outcome_size(*outcome, 0);
@@ -275,15 +320,11 @@ void Lanes::answer_one(const Lane& lane, wire::LaneCall::Reader call) {
                                        "server ({} bytes, --max-message-bytes)",
                                        size, options_.max_message_bytes),
                            to_std(call.getAgentId())));
-  capnp::MallocMessageBuilder mb(
-      static_cast<unsigned>(std::min<std::size_t>(size / sizeof(capnp::word) + 64, 1u << 20)));
-  auto answer = mb.initRoot<wire::LaneAnswer>();
-  answer.setCallId(to_kj(call_id));
-  write_outcome(*outcome, answer.initOutcome(), 0);
-  capnp::writeMessageToFd(lane.fd, mb);
+  write_answer(lane.fd, call_id, outcome->usage, std::get_if<Msg>(outcome.get()),
+               std::get_if<Error>(outcome.get()), size);
 }
 
-OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
+OutcomePtr Lanes::run_call(wire::LaneCall::Reader in, EarlyAnswer& early) {
   std::string agent_id = to_std(in.getAgentId());
   std::string call_id = to_std(in.getCallId());
   if (call_id.empty())
@@ -307,7 +348,12 @@ OutcomePtr Lanes::run_call(wire::LaneCall::Reader in) {
   });
   if (!announced) return failed(duplicate_call_id(host_, call_id, agent_id));
   call->call_id = call_id;
-  host_.run_here(agent_id, std::move(call));
+  early.call = call.get();
+  {
+    t_early_answer = &early;
+    KJ_DEFER(t_early_answer = nullptr);  // when it ran elsewhere, or failed before running
+    host_.run_here(agent_id, std::move(call));
+  }
   std::unique_lock lock(landing->mu);
   // Most often set already (the call ran on this thread). Else it runs elsewhere (its agent was
   // busy, or is asynchronous) and its deadline, or the server's stop, bounds the wait.

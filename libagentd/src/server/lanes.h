@@ -78,7 +78,7 @@ class Lanes {
   // Runs one call read from lane and writes its answer back (a write that fails throws).
   void answer_one(const Lane& lane, wire::LaneCall::Reader call);
   // The outcome of one call read from a lane (refused before queueing, or what it produced).
-  OutcomePtr run_call(wire::LaneCall::Reader call);
+  OutcomePtr run_call(wire::LaneCall::Reader call, EarlyAnswer& early);
   void reap_locked(std::vector<std::thread>& out);
 
   AgentHost& host_;

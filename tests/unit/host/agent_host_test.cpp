@@ -280,3 +280,47 @@ TEST_CASE("a clone starts from its source's memory, taken in call order", "[agen
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].text() == "remembered");
 }
+
+TEST_CASE("a call answered early is counted before its answer and published after it", "[agent_host]") {
+  // What a lane does (server/lanes.cpp): the call runs on the caller's thread, and EarlyAnswer's
+  // send writes the answer from inside the host, before the result pool has it.
+  Fixture f;
+  const std::string a = f.create("a");
+  const std::string call_id = "early0000000000000000000000000000";
+  auto call = f.reply_call(a, call_id, "hi");
+  EarlyAnswer early;
+  early.call = call.get();
+  std::string answered;
+  std::uint64_t completed_then = 0, server_completed_then = 0;
+  bool published_then = true;
+  early.send = [&](const Call& c) {
+    answered = c.out_msg ? c.out_msg->text() : "(no message)";
+    completed_then = f.host.info(a)->completed;
+    server_completed_then = f.host.calls_completed();
+    published_then = f.host.peek_result(call_id) != nullptr;
+    return true;
+  };
+  t_early_answer = &early;
+  f.host.run_here(a, std::move(call));
+  t_early_answer = nullptr;
+  CHECK(early.sent);
+  CHECK(answered == "hi>a");
+  CHECK(completed_then == 1);
+  CHECK(server_completed_then == 1);
+  CHECK_FALSE(published_then);
+  // Published (and the agent free) by the time run_here() returned on this thread.
+  auto o = f.host.peek_result(call_id);
+  REQUIRE(o != nullptr);
+  CHECK(std::get<Msg>(*o).text() == "hi>a");
+
+  // Another call's EarlyAnswer, or a call that does not run on this thread, is not sent early.
+  auto other = f.reply_call(a, "early1000000000000000000000000000", "again");
+  EarlyAnswer not_this;
+  not_this.call = nullptr;
+  not_this.send = [&](const Call&) { return true; };
+  t_early_answer = &not_this;
+  f.host.run_here(a, std::move(other));
+  t_early_answer = nullptr;
+  CHECK_FALSE(not_this.sent);
+  CHECK(f.outcome("early1000000000000000000000000000") != nullptr);
+}
