@@ -290,8 +290,7 @@ void Lanes::answer_one(const Lane& lane, wire::LaneCall::Reader call) {
     const Error* error = c.out_error ? &*c.out_error : nullptr;
     if (msg == nullptr && error == nullptr) return false;
     const CallUsage usage = call_usage(c);
-    const std::size_t size =
-        (usage.empty() ? 0 : 32) + (msg != nullptr ? approx_wire_size(*msg) : error_size(*error));
+    const std::size_t size = outcome_size(usage, msg, error);
     if (size > options_.max_message_bytes) return false;  // answered below, as too large
     calls_.fetch_add(1, std::memory_order_relaxed);       // counted before its caller can read it
     try {

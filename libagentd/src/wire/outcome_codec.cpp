@@ -10,13 +10,20 @@ std::size_t error_size(const Error& e) {
   return e.message().size() + e.agent_id().size() + e.agent_class().size() + 64;
 }
 
+namespace {
+std::size_t usage_size(const CallUsage& u) { return u.empty() ? 0 : 32; }
+}  // namespace
+
 std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit) {
-  const std::size_t usage = o.usage.empty() ? 0 : 32;
   if (const Msg* m = std::get_if<Msg>(&o)) {
     std::size_t size = approx_wire_size(*m);
-    return usage + (inline_limit > 0 && size > inline_limit ? 16 : size);
+    return usage_size(o.usage) + (inline_limit > 0 && size > inline_limit ? 16 : size);
   }
-  return usage + error_size(std::get<Error>(o));
+  return usage_size(o.usage) + error_size(std::get<Error>(o));
+}
+
+std::size_t outcome_size(const CallUsage& usage, const Msg* msg, const Error* error) {
+  return usage_size(usage) + (msg != nullptr ? approx_wire_size(*msg) : error_size(*error));
 }
 
 void write_usage(const CallUsage& u, wire::Outcome::Builder out) {

@@ -20,6 +20,8 @@ namespace agentd::detail {
 // About how many bytes write_error(e) / write_outcome(o, ..., inline_limit) write.
 std::size_t error_size(const Error& e);
 std::size_t outcome_size(const Outcome& o, std::uint64_t inline_limit);
+// The same for an outcome not (yet) made into one: a message (or else an error) with usage.
+std::size_t outcome_size(const CallUsage& usage, const Msg* msg, const Error* error);
 
 // inline_limit > 0: a bigger message is announced (tooLarge, with its size) instead of sent. The
 // usage goes with it either way (nothing when it is all zeros).
