@@ -60,6 +60,19 @@ bool read_full(int fd, char* buf, std::size_t n) {
   return true;
 }
 
+// read_full that polls (non-blocking recv) for up to spin before it sleeps in read(), as a lane
+// client does (ClientOptions::lane_spin).
+bool read_polling(int fd, char* buf, std::size_t n, std::chrono::microseconds spin) {
+  const auto until = Clock::now() + spin;
+  std::size_t got = 0;
+  while (got < n && Clock::now() < until) {
+    ssize_t r = ::recv(fd, buf + got, n - got, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    if (r > 0) got += static_cast<std::size_t>(r);
+  }
+  return read_full(fd, buf + got, n - got);
+}
+
 bool write_full(int fd, const char* buf, std::size_t n) {
   std::size_t put = 0;
   while (put < n) {
@@ -194,7 +207,8 @@ double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payl
   return n / (micros_since(t0) / 1e6);
 }
 
-std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload) {
+std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload,
+                                         std::chrono::microseconds spin) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -208,7 +222,7 @@ std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, 
   std::string msg(payload, 'x'), back(payload, '\0');
   for (std::size_t i = 0; ok && i < calls + kWarmup; ++i) {
     auto t0 = Clock::now();
-    ok = write_full(fd, msg.data(), payload) && read_full(fd, back.data(), payload);
+    ok = write_full(fd, msg.data(), payload) && read_polling(fd, back.data(), payload, spin);
     if (ok && i >= kWarmup) out.push_back(micros_since(t0));
   }
   ::close(fd);

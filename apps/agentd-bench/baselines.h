@@ -5,6 +5,7 @@
 //   - a raw TCP ping-pong over loopback to the same child: the floor under any RPC.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,7 +54,10 @@ double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payl
 
 // Sequential ping-pongs of payload bytes over a plain loopback TCP socket (TCP_NODELAY) to the
 // raw echo on port (EchoServers::tcp_port); microseconds per round trip, after a short warm-up.
-std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload);
+// spin > 0: each answer is polled for (non-blocking recv) up to spin before the thread sleeps in
+// read(), as a lane client does (ClientOptions::lane_spin); the echo side sleeps in read() always.
+std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload,
+                                         std::chrono::microseconds spin = std::chrono::microseconds(0));
 // Round trips of payload bytes over a Unix socket pair to an echo thread of this process (first
 // 50 excluded).
 std::vector<double> unix_pingpong_latency(std::size_t calls, std::size_t payload);

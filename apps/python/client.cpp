@@ -3,6 +3,7 @@
 #include "shared_methods.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -23,6 +24,11 @@ std::optional<py::gil_scoped_release> maybe_release_gil() {
 LaneUse lane_use(const std::optional<bool>& lanes) {
   if (!lanes) return LaneUse::automatic;
   return *lanes ? LaneUse::on : LaneUse::off;
+}
+
+// lane_spin=None (the default): ClientOptions::lane_spin's default; else seconds.
+void set_lane_spin(ClientOptions& o, const std::optional<double>& lane_spin) {
+  if (lane_spin) o.lane_spin = std::chrono::microseconds(std::llround(*lane_spin * 1e6));
 }
 
 }  // namespace
@@ -93,7 +99,7 @@ void bind_client(py::module_& m) {
           [](const std::string& host, std::uint16_t port, double timeout, double connect_timeout,
              std::string token, std::string tls_ca, std::string tls_cert, std::string tls_key,
              double reconnect_initial, double reconnect_max, double reconnect_deadline, bool single_thread,
-             std::optional<bool> lanes) {
+             std::optional<bool> lanes, std::optional<double> lane_spin) {
             ClientOptions o = connect_options(timeout, connect_timeout, std::move(token), std::move(tls_ca),
                                               std::move(tls_cert), std::move(tls_key));
             // Seconds, like the timeouts; reconnect_deadline 0: never reconnect.
@@ -102,6 +108,7 @@ void bind_client(py::module_& m) {
             o.reconnect_deadline = to_millis(reconnect_deadline);
             o.single_thread = single_thread;
             o.lanes = lane_use(lanes);
+            set_lane_spin(o, lane_spin);
             std::optional<Client> c;
             {
               py::gil_scoped_release release;
@@ -113,18 +120,19 @@ void bind_client(py::module_& m) {
           py::arg("token") = "", py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
           py::arg("reconnect_initial") = 0.1, py::arg("reconnect_max") = 5.0,
           py::arg("reconnect_deadline") = 60.0, py::arg("single_thread") = false,
-          py::arg("lanes") = py::none())
+          py::arg("lanes") = py::none(), py::arg("lane_spin") = py::none())
       .def_static(
           "spawn_child",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,
              std::string model_config_path, std::string server_path, std::vector<std::string> extra_args,
              double start_timeout, double timeout, std::string token, std::vector<std::string> agent_dirs,
-             bool single_thread, std::optional<bool> lanes) {
+             bool single_thread, std::optional<bool> lanes, std::optional<double> lane_spin) {
             ChildOptions o = child_options(std::move(plugins), std::move(plugin_dirs), std::move(agent_dirs),
                                            std::move(model_config_path), std::move(server_path),
                                            std::move(extra_args), start_timeout, timeout, std::move(token));
             o.client.single_thread = single_thread;
             o.client.lanes = lane_use(lanes);
+            set_lane_spin(o.client, lane_spin);
             Millis t = o.client.timeout;
             std::optional<Client> c;
             {
@@ -138,7 +146,7 @@ void bind_client(py::module_& m) {
           py::arg("server_path") = "", py::arg("extra_args") = std::vector<std::string>{},
           py::arg("start_timeout") = 30.0, py::arg("timeout") = 1800.0, py::arg("token") = "",
           py::arg("agent_dirs") = std::vector<std::string>{}, py::arg("single_thread") = false,
-          py::arg("lanes") = py::none())
+          py::arg("lanes") = py::none(), py::arg("lane_spin") = py::none())
       .def_static(
           "local",
           [](std::vector<std::string> plugins, std::vector<std::string> plugin_dirs,

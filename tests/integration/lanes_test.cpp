@@ -12,6 +12,7 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -279,6 +280,84 @@ TEST_CASE("ClientOptions::lanes: a reply whose get() follows takes the thread's 
   CHECK(lanes_eventually([&] { return c.info().lanes_open == 1; }));
   CHECK(memory_texts(a).size() == 12);
   CHECK(c.stats().requests > 0);
+}
+
+namespace {
+
+// CPU time the calling thread has run so far.
+std::chrono::nanoseconds thread_cpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+}  // namespace
+
+TEST_CASE("a lane polls for its answer only while its answers come within the spin", "[lanes]") {
+  auto server = ServerProcess::start(lane_args());
+  Client c = server->connect();
+  AgentRef fast = c.create_agent("EchoAgent", "spin-fast");
+  AgentRef slow = c.create_agent("EchoAgent", "spin-slow", Value{{"sleep_ms", 600}});
+  LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "");
+  CHECK_FALSE(lane.polls_next());  // no spin set: it sleeps in read() at once
+  // Far longer than any echo takes here, even sanitized on busy cores; far shorter than a slow call.
+  lane.set_spin(std::chrono::milliseconds(200));
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("one CPU: a lane never polls, nothing more to check");
+    CHECK_FALSE(lane.polls_next());
+    return;
+  }
+  CHECK(lane.polls_next());
+  Msg x = lane_text("x");
+  CHECK(reply_text(lane.reply(fast.id(), new_id(), &x)) == "x");
+  CHECK(lane.polls_next());
+
+  // A slow answer: polled for up to the spin, then slept for; the next call sleeps at once.
+  CHECK(reply_text(lane.reply(slow.id(), new_id(), &x)) == "x");
+  CHECK_FALSE(lane.polls_next());
+  const auto cpu0 = thread_cpu();
+  CHECK(reply_text(lane.reply(slow.id(), new_id(), &x)) == "x");
+  // Polling would have run this thread for most of the 200 ms spin.
+  CHECK(thread_cpu() - cpu0 < std::chrono::milliseconds(50));
+  CHECK_FALSE(lane.polls_next());
+
+  // One quick answer turns polling back on.
+  CHECK(reply_text(lane.reply(fast.id(), new_id(), &x)) == "x");
+  CHECK(lane.polls_next());
+
+  // An answer of many reads while polling arrives whole.
+  const std::string big(300 * 1000, 'b');
+  Msg large = lane_text(big);
+  CHECK(reply_text(lane.reply(fast.id(), new_id(), &large)) == big);
+  CHECK(lane.polls_next());
+
+  // The caller's wait still bounds a polled-for answer: polling for 200 ms, then read() times out.
+  lane.set_spin(std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  auto e = refusal([&] {
+    lane.reply(slow.id(), new_id(), &x, std::chrono::milliseconds(0), std::chrono::milliseconds(150));
+  });
+  CHECK(e.code() == ErrorCode::timeout);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(150));
+}
+
+TEST_CASE("ClientOptions::lane_spin out of range is refused, naming the option", "[lanes]") {
+  auto server = ServerProcess::start(lane_args());
+  for (auto bad :
+       {std::chrono::microseconds(-1), ClientOptions::kMaxLaneSpin + std::chrono::microseconds(1)}) {
+    ClientOptions o;
+    o.lane_spin = bad;
+    auto e = refusal([&] { server->connect(o); });
+    CHECK(e.code() == ErrorCode::bad_args);
+    CHECK_THAT(e.message(), Contains("ClientOptions::lane_spin"));
+  }
+  // lane_spin 0: lanes still carry calls, the thread sleeping for each answer.
+  ClientOptions o = lanes_on();
+  o.lane_spin = std::chrono::microseconds(0);
+  Client c = server->connect(o);
+  AgentRef a = c.create_agent("EchoAgent", "spin-off");
+  for (int i = 0; i < 3; ++i) CHECK(a.reply(lane_text("x")).get().text() == "x");
+  CHECK(c.info().lane_calls == 3);
 }
 
 TEST_CASE("a lane answers before the host's bookkeeping, yet what the caller asks next includes the call",

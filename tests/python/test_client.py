@@ -265,10 +265,19 @@ def test_lanes_client():
             # Passed on before it is read: it goes on the connection, and b consumes it.
             assert b(a(Msg("user", "x"))).get().content == "> x"
             assert [m.content for m in a.memory()][-2:] == ["x", "> x"]
+        # lane_spin (seconds): how long a lane polls for its answer before it sleeps; 0: never.
+        with s.connect(lane_spin=0) as c:
+            a = c.create_agent("EchoAgent", "P")
+            assert a(Msg("user", "slept")).get().content == "slept"
+            assert c.info().lane_calls == 4
+        for bad in (-0.001, 0.5):
+            with pytest.raises(agentd.Error) as e:
+                s.connect(lane_spin=bad)
+            assert e.value.code == "bad_args" and "lane_spin" in str(e.value)
         with s.connect(lanes=False) as c:
             a = c.create_agent("EchoAgent", "N")
             assert a(Msg("user", "off")).get().content == "off"
-            assert c.info().lane_calls == 3
+            assert c.info().lane_calls == 4
         with pytest.raises(agentd.Error) as e:
             s.connect(lanes=True, single_thread=True)
         assert e.value.code == "bad_args"

@@ -31,6 +31,20 @@ double server_cpu_per_call(Client& c, std::size_t calls, Body&& body) {
   return (c.info().cpu_seconds - cpu0) * 1e6 / static_cast<double>(calls);
 }
 
+// CPU time the calling thread spends in body, per call (CLOCK_THREAD_CPUTIME_ID): what a
+// synchronous call costs the program's own thread, polling for its answer included.
+template <typename Body>
+double thread_cpu_per_call(std::size_t calls, Body&& body) {
+  auto now = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+  };
+  const double t0 = now();
+  body();
+  return (now() - t0) / static_cast<double>(calls);
+}
+
 // The context-switch rows: every time a thread of the server sleeps and is woken again counts one,
 // so they show the thread hand-offs a call costs in each server without a clock.
 void finish_switch_row(Row& row, Report& report) {
@@ -157,6 +171,7 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
   std::optional<detail::LaneClient> bare;
   try {
     bare.emplace(detail::LaneClient::connect(host, port, dep.client_options().token));
+    bare->set_spin(dep.client_options().lane_spin);  // polls for its answers as the client's lanes do
   } catch (const Error& e) {
     progress("W1 lane rows skipped: " + e.message());
     return;
@@ -164,8 +179,12 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
   ClientOptions off_options = dep.client_options();
   off_options.lanes = LaneUse::off;
   Client off = Client::connect(host, port, off_options);
+  ClientOptions asleep_options = dep.client_options();
+  asleep_options.lane_spin = std::chrono::microseconds(0);
+  Client asleep = Client::connect(host, port, asleep_options);
   AgentRef a = off.create_agent("EchoAgent", "bench-w1-lanes-off");
   AgentRef usual = c.create_agent("EchoAgent", "bench-w1-lanes-usual");
+  AgentRef sleeper = asleep.create_agent("EchoAgent", "bench-w1-lane-spin-off");
   const std::string agent = a.id();
   Msg msg = text_msg(cfg.payload);
   auto bare_latencies = [&](std::size_t n) {
@@ -186,6 +205,8 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
   Row bare50{"W1", "bare lane call p50", "us"};
   Row bare_tcp{"W1", "bare lane call p50 vs raw TCP", "us"};
   Row bare_cpu{"W1", "server CPU per bare lane call", "us"};
+  Row spin50{"W1", "reply().get() p50, lane_spin 0", "us"};
+  Row spin_cpu{"W1", "client thread CPU per reply()+get(), lane_spin 0", "us"};
   for (int r = 0; r < cfg.repeat; ++r) {
     progress(fmt::format("W1 lanes off / bare lane repeat {}/{}", r + 1, cfg.repeat));
     std::vector<double> rpc, lanes;
@@ -198,6 +219,20 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
         r, [&] { replies_on(a, rpc, off_cpu.agentd); }, [&] { replies_on(usual, lanes, off_cpu.baseline); });
     off50.agentd.add(percentile(rpc, 50));
     off50.baseline.add(percentile(lanes, 50));
+    // The lane's answer slept for (lane_spin 0) against polled for (the default), alternating.
+    std::vector<double> slept, polled;
+    alternating(
+        r,
+        [&] {
+          spin_cpu.agentd.add(
+              thread_cpu_per_call(cfg.calls + 50, [&] { slept = reply_latencies(sleeper, msg, cfg.calls); }));
+        },
+        [&] {
+          spin_cpu.baseline.add(
+              thread_cpu_per_call(cfg.calls + 50, [&] { polled = reply_latencies(usual, msg, cfg.calls); }));
+        });
+    spin50.agentd.add(percentile(slept, 50));
+    spin50.baseline.add(percentile(polled, 50));
     bare_latencies(50);  // warm-up
     std::vector<double> bare_replies;
     bare_cpu.agentd.add(server_cpu_per_call(c, cfg.calls, [&] { bare_replies = bare_latencies(cfg.calls); }));
@@ -213,13 +248,19 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
     row->baseline_name = "usual client (lanes)";
     row->note = "informative: ClientOptions::lanes = LaneUse::off, every call on the RPC connection";
   }
+  for (Row* row : {&spin50, &spin_cpu}) {
+    row->baseline_name = fmt::format("lane_spin {} us (default)", ClientOptions{}.lane_spin.count());
+    row->note = "informative: ClientOptions::lane_spin 0, the lane's answer read by a sleeping thread";
+  }
   for (Row* row : {&bare50, &bare_cpu}) row->baseline_name = "capnp echo";
   bare_tcp.baseline_name = "raw TCP";
   for (Row* row : {&bare50, &bare_tcp, &bare_cpu})
     row->note = "informative: the lane with no placeholder or client around it (net/lane_client.h)";
-  for (Row* row : {&off50, &off_cpu, &bare50, &bare_tcp, &bare_cpu}) report.rows.push_back(std::move(*row));
+  for (Row* row : {&off50, &off_cpu, &spin50, &spin_cpu, &bare50, &bare_tcp, &bare_cpu})
+    report.rows.push_back(std::move(*row));
   bare.reset();
   off.delete_agent(agent);
+  asleep.delete_agent(sleeper.id());
   cleanup(dep, 0, {usual}, 1);
 }
 
@@ -235,6 +276,7 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   Row reply50{"W1", "reply().get() p50", "us"}, reply99{"W1", "reply().get() p99", "us"};
   Row vs_tcp{"W1", "reply().get() p50 vs raw TCP", "us"};
   Row capnp_tcp{"W1", "bare capnp echo p50 vs raw TCP", "us"};
+  Row vs_polled{"W1", "reply().get() p50 vs raw TCP, reader polling", "us"};
   // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
   // all server threads) against the bare echo server process's CPU per call.
   Row cpu{"W1", "server CPU per reply()+get()", "us"};
@@ -267,6 +309,10 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
     const std::vector<double>& capnp = e.latencies;
     cpu.baseline.add(e.cpu_per_call);
     auto tcp = tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload);
+    auto tcp_polled =
+        tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload, dep.client_options().lane_spin);
+    vs_polled.agentd.add(percentile(replies, 50));
+    vs_polled.baseline.add(percentile(tcp_polled, 50));
     add_p50_p99(call50, call99, calls);
     add_p50_p99(reply50, reply99, replies);
     vs_tcp.agentd.add(percentile(replies, 50));
@@ -333,7 +379,12 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   vs_tcp.target = at_most_ratio(1.2, "<= 1.2x");
   cpu.target = at_most_ratio(1.2, "<= 1.2x");
   capnp_tcp.note = "informative: the agentd column holds the bare Cap'n Proto echo";
-  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &capnp_tcp})
+  vs_polled.baseline_name = "raw TCP, polling";
+  vs_polled.note = fmt::format(
+      "informative: the raw ping-pong's reader polls up to lane_spin ({} us) before it sleeps, as a lane "
+      "does",
+      dep.client_options().lane_spin.count());
+  for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &vs_polled, &capnp_tcp})
     report.rows.push_back(std::move(*row));
   finish_switch_row(switches, report);
   cleanup(dep, 0, {a}, 1);

@@ -165,14 +165,15 @@ class Client:
                 connect_timeout: float = 10.0, token: str = "", tls_ca: str = "",
                 tls_cert: str = "", tls_key: str = "", reconnect_initial: float = 0.1,
                 reconnect_max: float = 5.0, reconnect_deadline: float = 60.0,
-                single_thread: bool = False, lanes: Optional[bool] = None) -> Client: ...
+                single_thread: bool = False, lanes: Optional[bool] = None,
+                lane_spin: Optional[float] = None) -> Client: ...
     @staticmethod
     def spawn_child(plugins: Sequence[str] = [], plugin_dirs: Sequence[str] = [],
                     model_config_path: str = "", server_path: str = "",
                     extra_args: Sequence[str] = [], start_timeout: float = 30.0,
                     timeout: float = 1800.0, token: str = "",
                     agent_dirs: Sequence[str] = [], single_thread: bool = False,
-                    lanes: Optional[bool] = None) -> Client: ...
+                    lanes: Optional[bool] = None, lane_spin: Optional[float] = None) -> Client: ...
     @staticmethod
     def local(plugins: Sequence[str] = [], plugin_dirs: Sequence[str] = [],
               model_config_path: str = "", max_workers: int = 1024,

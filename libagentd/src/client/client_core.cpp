@@ -340,6 +340,10 @@ void ClientCore::detach() {
 ClientCore::~ClientCore() { close(); }
 
 void ClientCore::open_lanes(const Target& target) {
+  if (options_.lane_spin < std::chrono::microseconds(0) || options_.lane_spin > ClientOptions::kMaxLaneSpin)
+    throw Error(ErrorCode::bad_args,
+                fmt::format("ClientOptions::lane_spin is {} us; it must be between 0 (never poll) and {} us",
+                            options_.lane_spin.count(), ClientOptions::kMaxLaneSpin.count()));
   if (options_.lanes == LaneUse::off) return;
   const char* refused = target.mode == Mode::local ? "a local client's agents are in this process"
                         : options_.single_thread   ? "a single_thread client runs its own connection"

@@ -174,6 +174,7 @@ bool LaneSet::try_lane(DeferredReply& r, std::chrono::milliseconds timeout) {
     if (now < lane.retry_after) return false;
     try {
       lane.set_client(LaneClient::connect(host_, port_, token_, core_.options().connect_timeout));
+      lane.client->set_spin(core_.options().lane_spin);
     } catch (const Error& e) {
       // Not served (--lane-threads 0), all taken, or refused: the RPC connection serves.
       lane.retry_after = now + kRetryLane;

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -89,7 +90,51 @@ bool readable_within(int fd, std::chrono::milliseconds timeout) {
   return rc > 0;
 }
 
+// Whether this thread may run on more than one CPU: polling for an answer only pays when the
+// server's thread can run beside the polling one.
+bool several_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  return CPU_COUNT(&set) > 1;
+}
+
 }  // namespace
+
+// The lane's socket as a kj::InputStream for the answer's reader: read() that first polls
+// (non-blocking recv) until spin_until, then sleeps in read() as kj::FdInputStream does.
+class LaneClient::Input final : public kj::InputStream {
+ public:
+  explicit Input(int fd) : fd_(fd) {}
+
+  // Until when the next reads poll; a time point in the past: they sleep at once.
+  std::chrono::steady_clock::time_point spin_until{};
+
+  size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    auto* at = static_cast<std::byte*>(buffer);
+    std::size_t got = 0;
+    bool polling = spin_until != std::chrono::steady_clock::time_point{};
+    while (got < min_bytes) {
+      if (polling && std::chrono::steady_clock::now() >= spin_until) polling = false;
+      const ssize_t n = polling ? ::recv(fd_, at + got, max_bytes - got, MSG_DONTWAIT)
+                                : ::read(fd_, at + got, max_bytes - got);
+      if (n > 0) {
+        got += static_cast<std::size_t>(n);
+      } else if (n == 0) {
+        break;  // the server closed the lane: fewer than min_bytes is the reader's error to raise
+      } else if (errno == EINTR || (polling && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+        continue;
+      } else {
+        // EAGAIN from read(): SO_RCVTIMEO (reply()'s wait) ran out.
+        KJ_FAIL_SYSCALL("read(lane)", errno);
+      }
+    }
+    return got;
+  }
+
+ private:
+  int fd_;
+};
 
 LaneClient LaneClient::connect(const std::string& host, int port, const std::string& token,
                                std::chrono::milliseconds timeout) {
@@ -125,7 +170,7 @@ LaneClient LaneClient::connect(const std::string& host, int port, const std::str
 
 LaneClient::LaneClient(int fd, std::string where)
     : fd_(fd),
-      raw_(std::make_unique<kj::FdInputStream>(fd)),
+      raw_(std::make_unique<Input>(fd)),
       in_(std::make_unique<kj::BufferedInputStreamWrapper>(*raw_)),
       where_(std::move(where)) {}
 
@@ -138,7 +183,9 @@ LaneClient::LaneClient(LaneClient&& other) noexcept
       receive_timeout_(other.receive_timeout_),
       idle_close_(other.idle_close_),
       last_used_(other.last_used_),
-      broken_(other.broken_) {}
+      broken_(other.broken_),
+      spin_(other.spin_),
+      spin_next_(other.spin_next_) {}
 
 LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
   if (this != &other) {
@@ -152,6 +199,8 @@ LaneClient& LaneClient::operator=(LaneClient&& other) noexcept {
     idle_close_ = other.idle_close_;
     last_used_ = other.last_used_;
     broken_ = other.broken_;
+    spin_ = other.spin_;
+    spin_next_ = other.spin_next_;
   }
   return *this;
 }
@@ -169,6 +218,11 @@ bool LaneClient::usable(std::chrono::steady_clock::time_point now) const {
   char byte;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
+void LaneClient::set_spin(std::chrono::microseconds spin) {
+  static const bool can_spin = several_cpus();
+  spin_ = can_spin ? std::chrono::nanoseconds(spin) : std::chrono::nanoseconds(0);
 }
 
 void LaneClient::broken(const std::string& what, ErrorCode code) {
@@ -196,12 +250,15 @@ Outcome LaneClient::reply(const std::string& agent_id, const std::string& call_i
     }
     capnp::writeMessageToFd(fd_, mb);
     sent = std::chrono::steady_clock::now();
+    const bool spin = spin_.count() > 0 && spin_next_;
+    raw_->spin_until = spin ? sent + spin_ : std::chrono::steady_clock::time_point{};
     capnp::ReaderOptions limits = wire_reader_options();
     limits.traversalLimitInWords = kMaxMessageBytes / sizeof(capnp::word) + 64;
     capnp::InputStreamMessageReader answer(*in_, limits);
     auto a = answer.getRoot<wire::LaneAnswer>();
     if (to_std(a.getCallId()) != call_id) broken("it answered another call than the one sent");
     last_used_ = std::chrono::steady_clock::now();
+    spin_next_ = last_used_ - sent <= spin_;
     return read_outcome(a.getOutcome());
   } catch (const kj::Exception& e) {
     if (wait.count() > 0 && sent != std::chrono::steady_clock::time_point{} &&
