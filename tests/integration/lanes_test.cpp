@@ -302,11 +302,6 @@ TEST_CASE("a lane polls for its answer only while its answers come within the sp
   CHECK_FALSE(lane.polls_next());  // no spin set: it sleeps in read() at once
   // Far longer than any echo takes here, even sanitized on busy cores; far shorter than a slow call.
   lane.set_spin(std::chrono::milliseconds(200));
-  if (std::thread::hardware_concurrency() < 2) {
-    WARN("one CPU: a lane never polls, nothing more to check");
-    CHECK_FALSE(lane.polls_next());
-    return;
-  }
   CHECK(lane.polls_next());
   Msg x = lane_text("x");
   CHECK(reply_text(lane.reply(fast.id(), new_id(), &x)) == "x");
@@ -339,6 +334,31 @@ TEST_CASE("a lane polls for its answer only while its answers come within the sp
   });
   CHECK(e.code() == ErrorCode::timeout);
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(150));
+}
+
+TEST_CASE("a lane's server thread polls for the next call only while calls come within --lane-spin",
+          "[lanes]") {
+  // 10 ms of polling after each answer, against calls 60 ms apart: the thread polls after the
+  // first answer, sees the next call come later, and from then on sleeps at once. Polling after
+  // every answer would cost the server about 10 ms of CPU a call.
+  auto server = ServerProcess::start(lane_args({"--lane-spin", "10000"}));
+  Client c = server->connect();
+  AgentRef a = c.create_agent("EchoAgent", "server-spin");
+  LaneClient lane = LaneClient::connect("127.0.0.1", server->port(), "");
+  Msg x = lane_text("x");
+  CHECK(reply_text(lane.reply(a.id(), new_id(), &x)) == "x");
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  CHECK(reply_text(lane.reply(a.id(), new_id(), &x)) == "x");
+  const double cpu0 = c.info().cpu_seconds;
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    CHECK(reply_text(lane.reply(a.id(), new_id(), &x)) == "x");
+  }
+  CHECK(c.info().cpu_seconds - cpu0 < kCalls * 0.010 / 2);
+  // Calls back to back: polled for, and answered as before.
+  for (int i = 0; i < 200; ++i) CHECK(reply_text(lane.reply(a.id(), new_id(), &x)) == "x");
+  CHECK(c.info().lane_calls == kCalls + 202);
 }
 
 TEST_CASE("ClientOptions::lane_spin out of range is refused, naming the option", "[lanes]") {
@@ -540,5 +560,14 @@ TEST_CASE("a --lane-idle-timeout out of range stops the server at start, naming 
     auto r = run_as_server(standard_args({"--lane-idle-timeout", bad}));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("--lane-idle-timeout"));
+  }
+}
+
+TEST_CASE("a --lane-spin out of range stops the server at start, naming the option", "[lanes]") {
+  for (const char* bad : {"-1", "10001", "soon"}) {
+    INFO("--lane-spin " << bad);
+    auto r = run_as_server(standard_args({"--lane-spin", bad}));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("--lane-spin"));
   }
 }

@@ -116,8 +116,9 @@ struct ClientOptions {
   // (0: it sleeps at once). An answer that comes while it polls spares the thread a wake-up: on
   // the 2-core VM a third of a short call's round trip (README "Polling for the answer"). The
   // CPU it costs is bounded by this per call, and is spent only while answers keep coming within
-  // it: a lane whose previous answer took longer sleeps at once. Never polls on one CPU. At
-  // most kMaxLaneSpin (more is bad_args).
+  // it: a lane whose previous answer took longer sleeps at once. At most as many threads of a
+  // process poll at once as it has CPUs less one (none on one CPU). At most kMaxLaneSpin (more is
+  // bad_args).
   std::chrono::microseconds lane_spin = std::chrono::microseconds(100);
   static constexpr std::chrono::microseconds kMaxLaneSpin{10'000};
 };

@@ -1,6 +1,7 @@
 #include "lane_client.h"
 
 #include "accept.h"
+#include "lane_poll.h"
 #include "outcome_codec.h"
 #include "value_codec.h"
 #include "wire_limits.h"
@@ -15,7 +16,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -23,6 +23,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -90,41 +91,38 @@ bool readable_within(int fd, std::chrono::milliseconds timeout) {
   return rc > 0;
 }
 
-// Whether this thread may run on more than one CPU: polling for an answer only pays when the
-// server's thread can run beside the polling one.
-bool several_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
-  return CPU_COUNT(&set) > 1;
-}
-
 }  // namespace
 
-// The lane's socket as a kj::InputStream for the answer's reader: read() that first polls
-// (non-blocking recv) until spin_until, then sleeps in read() as kj::FdInputStream does.
+// The lane's socket as a kj::InputStream for the answer's reader: read() as kj::FdInputStream
+// does, after polling (net/lane_poll.h) until spin_until when that is set.
 class LaneClient::Input final : public kj::InputStream {
  public:
   explicit Input(int fd) : fd_(fd) {}
 
-  // Until when the next reads poll; a time point in the past: they sleep at once.
+  // Until when the next reads poll; the epoch: they sleep at once.
   std::chrono::steady_clock::time_point spin_until{};
 
   size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
     auto* at = static_cast<std::byte*>(buffer);
     std::size_t got = 0;
-    bool polling = spin_until != std::chrono::steady_clock::time_point{};
+    std::optional<net::PollSlot> slot;
+    if (spin_until != std::chrono::steady_clock::time_point{}) slot.emplace();
     while (got < min_bytes) {
-      if (polling && std::chrono::steady_clock::now() >= spin_until) polling = false;
-      const ssize_t n = polling ? ::recv(fd_, at + got, max_bytes - got, MSG_DONTWAIT)
-                                : ::read(fd_, at + got, max_bytes - got);
+      ssize_t n;
+      if (slot && slot->taken()) {
+        n = net::recv_until(fd_, at + got, max_bytes - got, spin_until);
+        if (n < 0 && errno == EAGAIN) {  // nothing within the spin: sleep for it
+          slot.reset();
+          continue;
+        }
+      } else {
+        n = ::read(fd_, at + got, max_bytes - got);
+      }
       if (n > 0) {
         got += static_cast<std::size_t>(n);
       } else if (n == 0) {
         break;  // the server closed the lane: fewer than min_bytes is the reader's error to raise
-      } else if (errno == EINTR || (polling && (errno == EAGAIN || errno == EWOULDBLOCK))) {
-        continue;
-      } else {
+      } else if (errno != EINTR) {
         // EAGAIN from read(): SO_RCVTIMEO (reply()'s wait) ran out.
         KJ_FAIL_SYSCALL("read(lane)", errno);
       }
@@ -220,10 +218,7 @@ bool LaneClient::usable(std::chrono::steady_clock::time_point now) const {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
 }
 
-void LaneClient::set_spin(std::chrono::microseconds spin) {
-  static const bool can_spin = several_cpus();
-  spin_ = can_spin ? std::chrono::nanoseconds(spin) : std::chrono::nanoseconds(0);
-}
+void LaneClient::set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
 void LaneClient::broken(const std::string& what, ErrorCode code) {
   // The socket stays open until this object goes (its owner may be shutting it from another

@@ -56,13 +56,10 @@ class LaneClient {
   static constexpr std::chrono::milliseconds kProbeAfter{1};
   bool usable(std::chrono::steady_clock::time_point now) const;
 
-  // How long reply() polls the socket for its answer before it sleeps in read() (0: never; README
-  // "The synchronous lane"). An answer that comes while the thread polls spares it the wake-up,
-  // which on a virtual machine is a third of a short round trip. Adaptive: the lane polls for a
-  // call only when its previous answer came within spin, so a lane whose calls take longer (a
-  // model's, a durable commit's) sleeps at once and costs no CPU; one quick answer turns polling
-  // back on. Never on a machine (or CPU set) of one CPU: the thread polling would hold the CPU
-  // the answer needs.
+  // How long reply() polls the socket for its answer before it sleeps in read() (0: never;
+  // ClientOptions::lane_spin, net/lane_poll.h). Adaptive: the lane polls for a call only when its
+  // previous answer came within spin, so a lane whose calls take longer (a model's, a durable
+  // commit's) sleeps at once and costs no CPU; one quick answer turns polling back on.
   void set_spin(std::chrono::microseconds spin);
   // Whether the next reply() polls for its answer.
   bool polls_next() const { return spin_.count() > 0 && spin_next_; }
@@ -83,7 +80,7 @@ class LaneClient {
   std::chrono::milliseconds idle_close_{0};       // the server's --lane-idle-timeout (0: never)
   std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();  // last answer
   bool broken_ = false;               // a call on it failed: it carries no more
-  std::chrono::nanoseconds spin_{0};  // set_spin's, 0 on one CPU
+  std::chrono::nanoseconds spin_{0};  // set_spin's
   bool spin_next_ = true;             // the last answer came within spin_
 };
 

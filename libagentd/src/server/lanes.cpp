@@ -3,6 +3,7 @@
 #include "accept.h"
 #include "call_queue.h"
 #include "connection_guard.h"
+#include "lane_poll.h"
 #include "outcome_codec.h"
 #include "value_codec.h"
 #include "wire_limits.h"
@@ -35,15 +36,25 @@ namespace {
 // alone). After it, one read() per call, as a blocking read is, so the idle deadline costs the hot
 // path nothing: a read that finds nothing for the socket's receive timeout (--lane-idle-timeout,
 // SO_RCVTIMEO) ends the lane as idle.
+//
+// After each answer (answered()) the next call is polled for, up to --lane-spin, before the read
+// sleeps, while the caller's calls come within that time of the answer before them (net/lane_poll.h).
 class LaneInput final : public kj::InputStream {
  public:
-  explicit LaneInput(int fd) : fd_(fd) {}
+  LaneInput(int fd, std::chrono::microseconds spin) : fd_(fd), spin_(spin) {}
   void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) { deadline_ = deadline; }
   bool idle() const { return idle_; }
+  // A call was answered: what the socket brings next is the caller's next call.
+  void answered() {
+    answered_at_ = std::chrono::steady_clock::now();
+    awaiting_call_ = true;
+  }
 
   size_t tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
     auto* out = static_cast<kj::byte*>(buffer);
     size_t got = 0;
+    std::optional<net::PollSlot> slot;
+    if (awaiting_call_ && poll_next_ && spin_.count() > 0) slot.emplace();
     while (got < min_bytes) {
       if (deadline_) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -55,7 +66,16 @@ class LaneInput final : public kj::InputStream {
           throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
                               kj::str("no complete hello within --login-timeout"));
       }
-      const ssize_t n = ::read(fd_, out + got, max_bytes - got);
+      ssize_t n;
+      if (slot && slot->taken()) {
+        n = net::recv_until(fd_, out + got, max_bytes - got, answered_at_ + spin_);
+        if (n < 0 && errno == EAGAIN) {  // no call within the spin: sleep for it
+          slot.reset();
+          continue;
+        }
+      } else {
+        n = ::read(fd_, out + got, max_bytes - got);
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         idle_ = true;
@@ -67,6 +87,10 @@ class LaneInput final : public kj::InputStream {
                             kj::str(std::strerror(errno)));
       if (n == 0) break;  // the end of the stream: fewer than min_bytes
       got += static_cast<size_t>(n);
+      if (awaiting_call_) {
+        awaiting_call_ = false;
+        poll_next_ = std::chrono::steady_clock::now() - answered_at_ <= spin_;
+      }
     }
     return got;
   }
@@ -75,6 +99,10 @@ class LaneInput final : public kj::InputStream {
   int fd_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool idle_ = false;
+  const std::chrono::microseconds spin_;
+  std::chrono::steady_clock::time_point answered_at_{};
+  bool awaiting_call_ = false;  // answered, and the next call has not begun to come
+  bool poll_next_ = true;       // the last call came within spin_ of the answer before it
 };
 
 void write_welcome(int fd, const std::optional<Error>& refused, const std::string& server_id,
@@ -193,7 +221,7 @@ void Lanes::serve(Lane& lane) {
   const int fd = lane.fd;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on a Unix socket
-  LaneInput raw(fd);
+  LaneInput raw(fd, options_.spin);
   bool logged_in = false;
   try {
     std::string token;
@@ -234,6 +262,7 @@ void Lanes::serve(Lane& lane) {
       while (in.tryGetReadBuffer().size() != 0) {
         capnp::InputStreamMessageReader message(in, limits);
         answer_one(lane, message.getRoot<wire::LaneCall>());
+        raw.answered();
       }
     }
   } catch (const kj::Exception& e) {

@@ -44,6 +44,7 @@ class Lanes {
     std::chrono::milliseconds idle_timeout{0};   // --lane-idle-timeout: a lane with no call closes
     std::size_t max_message_bytes = 0;           // --max-message-bytes: a bigger call closes the lane
     std::string server_id;                       // told in the welcome
+    std::chrono::microseconds spin{0};           // --lane-spin: poll this long for the next call
   };
   // host is borrowed and outlives this (stop() first).
   Lanes(AgentHost& host, Options options, CheckLogin check);

@@ -99,7 +99,7 @@ std::uint16_t Server::listen() {
         Lanes::Options{
             options_.lane_threads, hello_timeout,
             std::chrono::milliseconds(static_cast<std::int64_t>(options_.lane_idle_timeout * 1000)),
-            options_.max_message_bytes, id_},
+            options_.max_message_bytes, id_, std::chrono::microseconds(options_.lane_spin_us)},
         [this, hello_timeout](const std::string& token,
                               const std::string& peer) -> std::variant<TokenSet::Digest, Error> {
           // The gate's state (tokens, the failed-login throttle) is the loop thread's.

@@ -99,6 +99,10 @@ po::options_description make_description(ServerOptions& o) {
     ("lane-idle-timeout", po::value<double>(&o.lane_idle_timeout)->default_value(o.lane_idle_timeout)->value_name("SECONDS"),
      "close a lane that has carried no call this long, ending its thread (its client opens a "
      "new one when it next calls)")
+    ("lane-spin", po::value<std::int64_t>(&o.lane_spin_us)->default_value(o.lane_spin_us)->value_name("MICROSECONDS"),
+     "after answering a lane's call, poll its socket this long for the caller's next call before "
+     "sleeping (spares the wake-up: README \"Polling for the answer\"); only while the caller's "
+     "calls come within it, and never more pollers than CPUs less one. 0: never poll. At most 10000")
     ("tls-cert", po::value<std::string>(&o.tls_cert)->value_name("FILE"),
      "serve TLS only, with this PEM certificate (chain); needs --tls-key. Clients reach the "
      "server by a name the certificate lists")
@@ -268,6 +272,9 @@ ParsedArgs parse_server_args(int argc, const char* const* argv) {
   if (o.lane_threads > 1024)
     throw Error(ErrorCode::config_error,
                 fmt::format("--lane-threads {}: must be 0..1024 (each lane holds a thread)", o.lane_threads));
+  if (o.lane_spin_us < 0 || o.lane_spin_us > 10000)
+    throw Error(ErrorCode::config_error,
+                fmt::format("--lane-spin {}: must be 0..10000 microseconds (0: never poll)", o.lane_spin_us));
   if (!(o.lane_idle_timeout >= 1) || o.lane_idle_timeout > 86400)
     throw Error(ErrorCode::config_error,
                 fmt::format("--lane-idle-timeout {}: must be 1..86400 seconds", o.lane_idle_timeout));

@@ -69,6 +69,10 @@ struct ServerOptions {
   // again when it next needs it).
   std::size_t lane_threads = 64;
   double lane_idle_timeout = 30;
+  // How long a lane's thread polls for its caller's next call after answering one before it
+  // sleeps in read() (microseconds; 0: never). Adaptive, and at most CPUs - 1 pollers at once
+  // (README "Polling for the answer").
+  std::int64_t lane_spin_us = 100;
   // TLS (PEM files): serve TLS only with tls_cert + tls_key; require client certificates signed
   // by tls_client_ca (mutual TLS). Peer connections use TLS when this server serves it, trusting
   // peer_tls_ca (default: tls_client_ca, else the system's CAs) and presenting tls_cert.

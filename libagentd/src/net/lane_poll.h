@@ -1,0 +1,36 @@
+// Polling a lane's socket before sleeping on it (README "Polling for the answer"): the client
+// polls for its call's answer (ClientOptions::lane_spin), the server's lane thread for the
+// caller's next call (as_server --lane-spin). What a poll spares is the wake-up of a thread asleep
+// in read(), which on a virtual machine costs a good part of a short round trip.
+//
+// Polling holds a CPU, so a process never has more threads polling at once than it has CPUs to
+// spare (the CPUs it may run on, less one): none on one CPU, where the poller would hold the CPU
+// the other side needs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+
+namespace agentd::net {
+
+// A poller's place among the process's (at most CPUs - 1 at once). taken() false: sleep instead.
+class PollSlot {
+ public:
+  PollSlot();
+  ~PollSlot();
+  PollSlot(const PollSlot&) = delete;
+  PollSlot& operator=(const PollSlot&) = delete;
+  bool taken() const { return taken_; }
+
+ private:
+  bool taken_ = false;
+};
+
+// Non-blocking reads of fd into buf (at most n bytes) until some bytes come or `until` passes.
+// Returns what recv() last returned: > 0 bytes read, 0 the end of the stream, -1 with errno
+// (EAGAIN: nothing came by `until`; anything else: the socket's error).
+ssize_t recv_until(int fd, void* buf, std::size_t n, std::chrono::steady_clock::time_point until);
+
+}  // namespace agentd::net
