@@ -2,6 +2,7 @@
 
 #include "bench_echo.capnp.h"
 #include "helper_process.h"
+#include "lane_poll.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -60,15 +61,14 @@ bool read_full(int fd, char* buf, std::size_t n) {
   return true;
 }
 
-// read_full that polls (non-blocking recv) for up to spin before it sleeps in read(), as a lane
-// client does (ClientOptions::lane_spin).
+// read_full that polls for up to spin before it sleeps in read(), as a lane does (net/lane_poll.h;
+// one poller, whatever the process's CPUs).
 bool read_polling(int fd, char* buf, std::size_t n, std::chrono::microseconds spin) {
-  const auto until = Clock::now() + spin;
   std::size_t got = 0;
-  while (got < n && Clock::now() < until) {
-    ssize_t r = ::recv(fd, buf + got, n - got, MSG_DONTWAIT);
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
-    if (r > 0) got += static_cast<std::size_t>(r);
+  if (spin.count() > 0) {
+    const ssize_t r = net::recv_until(fd, buf, n, Clock::now() + spin);
+    if (r == 0 || (r < 0 && errno != EAGAIN)) return false;
+    if (r > 0) got = static_cast<std::size_t>(r);
   }
   return read_full(fd, buf + got, n - got);
 }

@@ -22,8 +22,11 @@
 
 namespace agentd::detail {
 
+// The calls in s's mailbox, waiting or running, less one answered early (AgentSlot::answered_early).
+std::size_t queued_in(const AgentSlot& s) { return s.mailbox.size() - (s.answered_early ? 1 : 0); }
+
 AgentInfoRow row_of(const AgentSlot& s) {
-  AgentInfoRow r{s.id,        s.name,   s.class_name,       static_cast<std::uint32_t>(s.mailbox.size()),
+  AgentInfoRow r{s.id,        s.name,   s.class_name,       static_cast<std::uint32_t>(queued_in(s)),
                  s.completed, s.failed, s.last_call_unix_ms};
   if (s.usage) {
     const ModelUsage u = s.usage->snapshot();
@@ -154,12 +157,12 @@ std::size_t AgentHost::size() const {
 
 std::size_t AgentHost::running_calls() const {
   Locked lock(*this);
-  return mailboxes_.running();
+  return mailboxes_.running() - answered_early_;
 }
 
 std::size_t AgentHost::queued_calls() const {
   Locked lock(*this);
-  return mailboxes_.queued();
+  return mailboxes_.queued() - answered_early_;
 }
 
 std::uint64_t AgentHost::calls_completed() const {
@@ -309,7 +312,7 @@ AgentPageRows AgentHost::query(const AgentQuery& q) const {
         number = static_cast<std::int64_t>(s.failed);
         break;
       case Sort::queued:
-        number = static_cast<std::int64_t>(s.mailbox.size());
+        number = static_cast<std::int64_t>(queued_in(s));
         break;
       case Sort::last_call:
         number = s.last_call_unix_ms;
@@ -617,6 +620,8 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
       {
         Locked lock(*this);
         sink = count_finished_locked(*slot, *call, span);
+        slot->answered_early = true;
+        ++answered_early_;
       }
       counted = true;
       early->sent = early->send(*call);
@@ -636,7 +641,12 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
     Locked lock(*this);
     call = mailboxes_.finish_head(*slot);
     watch_finish(*slot, *call);
-    if (!counted) sink = count_finished_locked(*slot, *call, span);
+    if (!counted) {
+      sink = count_finished_locked(*slot, *call, span);
+    } else {
+      slot->answered_early = false;
+      --answered_early_;
+    }
     // With a state store, published once the call's change is committed.
     lead = commit_and_publish(slot, call);
     if (slot->removed)

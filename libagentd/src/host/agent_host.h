@@ -400,6 +400,9 @@ class AgentHost : private CallRunner::Host {
   void index_add(AgentSlot& slot);
   void index_remove(AgentSlot& slot);
   Mailboxes mailboxes_;
+  // Calls answered early and counted but not yet taken from their mailbox (AgentSlot::
+  // answered_early): running_calls() and queued_calls() leave them out, as the counts include them.
+  std::size_t answered_early_ = 0;
   CallStats stats_;
   std::function<void(const SpanRecord&)> span_sink_;
   bool stopping_ = false;

@@ -109,6 +109,9 @@ struct AgentSlot {
   bool constructing = true;             // the constructor is (busy, with no call at the head)
   std::shared_ptr<UsageCounter> usage;  // this agent's model use (AgentServices::usage_counter)
   bool removed = false;
+  // Its head call was answered early (EarlyAnswer) and counted, but is still in the mailbox until
+  // finish_head(): the counts of calls queued and running leave it out.
+  bool answered_early = false;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
   std::int64_t last_call_unix_ms = 0;  // when a call of it last finished (wall clock); 0: none

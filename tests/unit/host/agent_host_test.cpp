@@ -293,11 +293,15 @@ TEST_CASE("a call answered early is counted before its answer and published afte
   std::string answered;
   std::uint64_t completed_then = 0, server_completed_then = 0;
   bool published_then = true;
+  std::size_t running_then = 1, queued_then = 1, agent_queued_then = 1;
   early.send = [&](const Call& c) {
     answered = c.out_msg ? c.out_msg->text() : "(no message)";
     completed_then = f.host.info(a)->completed;
     server_completed_then = f.host.calls_completed();
     published_then = f.host.peek_result(call_id) != nullptr;
+    running_then = f.host.running_calls();
+    queued_then = f.host.queued_calls();
+    agent_queued_then = f.host.info(a)->queued;
     return true;
   };
   t_early_answer = &early;
@@ -308,6 +312,11 @@ TEST_CASE("a call answered early is counted before its answer and published afte
   CHECK(completed_then == 1);
   CHECK(server_completed_then == 1);
   CHECK_FALSE(published_then);
+  // Not running or queued any more, for the server and for its agent, though still at the head
+  // of its mailbox.
+  CHECK(running_then == 0);
+  CHECK(queued_then == 0);
+  CHECK(agent_queued_then == 0);
   // Published (and the agent free) by the time run_here() returned on this thread.
   auto o = f.host.peek_result(call_id);
   REQUIRE(o != nullptr);
