@@ -22,8 +22,10 @@
 
 namespace agentd::detail {
 
+namespace {
 // The calls in s's mailbox, waiting or running, less one answered early (AgentSlot::answered_early).
 std::size_t queued_in(const AgentSlot& s) { return s.mailbox.size() - (s.answered_early ? 1 : 0); }
+}  // namespace
 
 AgentInfoRow row_of(const AgentSlot& s) {
   AgentInfoRow r{s.id,        s.name,   s.class_name,       static_cast<std::uint32_t>(queued_in(s)),

@@ -108,16 +108,7 @@ class LaneClient::Input final : public kj::InputStream {
     std::optional<net::PollSlot> slot;
     if (spin_until != std::chrono::steady_clock::time_point{}) slot.emplace();
     while (got < min_bytes) {
-      ssize_t n;
-      if (slot && slot->taken()) {
-        n = net::recv_until(fd_, at + got, max_bytes - got, spin_until);
-        if (n < 0 && errno == EAGAIN) {  // nothing within the spin: sleep for it
-          slot.reset();
-          continue;
-        }
-      } else {
-        n = ::read(fd_, at + got, max_bytes - got);
-      }
+      const ssize_t n = net::read_polling(fd_, at + got, max_bytes - got, slot, spin_until);
       if (n > 0) {
         got += static_cast<std::size_t>(n);
       } else if (n == 0) {

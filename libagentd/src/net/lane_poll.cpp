@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -45,6 +46,16 @@ ssize_t recv_until(int fd, void* buf, std::size_t n, std::chrono::steady_clock::
       return -1;
     }
   }
+}
+
+ssize_t read_polling(int fd, void* buf, std::size_t n, std::optional<PollSlot>& slot,
+                     std::chrono::steady_clock::time_point until) {
+  if (slot && slot->taken()) {
+    const ssize_t got = recv_until(fd, buf, n, until);
+    if (got >= 0 || errno != EAGAIN) return got;
+    slot.reset();  // nothing within the spin: sleep for it
+  }
+  return ::read(fd, buf, n);
 }
 
 }  // namespace agentd::net

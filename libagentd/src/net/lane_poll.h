@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 
 namespace agentd::net {
 
@@ -32,5 +33,12 @@ class PollSlot {
 // Returns what recv() last returned: > 0 bytes read, 0 the end of the stream, -1 with errno
 // (EAGAIN: nothing came by `until`; anything else: the socket's error).
 ssize_t recv_until(int fd, void* buf, std::size_t n, std::chrono::steady_clock::time_point until);
+
+// One read of a lane's stream: while `slot` holds a taken place, polls until `until`; when nothing
+// came by then, gives the place up (slot empty) and sleeps in read() as a stream that does not
+// poll. Returns what recv()/read() returned (-1 with errno; EAGAIN only from read(): the socket's
+// SO_RCVTIMEO ran out). The rule of when to poll is the caller's: it emplaces `slot` or not.
+ssize_t read_polling(int fd, void* buf, std::size_t n, std::optional<PollSlot>& slot,
+                     std::chrono::steady_clock::time_point until);
 
 }  // namespace agentd::net

@@ -66,16 +66,7 @@ class LaneInput final : public kj::InputStream {
           throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
                               kj::str("no complete hello within --login-timeout"));
       }
-      ssize_t n;
-      if (slot && slot->taken()) {
-        n = net::recv_until(fd_, out + got, max_bytes - got, answered_at_ + spin_);
-        if (n < 0 && errno == EAGAIN) {  // no call within the spin: sleep for it
-          slot.reset();
-          continue;
-        }
-      } else {
-        n = ::read(fd_, out + got, max_bytes - got);
-      }
+      const ssize_t n = net::read_polling(fd_, out + got, max_bytes - got, slot, answered_at_ + spin_);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         idle_ = true;
