@@ -31,6 +31,7 @@ struct AsyncHttp::Transfer {
   std::unique_ptr<CurlTransfer> curl;
   kj::Own<kj::PromiseFulfiller<HttpAttempt>> fulfiller;
   kj::Promise<void> watchdog = nullptr;  // streams: the idle timeout
+  Shard* shard = nullptr;                // whose multi handle runs it
   bool cancelled = false;
 
   ~Transfer() {
@@ -39,11 +40,25 @@ struct AsyncHttp::Transfer {
   }
 };
 
+// One multi handle with its connections (see "Shards" in async_http.h).
+struct AsyncHttp::Shard {
+  AsyncHttp* http = nullptr;
+  CURLM* multi = nullptr;
+  std::size_t transfers = 0;  // in flight here
+  bool timeout_due = false;   // libcurl's timer ran out: drive() tells it
+  kj::Promise<void> timer_wait = nullptr;
+
+  ~Shard() {
+    if (multi != nullptr) curl_multi_cleanup(multi);  // closes its cached connections
+  }
+};
+
 // One socket libcurl asked us to watch. The waits only report readiness (ready()); drive() acts
 // on it, so a watch may be destroyed whenever libcurl says so (never from inside its own waits).
 struct AsyncHttp::Watch {
-  Watch(AsyncHttp& http, int fd, std::uint64_t id)
+  Watch(AsyncHttp& http, Shard& shard, int fd, std::uint64_t id)
       : http(http),
+        shard(shard),
         fd(fd),
         id(id),
         observer(http.port_, fd, kj::UnixEventPort::FdObserver::OBSERVE_READ_WRITE) {}
@@ -101,6 +116,7 @@ struct AsyncHttp::Watch {
   }
 
   AsyncHttp& http;
+  Shard& shard;  // whose multi handle owns the socket
   int fd;
   std::uint64_t id;
   kj::UnixEventPort::FdObserver observer;  // declared before the waits, destroyed after them
@@ -177,18 +193,20 @@ AsyncHttp::AsyncHttp(kj::AsyncIoContext& io, WorkerPool* pool, Bridge* bridge)
       offload_(std::make_shared<OffloadTable>()),
       tasks_(task_errors_) {
   init_curl_once();
-  multi_ = curl_multi_init();
-  if (multi_ == nullptr) throw Error(ErrorCode::internal, "cannot create a libcurl multi handle");
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &AsyncHttp::on_socket);
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &AsyncHttp::on_timer);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-  // Idle connections kept for reuse: up to half the file descriptor limit (libcurl's default,
-  // four per transfer in flight, closes most of a burst's connections as it winds down).
+  share_ = curl_share_init();
+  if (share_ == nullptr) throw Error(ErrorCode::internal, "cannot create a libcurl share handle");
+  curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  // Idle connections kept for reuse: up to half the file descriptor limit in all (libcurl's
+  // default, four per transfer in flight, closes most of a burst's connections as it winds
+  // down), kShardTransfers or more per shard, so at most that many shards.
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(std::max<rlim_t>(16, files.rlim_cur / 2)));
+    const std::size_t idle = std::max<std::size_t>(16, files.rlim_cur / 2);
+    max_shards_ = std::max<std::size_t>(1, idle / kShardTransfers);
+    shard_max_connects_ = static_cast<long>(idle / max_shards_);
+  } else {
+    max_shards_ = 64;
   }
   t_current_http = this;
 }
@@ -196,40 +214,64 @@ AsyncHttp::AsyncHttp(kj::AsyncIoContext& io, WorkerPool* pool, Bridge* bridge)
 AsyncHttp::~AsyncHttp() {
   if (t_current_http == this) t_current_http = previous_current_;
   driving_ = true;  // nothing below may schedule work
-  for (auto& [id, t] : transfers_) curl_multi_remove_handle(multi_, t->easy);
+  for (auto& [id, t] : transfers_) detach(*t);
   transfers_.clear();
   for (void* easy : idle_easy_) curl_easy_cleanup(easy);
-  curl_multi_cleanup(multi_);  // closes the cached connections (their watches go first)
+  shards_.clear();  // closes the cached connections (their watches go first)
   sockets_.clear();
-  timer_wait_ = nullptr;
+  curl_share_cleanup(share_);  // after every easy handle that used it
   offload_->calls.clear();
 }
 
-int AsyncHttp::on_socket(void* /*easy*/, int fd, int what, void* self_ptr, void* /*socketp*/) {
-  auto& self = *static_cast<AsyncHttp*>(self_ptr);
+AsyncHttp::Shard& AsyncHttp::shard_for_new_transfer() {
+  Shard* least = nullptr;
+  for (auto& shard : shards_) {
+    if (shard->transfers < kShardTransfers) return *shard;
+    if (least == nullptr || shard->transfers < least->transfers) least = shard.get();
+  }
+  if (least != nullptr && shards_.size() >= max_shards_) return *least;
+  auto shard = std::make_unique<Shard>();
+  shard->http = this;
+  shard->multi = curl_multi_init();
+  if (shard->multi == nullptr) {
+    if (least != nullptr) return *least;
+    throw Error(ErrorCode::internal, "cannot create a libcurl multi handle");
+  }
+  curl_multi_setopt(shard->multi, CURLMOPT_SOCKETFUNCTION, &AsyncHttp::on_socket);
+  curl_multi_setopt(shard->multi, CURLMOPT_SOCKETDATA, shard.get());
+  curl_multi_setopt(shard->multi, CURLMOPT_TIMERFUNCTION, &AsyncHttp::on_timer);
+  curl_multi_setopt(shard->multi, CURLMOPT_TIMERDATA, shard.get());
+  if (shard_max_connects_ > 0) curl_multi_setopt(shard->multi, CURLMOPT_MAXCONNECTS, shard_max_connects_);
+  shards_.push_back(std::move(shard));
+  return *shards_.back();
+}
+
+int AsyncHttp::on_socket(void* /*easy*/, int fd, int what, void* shard_ptr, void* /*socketp*/) {
+  auto& shard = *static_cast<Shard*>(shard_ptr);
+  auto& self = *shard.http;
   if (what == CURL_POLL_REMOVE) {
     self.sockets_.erase(fd);  // before libcurl closes fd: its number may come back at once
     return 0;
   }
   auto& watch = self.sockets_[fd];
-  if (!watch) watch = std::make_unique<Watch>(self, fd, ++self.next_id_);
+  if (!watch) watch = std::make_unique<Watch>(self, shard, fd, ++self.next_id_);
   watch->set_want(what);
   return 0;
 }
 
-int AsyncHttp::on_timer(void* /*multi*/, long timeout_ms, void* self_ptr) {
-  auto& self = *static_cast<AsyncHttp*>(self_ptr);
-  self.timer_wait_ = nullptr;  // its continuation only sets a flag: never running now
+int AsyncHttp::on_timer(void* /*multi*/, long timeout_ms, void* shard_ptr) {
+  auto& shard = *static_cast<Shard*>(shard_ptr);
+  shard.timer_wait = nullptr;  // its continuation only sets a flag: never running now
   if (timeout_ms < 0) return 0;
   if (timeout_ms == 0) {
-    self.timeout_due_ = true;
-    self.schedule();
+    shard.timeout_due = true;
+    shard.http->schedule();
     return 0;
   }
-  self.timer_wait_ = self.timer_.afterDelay(timeout_ms * kj::MILLISECONDS)
-                         .then([&self] {
-                           self.timeout_due_ = true;
-                           self.schedule();
+  shard.timer_wait = shard.http->timer_.afterDelay(timeout_ms * kj::MILLISECONDS)
+                         .then([&shard] {
+                           shard.timeout_due = true;
+                           shard.http->schedule();
                          })
                          .eagerlyEvaluate(nullptr);
   return 0;
@@ -254,16 +296,18 @@ void AsyncHttp::schedule() {
 void AsyncHttp::drive() {
   int running = 0;
   driving_ = true;
-  if (timeout_due_) {
-    timeout_due_ = false;
-    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  for (auto& shard : shards_) {
+    if (shard->timeout_due) {
+      shard->timeout_due = false;
+      curl_multi_socket_action(shard->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
   }
   std::vector<Ready> batch;
   batch.swap(ready_);
   for (const Ready& r : batch) {
     auto it = sockets_.find(r.fd);
     if (it == sockets_.end() || it->second->id != r.watch_id) continue;  // closed since
-    curl_multi_socket_action(multi_, r.fd, r.mask, &running);
+    curl_multi_socket_action(it->second->shard.multi, r.fd, r.mask, &running);
     it = sockets_.find(r.fd);
     if (it != sockets_.end() && it->second->id == r.watch_id) it->second->arm();
   }
@@ -272,13 +316,15 @@ void AsyncHttp::drive() {
 }
 
 void AsyncHttp::finish_done() {
-  int left = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-    if (msg->msg != CURLMSG_DONE) continue;
-    Transfer* t = nullptr;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
-    CURLcode rc = msg->data.result;  // read before removing: msg dies with the handle's removal
-    if (t != nullptr) complete(*t, rc);
+  for (auto& shard : shards_) {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(shard->multi, &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+      CURLcode rc = msg->data.result;  // read before removing: msg dies with the handle's removal
+      if (t != nullptr) complete(*t, rc);
+    }
   }
   for (std::uint64_t id : std::exchange(stalled_, {})) {
     if (auto it = transfers_.find(id); it != transfers_.end()) {
@@ -288,7 +334,7 @@ void AsyncHttp::finish_done() {
   }
   for (std::uint64_t id : std::exchange(cancelled_, {})) {
     if (auto it = transfers_.find(id); it != transfers_.end()) {
-      curl_multi_remove_handle(multi_, it->second->easy);
+      detach(*it->second);
       transfers_.erase(it);
     }
   }
@@ -297,7 +343,7 @@ void AsyncHttp::finish_done() {
 void AsyncHttp::complete(Transfer& t, int curl_code) {
   const std::uint64_t id = t.id;
   driving_ = true;
-  curl_multi_remove_handle(multi_, t.easy);
+  detach(t);
   driving_ = false;
   if (!t.cancelled) {
     try {
@@ -308,6 +354,13 @@ void AsyncHttp::complete(Transfer& t, int curl_code) {
   }
   recycle(t);
   transfers_.erase(id);
+}
+
+void AsyncHttp::detach(Transfer& t) {
+  if (t.shard == nullptr) return;
+  curl_multi_remove_handle(t.shard->multi, t.easy);
+  --t.shard->transfers;
+  t.shard = nullptr;
 }
 
 void AsyncHttp::recycle(Transfer& t) {
@@ -331,7 +384,7 @@ void AsyncHttp::cancel(std::uint64_t id) {
     return;
   }
   driving_ = true;
-  curl_multi_remove_handle(multi_, it->second->easy);
+  detach(*it->second);
   driving_ = false;
   recycle(*it->second);
   transfers_.erase(it);
@@ -363,6 +416,7 @@ kj::Promise<HttpAttempt> AsyncHttp::post(HttpRequest request, BodySink sink) {
   }
   t->curl = std::make_unique<CurlTransfer>(t->easy, t->request, t->sink);
   curl_easy_setopt(t->easy, CURLOPT_PRIVATE, raw);
+  curl_easy_setopt(t->easy, CURLOPT_SHARE, share_);
   auto paf = kj::newPromiseAndFulfiller<HttpAttempt>();
   t->fulfiller = kj::mv(paf.fulfiller);
   if (t->request.stream) {
@@ -371,11 +425,15 @@ kj::Promise<HttpAttempt> AsyncHttp::post(HttpRequest request, BodySink sink) {
         idle_watchdog(t->id, std::max<std::int64_t>(1, timeout) * kj::MILLISECONDS).eagerlyEvaluate(nullptr);
   }
   const std::uint64_t id = t->id;
+  Shard& shard = shard_for_new_transfer();
   transfers_.emplace(id, std::move(t));
   driving_ = true;
-  CURLMcode rc = curl_multi_add_handle(multi_, raw->easy);
+  CURLMcode rc = curl_multi_add_handle(shard.multi, raw->easy);
   driving_ = false;
-  if (rc != CURLM_OK) {
+  if (rc == CURLM_OK) {
+    raw->shard = &shard;
+    ++shard.transfers;
+  } else {
     transfers_.erase(id);
     HttpAttempt a;
     a.failure = HttpAttempt::Failure::fatal;

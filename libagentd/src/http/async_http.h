@@ -18,6 +18,15 @@
 // Idle connections stay open for reuse up to half the soft file descriptor limit at construction
 // (RLIMIT_NOFILE; raise it before constructing for many concurrent requests).
 //
+// Shards: libcurl (7.88) finds a connection to reuse by walking every connection it has to the
+// host, in use or idle, so one multi handle with n transfers in flight costs O(n) per new
+// request: with 10,000 model calls in flight, most of the server's CPU. Transfers are therefore
+// spread over several multi handles (shards), each with its own connections: a new transfer goes
+// to the first shard with fewer than kShardTransfers in flight, to a new shard when all are that
+// full (up to as many as the idle-connection limit allows, then the least loaded). A caller alone
+// always uses the first shard, and a burst's connections are found again by the next burst of the
+// same size. The shards share one DNS cache and one TLS session cache (a libcurl share handle).
+//
 // Limits: a host name (not a numeric address) costs a short-lived resolver thread per lookup
 // missing from the multi handle's DNS cache (libcurl's threaded resolver); the cache is shared by
 // all transfers of this AsyncHttp.
@@ -99,6 +108,10 @@ class AsyncHttp {
   std::size_t transfers() const { return transfers_.size(); }
   // Sockets being watched for transfers now (idle kept-alive connections are not watched).
   std::size_t sockets() const { return sockets_.size(); }
+  // Transfers in flight per shard, at most (see "Shards" above).
+  static constexpr std::size_t kShardTransfers = 128;
+  // Shards made so far (they stay, with their idle connections, until this is destroyed).
+  std::size_t shards() const { return shards_.size(); }
 
  private:
   AsyncHttp* previous_current_;  // current_async_http() before this one
@@ -107,13 +120,17 @@ class AsyncHttp {
   struct Gate;
   struct OffloadTable;
   struct RetryState;
+  struct Shard;
 
   kj::Promise<HttpResponse> attempt_loop(RetryState& state, int attempt_no);
   void cancel(std::uint64_t id);
+  // Removes a transfer from its shard's multi handle (once; it may be removed again harmlessly).
+  void detach(Transfer& transfer);
   // Takes back a transfer's easy handle (removed from the multi handle) for reuse.
   void recycle(Transfer& transfer);
   void complete(Transfer& transfer, int curl_code);
   void ready(int fd, std::uint64_t watch_id, int mask);
+  Shard& shard_for_new_transfer();
   void schedule();
   void drive();
   void finish_done();
@@ -125,7 +142,10 @@ class AsyncHttp {
   kj::Timer& timer_;
   WorkerPool* pool_;
   Bridge* bridge_;
-  void* multi_ = nullptr;  // CURLM*
+  void* share_ = nullptr;  // CURLSH*: the shards' DNS and TLS session caches
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::size_t max_shards_ = 1;
+  long shard_max_connects_ = 0;  // CURLMOPT_MAXCONNECTS of each shard; 0: libcurl's default
   std::uint64_t next_id_ = 0;
   std::map<std::uint64_t, std::unique_ptr<Transfer>> transfers_;
   std::vector<void*> idle_easy_;  // reset easy handles (CURL*) ready for the next transfer
@@ -138,10 +158,8 @@ class AsyncHttp {
   std::vector<Ready> ready_;
   std::vector<std::uint64_t> stalled_;    // streams silent for longer than their timeout
   std::vector<std::uint64_t> cancelled_;  // dropped while libcurl was calling us
-  bool timeout_due_ = false;
   bool scheduled_ = false;
   bool driving_ = false;  // inside a libcurl call (its callbacks may run)
-  kj::Promise<void> timer_wait_ = nullptr;
   std::map<std::string, std::unique_ptr<Gate>, std::less<>> gates_;
   std::shared_ptr<OffloadTable> offload_;
   TaskErrors task_errors_{"async HTTP"};

@@ -319,15 +319,27 @@ TEST_CASE("hundreds of chat_async calls in flight start no thread and share kept
   CHECK(agentd::detail::thread_count() == before);
   CHECK(fake_model_server().stats(key)["max_in_flight"].get<int>() > kCalls / 2);
 
-  // The connections stay open and serve the next calls.
+  // Spread over multi handles of at most kShardTransfers each, so that libcurl's search for a
+  // connection to reuse walks a shard's connections, not all of them (async_http.h, "Shards").
+  CHECK(loop.http.shards() == (kCalls + AsyncHttp::kShardTransfers - 1) / AsyncHttp::kShardTransfers);
+
+  // The connections stay open and serve the next calls: three one at a time, then a burst as
+  // large as the first, which finds the first burst's connections in every shard.
   auto burst = fake_model_server().requests(key);
   std::set<int> peers;
   for (const auto& r : burst) peers.insert(r["peer"].get<int>());
   CHECK(peers.size() > static_cast<std::size_t>(kCalls) / 2);  // a connection per concurrent request
   for (int i = 0; i < 3; ++i) loop.await(agentd::detail::chat_async(model, loop.http, conversation()));
+  kj::Vector<kj::Promise<ChatResponse>> again;
+  for (int i = 0; i < kCalls; ++i) again.add(agentd::detail::chat_async(model, loop.http, conversation()));
+  CHECK(loop.await(kj::joinPromises(again.releaseAsArray())).size() == static_cast<std::size_t>(kCalls));
   auto sent = fake_model_server().requests(key);
-  REQUIRE(sent.size() == static_cast<std::size_t>(kCalls) + 3);
-  for (std::size_t i = kCalls; i < sent.size(); ++i) CHECK(peers.count(sent[i]["peer"].get<int>()) == 1);
+  REQUIRE(sent.size() == 2 * static_cast<std::size_t>(kCalls) + 3);
+  std::size_t new_connections = 0;
+  for (std::size_t i = kCalls; i < sent.size(); ++i)
+    new_connections += peers.count(sent[i]["peer"].get<int>()) == 0;
+  CHECK(new_connections == 0);
+  CHECK(loop.http.shards() == (kCalls + AsyncHttp::kShardTransfers - 1) / AsyncHttp::kShardTransfers);
 }
 
 TEST_CASE("chat_async through the registry counts usage and errors like chat()", "[models][async]") {
