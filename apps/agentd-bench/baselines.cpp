@@ -63,7 +63,7 @@ bool read_full(int fd, char* buf, std::size_t n) {
 
 // read_full that polls for up to spin before it sleeps in read(), as a lane does (net/lane_poll.h;
 // one poller, whatever the process's CPUs).
-bool read_polling(int fd, char* buf, std::size_t n, std::chrono::microseconds spin) {
+bool read_full_polling(int fd, char* buf, std::size_t n, std::chrono::microseconds spin) {
   std::size_t got = 0;
   if (spin.count() > 0) {
     const ssize_t r = net::recv_until(fd, buf, n, Clock::now() + spin);
@@ -222,7 +222,7 @@ std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, 
   std::string msg(payload, 'x'), back(payload, '\0');
   for (std::size_t i = 0; ok && i < calls + kWarmup; ++i) {
     auto t0 = Clock::now();
-    ok = write_full(fd, msg.data(), payload) && read_polling(fd, back.data(), payload, spin);
+    ok = write_full(fd, msg.data(), payload) && read_full_polling(fd, back.data(), payload, spin);
     if (ok && i >= kWarmup) out.push_back(micros_since(t0));
   }
   ::close(fd);
