@@ -223,27 +223,24 @@ AsyncHttp::~AsyncHttp() {
   offload_->calls.clear();
 }
 
-AsyncHttp::Shard& AsyncHttp::shard_for_new_transfer() {
+AsyncHttp::Shard* AsyncHttp::shard_for_new_transfer() {
   Shard* least = nullptr;
   for (auto& shard : shards_) {
-    if (shard->transfers < kShardTransfers) return *shard;
+    if (shard->transfers < kShardTransfers) return shard.get();
     if (least == nullptr || shard->transfers < least->transfers) least = shard.get();
   }
-  if (least != nullptr && shards_.size() >= max_shards_) return *least;
+  if (least != nullptr && shards_.size() >= max_shards_) return least;
   auto shard = std::make_unique<Shard>();
   shard->http = this;
   shard->multi = curl_multi_init();
-  if (shard->multi == nullptr) {
-    if (least != nullptr) return *least;
-    throw Error(ErrorCode::internal, "cannot create a libcurl multi handle");
-  }
+  if (shard->multi == nullptr) return least;  // null when there is none
   curl_multi_setopt(shard->multi, CURLMOPT_SOCKETFUNCTION, &AsyncHttp::on_socket);
   curl_multi_setopt(shard->multi, CURLMOPT_SOCKETDATA, shard.get());
   curl_multi_setopt(shard->multi, CURLMOPT_TIMERFUNCTION, &AsyncHttp::on_timer);
   curl_multi_setopt(shard->multi, CURLMOPT_TIMERDATA, shard.get());
   if (shard_max_connects_ > 0) curl_multi_setopt(shard->multi, CURLMOPT_MAXCONNECTS, shard_max_connects_);
   shards_.push_back(std::move(shard));
-  return *shards_.back();
+  return shards_.back().get();
 }
 
 int AsyncHttp::on_socket(void* /*easy*/, int fd, int what, void* shard_ptr, void* /*socketp*/) {
@@ -425,14 +422,20 @@ kj::Promise<HttpAttempt> AsyncHttp::post(HttpRequest request, BodySink sink) {
         idle_watchdog(t->id, std::max<std::int64_t>(1, timeout) * kj::MILLISECONDS).eagerlyEvaluate(nullptr);
   }
   const std::uint64_t id = t->id;
-  Shard& shard = shard_for_new_transfer();
+  Shard* shard = shard_for_new_transfer();
+  if (shard == nullptr) {
+    HttpAttempt a;
+    a.failure = HttpAttempt::Failure::fatal;
+    a.error = "cannot create a libcurl multi handle";
+    return a;
+  }
   transfers_.emplace(id, std::move(t));
   driving_ = true;
-  CURLMcode rc = curl_multi_add_handle(shard.multi, raw->easy);
+  CURLMcode rc = curl_multi_add_handle(shard->multi, raw->easy);
   driving_ = false;
   if (rc == CURLM_OK) {
-    raw->shard = &shard;
-    ++shard.transfers;
+    raw->shard = shard;
+    ++shard->transfers;
   } else {
     transfers_.erase(id);
     HttpAttempt a;

@@ -130,7 +130,8 @@ class AsyncHttp {
   void recycle(Transfer& transfer);
   void complete(Transfer& transfer, int curl_code);
   void ready(int fd, std::uint64_t watch_id, int mask);
-  Shard& shard_for_new_transfer();
+  // The shard a new transfer goes to (see "Shards"); null when none exists and none can be made.
+  Shard* shard_for_new_transfer();
   void schedule();
   void drive();
   void finish_done();
