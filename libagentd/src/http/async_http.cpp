@@ -293,10 +293,12 @@ void AsyncHttp::schedule() {
 void AsyncHttp::drive() {
   int running = 0;
   driving_ = true;
-  for (auto& shard : shards_) {
-    if (shard->timeout_due) {
-      shard->timeout_due = false;
-      curl_multi_socket_action(shard->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  // By index: what libcurl calls back (a sink) could start a transfer in a new shard.
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = *shards_[i];
+    if (shard.timeout_due) {
+      shard.timeout_due = false;
+      curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
   }
   std::vector<Ready> batch;
@@ -313,9 +315,9 @@ void AsyncHttp::drive() {
 }
 
 void AsyncHttp::finish_done() {
-  for (auto& shard : shards_) {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {  // by index, as in drive()
     int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(shard->multi, &left)) {
+    while (CURLMsg* msg = curl_multi_info_read(shards_[i]->multi, &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       Transfer* t = nullptr;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
