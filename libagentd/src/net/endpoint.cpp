@@ -31,6 +31,8 @@ std::string parse_into(std::string_view text, Endpoint& out) {
   if (!host.empty() && host.front() == '[') {
     if (host.size() < 3 || host.back() != ']') return "an IPv6 address needs [ADDRESS]";
     host = host.substr(1, host.size() - 2);
+    // "[name]:port" would be written back as "name:port", which for "unix" is unix:PATH.
+    if (host.find(':') == std::string_view::npos) return "brackets go around an IPv6 address only";
   }
   if (host.empty()) return "no host";
   if (host.find_first_of("[]") != std::string_view::npos) return "brackets go around an IPv6 address only";
@@ -63,6 +65,11 @@ Endpoint Endpoint::parse(std::string_view text) {
 
 Endpoint Endpoint::from(std::string_view host, std::uint16_t port) {
   if (host.substr(0, kUnix.size()) == kUnix) return parse(host);
+  if (host == kUnix.substr(0, kUnix.size() - 1))
+    throw Error(ErrorCode::bad_args,
+                fmt::format("the host \"unix\" with port {} cannot be told from unix:PATH; give its address, "
+                            "or unix:PATH for a socket",
+                            port));
   if (!host.empty() && host.front() == '[') return parse(fmt::format("{}:{}", host, port));
   // An IPv6 address without brackets gets them, so the one parser judges every form.
   const bool v6 = host.find(':') != std::string_view::npos;

@@ -46,11 +46,13 @@ TEST_CASE("a host and a port make an endpoint as Client::connect takes them", "[
   CHECK(Endpoint::from("unix:/tmp/s", 0).path == "/tmp/s");
   CHECK_THROWS_AS(Endpoint::from("", 80), agentd::Error);
   CHECK_THROWS_AS(Endpoint::from("host", 0), agentd::Error);
+  // A host named unix would be written as unix:PORT, a socket path: refused, saying so.
+  CHECK_THROWS_WITH(Endpoint::from("unix", 8), Catch::Matchers::Contains("cannot be told from unix:PATH"));
 }
 
 TEST_CASE("anything else is refused, saying why", "[net][endpoint]") {
   for (const char* bad : {"", "local", "host:", ":80", "host:0", "host:65536", "host:12x", "host:-1",
-                          "[::1:5", "[]:5", "unix:"}) {
+                          "[::1:5", "[]:5", "unix:", "[unix]:8", "[localhost]:80"}) {
     INFO(bad);
     CHECK_FALSE(Endpoint::try_parse(bad));
     try {
