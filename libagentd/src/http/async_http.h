@@ -28,8 +28,8 @@
 // same size. The shards share one DNS cache and one TLS session cache (a libcurl share handle).
 //
 // Limits: a host name (not a numeric address) costs a short-lived resolver thread per lookup
-// missing from the multi handle's DNS cache (libcurl's threaded resolver); the cache is shared by
-// all transfers of this AsyncHttp.
+// missing from the DNS cache (libcurl's threaded resolver); the cache is the share handle's, so
+// it is shared by all transfers of this AsyncHttp, whichever shard runs them.
 #pragma once
 
 #include "http_client.h"
