@@ -470,6 +470,42 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
   drained_.notify_all();
 }
 
+bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten) {
+  Statements& s = *st_;
+  // Results go oldest first: every row up to seq cut. A row's seq is one more than the newest
+  // row's when it is written, and only trims remove rows, so the rows are a range of seq and the
+  // newest max_results of them are those after max(seq) - max_results (in a database whose
+  // results an earlier version trimmed by age alone, the range may have gaps: then fewer are
+  // kept, never more). A row older than max_age behind a newer one (the clock was set back)
+  // goes with the rows before it.
+  std::int64_t cut = 0;
+  if (s.newest_result.row()) {
+    if (!s.newest_result.column_null(0))
+      cut = std::max<std::int64_t>(0, s.newest_result.column_int(0) - static_cast<std::int64_t>(trim.first));
+    s.newest_result.stop();
+  }
+  s.results_after.integer(1, cut);
+  while (s.results_after.row()) {
+    if (s.results_after.column_int(1) >= trim.second) {
+      s.results_after.stop();
+      break;
+    }
+    cut = s.results_after.column_int(0);
+  }
+  if (cut == 0) return false;
+  // What the trim forgets moves the horizon (see the header); then the rows go.
+  s.trimmed_until.integer(1, cut);
+  if (s.trimmed_until.row()) {
+    if (!s.trimmed_until.column_null(0)) forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
+    s.trimmed_until.stop();
+  }
+  s.trim_results.integer(1, cut).run();
+  if (s.trim_results.changes() == 0) return false;
+  if (forgotten != forgotten_until_ms_)
+    s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
+  return true;
+}
+
 void StateStore::apply(std::vector<Pending>& batch,
                        const std::optional<std::pair<std::size_t, std::int64_t>>& trim) {
   Statements& s = *st_;
@@ -520,21 +556,14 @@ void StateStore::apply(std::vector<Pending>& batch,
       }
     }
     std::int64_t forgotten = forgotten_until_ms_;
-    if (trim) {
-      // What the trim forgets moves the horizon (see the header); then the rows go.
-      const auto keep = static_cast<std::int64_t>(trim->first);
-      s.trimmed_until.integer(1, trim->second).integer(2, keep);
-      if (s.trimmed_until.row()) {
-        if (!s.trimmed_until.column_null(0)) forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
-        s.trimmed_until.row();
-      }
-      s.trim_age.integer(1, trim->second).run();
-      s.trim_count.integer(1, keep).run();
-      if (forgotten != forgotten_until_ms_)
-        s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
+    const bool trimmed = trim && trim_rows(*trim, forgotten);
+    if (batch.empty() && !trimmed) {
+      // A trim alone that removed nothing wrote nothing: no commit to sync or count.
+      s.commit.run();
+      return;
     }
     // A trim may remove the numbered rows (this commit's too): the number goes to meta as well.
-    if (numbered == nullptr || trim) s.put_meta.text(1, "commit_seq").text(2, std::to_string(seq)).run();
+    if (numbered == nullptr || trimmed) s.put_meta.text(1, "commit_seq").text(2, std::to_string(seq)).run();
     s.commit.run();
     forgotten_until_ms_ = forgotten;
   } catch (...) {

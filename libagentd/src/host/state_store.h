@@ -213,6 +213,10 @@ class StateStore {
   void record_interrupted();
   // Applies batch in one transaction; throws Error on failure (rolled back).
   void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
+  // In apply()'s transaction: removes the results past the trim (max results, oldest finishing
+  // time kept) and moves forgotten to the newest finishing time among them; false when it
+  // removed none.
+  bool trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten);
   void exec(const char* sql);
   // Runs body in one write transaction, rolled back when it throws (the constructor's writes;
   // apply() has its own, with prepared statements).

@@ -636,6 +636,68 @@ TEST_CASE("a saved outcome keeps the call's usage", "[state_store]") {
   CHECK(detail::decode_outcome(detail::encode_outcome(detail::Outcome(Msg("a", "x")))).usage.empty());
 }
 
+// The store keeps what the result pool keeps (--max-pool-size, --max-expire-time): the server
+// trims it about once a second while results are written. Results go oldest first, and a trim
+// reads only the rows it removes and the first it keeps (a scan of the table would read every
+// outcome each time; that is measured, not asserted here). A client that asks after a removed
+// call is told "cannot tell" up to the newest finishing time removed.
+TEST_CASE("a trim removes the oldest results, by count and by age, and moves the forgotten horizon",
+          "[host][state_store]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  auto call_n = [](int n) {
+    return call("a", 2 * (n - 1), {Msg("user", "q"), Msg("a", "r")}, n, "call-" + std::to_string(n),
+                Msg("a", "r" + std::to_string(n)));
+  };
+  auto ids = [&] {
+    return sqlite(db, "SELECT group_concat(call_id, ',') FROM (SELECT call_id FROM results ORDER BY seq)");
+  };
+  auto forgotten = [&] { return sqlite(db, "SELECT value FROM meta WHERE key = 'forgotten_until_ms'"); };
+  {
+    StateStore store(dir);
+    REQUIRE_FALSE(commit(store, put_agent("a")));
+    for (int n = 1; n <= 6; ++n) REQUIRE_FALSE(commit(store, call_n(n)));
+  }
+  // call-1 and call-2 finished long ago; call-4 too, but after call-3 was written (the clock was
+  // set back in between), so it is behind a result young enough to keep.
+  sqlite(db,
+         "UPDATE results SET finished_ms = 2000 WHERE call_id = 'call-1'; "
+         "UPDATE results SET finished_ms = 3000 WHERE call_id = 'call-2'; "
+         "UPDATE results SET finished_ms = 1000 WHERE call_id = 'call-4'");
+  {
+    StateStore store(dir);
+    REQUIRE_FALSE(commit(store, call_n(7)));  // a trim waits for a result written since the last
+    store.trim_results(100, std::chrono::hours(1));
+    // flush() waits for changes, not for a trim: a change queued after it commits with it or
+    // after it.
+    REQUIRE_FALSE(commit(store, Change{}));
+  }
+  CHECK(ids() == "call-3,call-4,call-5,call-6,call-7");
+  CHECK(forgotten() == "3000");  // the newest finishing time removed
+  const std::string newest_removed = sqlite(
+      db, "SELECT max(finished_ms) FROM results WHERE call_id IN ('call-3', 'call-4', 'call-5', 'call-6')");
+  {
+    StateStore store(dir);
+    REQUIRE_FALSE(commit(store, call_n(8)));
+    store.trim_results(2, std::chrono::hours(24));  // by count: the newest two stay
+    REQUIRE_FALSE(commit(store, Change{}));
+    // Nothing more to remove: the next trim, committed alone as the store closes, writes
+    // nothing (and counts no commit, or the next start would find commits missing).
+    REQUIRE_FALSE(commit(store, call_n(9)));
+    store.trim_results(3, std::chrono::hours(24));
+  }
+  CHECK(ids() == "call-7,call-8,call-9");
+  CHECK(forgotten() == newest_removed);
+  // Every commit is still counted (a trim that removed rows wrote the count to meta).
+  CHECK(open_result(dir) == "opened");
+  StateStore store(dir);
+  const auto c = store.load(1000, std::chrono::hours(24));
+  REQUIRE(c.results.size() == 3);
+  CHECK(c.results[0].call_id == "call-7");
+  CHECK(std::to_string(c.forgotten_until_unix_ms) == newest_removed);
+}
+
 // A commit's number is kept on the last result row it writes (one page fewer per durable call
 // than a counter of its own); a start must still count every acknowledged commit, or it would
 // refuse the state dir as having lost commits.
