@@ -10,6 +10,9 @@ namespace agentd::net {
 namespace {
 
 constexpr std::string_view kUnix = "unix:";
+// "unix": a host that could not be told from a socket path, and what address_part() calls a
+// socket's peer.
+constexpr std::string_view kUnixHost = kUnix.substr(0, kUnix.size() - 1);
 
 // Why text is not an endpoint; empty when it is one (then out holds it).
 std::string parse_into(std::string_view text, Endpoint& out) {
@@ -28,14 +31,16 @@ std::string parse_into(std::string_view text, Endpoint& out) {
   if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
     return fmt::format("the port \"{}\" is not a number", digits);
   if (value == 0 || value > 65535) return fmt::format("the port {} is not in 1..65535", digits);
-  if (!host.empty() && host.front() == '[') {
+  const bool bracketed = !host.empty() && host.front() == '[';
+  if (bracketed) {
     if (host.size() < 3 || host.back() != ']') return "an IPv6 address needs [ADDRESS]";
     host = host.substr(1, host.size() - 2);
-    // "[name]:port" would be written back as "name:port", which for "unix" is unix:PATH.
-    if (host.find(':') == std::string_view::npos) return "brackets go around an IPv6 address only";
   }
   if (host.empty()) return "no host";
-  if (host.find_first_of("[]") != std::string_view::npos) return "brackets go around an IPv6 address only";
+  // "[name]:port" would be written back as "name:port", which for "unix" is unix:PATH.
+  if (host.find_first_of("[]") != std::string_view::npos ||
+      (bracketed && host.find(':') == std::string_view::npos))
+    return "brackets go around an IPv6 address only";
   out = Endpoint{};
   out.host = std::string(host);
   out.port = static_cast<std::uint16_t>(value);
@@ -65,7 +70,7 @@ Endpoint Endpoint::parse(std::string_view text) {
 
 Endpoint Endpoint::from(std::string_view host, std::uint16_t port) {
   if (host.substr(0, kUnix.size()) == kUnix) return parse(host);
-  if (host == kUnix.substr(0, kUnix.size() - 1))
+  if (host == kUnixHost)
     throw Error(ErrorCode::bad_args,
                 fmt::format("the host \"unix\" with port {} cannot be told from unix:PATH; give its address, "
                             "or unix:PATH for a socket",
@@ -88,7 +93,7 @@ std::string Endpoint::text() const {
 std::string address_part(std::string_view peer) {
   auto e = Endpoint::try_parse(peer);
   if (!e) return std::string(peer);
-  if (e->is_unix()) return std::string(kUnix.substr(0, kUnix.size() - 1));
+  if (e->is_unix()) return std::string(kUnixHost);
   return e->host_text();
 }
 
