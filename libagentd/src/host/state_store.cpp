@@ -472,35 +472,32 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
 
 bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten) {
   Statements& s = *st_;
-  // Results go oldest first: every row up to seq cut. A row's seq is one more than the newest
-  // row's when it is written, and only trims remove rows, so the rows are a range of seq and the
-  // newest max_results of them are those after max(seq) - max_results (in a database whose
-  // results an earlier version trimmed by age alone, the range may have gaps: then fewer are
-  // kept, never more). A row older than max_age behind a newer one (the clock was set back)
-  // goes with the rows before it.
-  std::int64_t cut = 0;
+  // Results go oldest first. A row's seq is one more than the newest row's when it is written,
+  // and only trims remove rows, so the rows are a range of seq and the newest max_results of
+  // them are those after max(seq) - max_results (in a database whose results an earlier version
+  // trimmed by age alone, the range may have gaps: then fewer are kept, never more). A row older
+  // than max_age behind a newer one (the clock was set back) goes with the rows before it.
+  std::int64_t over = 0;  // the rows up to this seq are past max_results
   if (s.newest_result.row()) {
     if (!s.newest_result.column_null(0))
-      cut = std::max<std::int64_t>(0, s.newest_result.column_int(0) - static_cast<std::int64_t>(trim.first));
+      over = std::max<std::int64_t>(0, s.newest_result.column_int(0) - static_cast<std::int64_t>(trim.first));
     s.newest_result.stop();
   }
-  s.results_after.integer(1, cut);
-  while (s.results_after.row()) {
-    if (s.results_after.column_int(1) >= trim.second) {
-      s.results_after.stop();
+  // The walk reads the rows it removes and the first it keeps; what it forgets moves the
+  // horizon (see the header).
+  std::int64_t cut = 0;
+  while (s.oldest_results.row()) {
+    const std::int64_t seq = s.oldest_results.column_int(0);
+    const std::int64_t finished = s.oldest_results.column_int(1);
+    if (seq > over && finished >= trim.second) {
+      s.oldest_results.stop();
       break;
     }
-    cut = s.results_after.column_int(0);
+    cut = seq;
+    forgotten = std::max(forgotten, finished);
   }
   if (cut == 0) return false;
-  // What the trim forgets moves the horizon (see the header); then the rows go.
-  s.trimmed_until.integer(1, cut);
-  if (s.trimmed_until.row()) {
-    if (!s.trimmed_until.column_null(0)) forgotten = std::max(forgotten, s.trimmed_until.column_int(0));
-    s.trimmed_until.stop();
-  }
   s.trim_results.integer(1, cut).run();
-  if (s.trim_results.changes() == 0) return false;
   if (forgotten != forgotten_until_ms_)
     s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
   return true;

@@ -56,8 +56,6 @@ class Stmt {
     sqlite3_clear_bindings(st_);
     if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
   }
-  // Rows changed by the last statement run on this connection.
-  int changes() { return sqlite3_changes(db_); }
   // Ends a walk through rows before its end (row() ends it at the end).
   void stop() { sqlite3_reset(st_); }
   // Steps through rows: true while there is one.
@@ -127,16 +125,14 @@ struct StateStore::Statements {
         // and the first it keeps: a scan of every row would read every outcome (the columns
         // after it are past its overflow pages), once a second while results are written.
         newest_result(db, "SELECT max(seq) FROM results"),
-        results_after(db, "SELECT seq, finished_ms FROM results WHERE seq > ?1 ORDER BY seq"),
-        trimmed_until(db, "SELECT max(finished_ms) FROM results WHERE seq <= ?1"),
+        oldest_results(db, "SELECT seq, finished_ms FROM results ORDER BY seq"),
         trim_results(db, "DELETE FROM results WHERE seq <= ?1"),
         // An upsert changes the row in place: INSERT OR REPLACE deletes and re-inserts it, which
         // rewrites the key's index page too, one more WAL frame in every commit (commit_seq).
         put_meta(
             db, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2") {}
   Stmt begin, commit, put_agent, set_state, delete_agent, delete_memory, put_memory, put_result,
-      delete_all_agents, delete_all_memory, newest_result, results_after, trimmed_until, trim_results,
-      put_meta;
+      delete_all_agents, delete_all_memory, newest_result, oldest_results, trim_results, put_meta;
 };
 
 // Text safe to put in a message: bytes that are not printable ASCII (a damaged file's contents)
