@@ -7,17 +7,22 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -227,6 +232,48 @@ std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, 
   }
   ::close(fd);
   check(ok, "connection failed");
+  return out;
+}
+
+namespace {
+
+// Sets the CPUs of every thread of process pid (its /proc/PID/task); false when one cannot be set.
+bool set_process_cpus(std::int64_t pid, const cpu_set_t& cpus) {
+  std::error_code ec;
+  bool ok = true, any = false;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    const auto tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
+    ok = ::sched_setaffinity(tid, sizeof cpus, &cpus) == 0 && ok;
+    any = true;
+  }
+  return ok && any && !ec;
+}
+
+}  // namespace
+
+std::vector<double> tcp_pingpong_placed(std::uint16_t port, std::int64_t echo_pid, Placement placement,
+                                        std::size_t calls, std::size_t payload) {
+  if (placement == Placement::unpinned) return tcp_pingpong_latency(port, calls, payload);
+  cpu_set_t mine, theirs;
+  if (::pthread_getaffinity_np(::pthread_self(), sizeof mine, &mine) != 0 ||
+      ::sched_getaffinity(static_cast<pid_t>(echo_pid), sizeof theirs, &theirs) != 0)
+    return {};
+  std::vector<int> allowed;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &mine)) allowed.push_back(cpu);
+  const std::size_t needed = placement == Placement::two_cpus ? 2 : 1;
+  if (allowed.size() < needed) return {};
+  cpu_set_t here, there;
+  CPU_ZERO(&here);
+  CPU_ZERO(&there);
+  CPU_SET(allowed[0], &here);
+  CPU_SET(allowed[needed - 1], &there);
+  std::vector<double> out;
+  if (::pthread_setaffinity_np(::pthread_self(), sizeof here, &here) == 0 &&
+      set_process_cpus(echo_pid, there))
+    out = tcp_pingpong_latency(port, calls, payload);
+  set_process_cpus(echo_pid, theirs);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof mine, &mine);
   return out;
 }
 

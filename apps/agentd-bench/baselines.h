@@ -58,6 +58,20 @@ double capnp_echo_throughput(std::uint16_t port, std::size_t n, std::size_t payl
 // read(), as a lane client does (ClientOptions::lane_spin); the echo side sleeps in read() always.
 std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, std::size_t payload,
                                          std::chrono::microseconds spin = std::chrono::microseconds(0));
+
+// Where the raw ping-pong's two ends run. unpinned: where the scheduler puts them (when both
+// sleep in read(), Linux may run them on one CPU: a wake-up without an inter-processor interrupt,
+// which on a virtual machine can be several times cheaper than one across CPUs). two_cpus: the
+// calling thread on one allowed CPU, every thread of the echo process on another (agentd's lanes
+// poll on both ends, which keeps them apart). one_cpu: both on the calling thread's first
+// allowed CPU.
+enum class Placement { unpinned, two_cpus, one_cpu };
+
+// tcp_pingpong_latency (the reader sleeps) with its ends placed as said, the echo process being
+// echo_pid; both ends get their CPUs back afterwards. Empty when the process may run on fewer
+// CPUs than the placement needs, or the CPUs cannot be set.
+std::vector<double> tcp_pingpong_placed(std::uint16_t port, std::int64_t echo_pid, Placement placement,
+                                        std::size_t calls, std::size_t payload);
 // Round trips of payload bytes over a Unix socket pair to an echo thread of this process (first
 // 50 excluded).
 std::vector<double> unix_pingpong_latency(std::size_t calls, std::size_t payload);

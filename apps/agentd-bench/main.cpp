@@ -45,8 +45,10 @@ the bench deletes only the agents it created.
 Workloads (all by default; choose with --workloads W1,W5):
   W1  call latency: sequential call("ping") and reply(msg).get() on an echo agent, p50/p99 (us),
       beside a bare Cap'n Proto echo (same RPC stack, no agentd) and a raw TCP ping-pong, both
-      answered by a child process of the bench's (--serve-echo), as agentd's are by as_server; then
-      the same replies from a single-thread client (ClientOptions::single_thread) beside the
+      answered by a child process of the bench's (--serve-echo), as agentd's are by as_server (the
+      ping-pong also with its two ends pinned to two CPUs and to one: a wake-up within one CPU
+      can cost a fraction of one across CPUs, and unpinned the scheduler picks); then the same
+      replies from a single-thread client (ClientOptions::single_thread) beside the
       usual client's; then an asynchronous echo agent (AsyncEchoAgent, when a plugin has it)
       from the usual client and from a single-thread client (the bare echo's shape: no thread
       hand-off in either process), latency and server CPU beside the bare echo's. With its own

@@ -277,6 +277,10 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
   Row vs_tcp{"W1", "reply().get() p50 vs raw TCP", "us"};
   Row capnp_tcp{"W1", "bare capnp echo p50 vs raw TCP", "us"};
   Row vs_polled{"W1", "reply().get() p50 vs raw TCP, reader polling", "us"};
+  // The raw ping-pong with its ends placed (baselines.h Placement): what the unpinned one measured
+  // depends on whether the scheduler ran its two sleeping ends on one CPU.
+  Row vs_two{"W1", "reply().get() p50 vs raw TCP, ends on two CPUs", "us"};
+  Row vs_one{"W1", "reply().get() p50 vs raw TCP, ends on one CPU", "us"};
   // CPU is steadier than latency on a shared machine: server CPU per reply (info().cpu_seconds,
   // all server threads) against the bare echo server process's CPU per call.
   Row cpu{"W1", "server CPU per reply()+get()", "us"};
@@ -313,6 +317,13 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
         tcp_pingpong_latency(echo.tcp_port(), cfg.calls, cfg.payload, dep.client_options().lane_spin);
     vs_polled.agentd.add(percentile(replies, 50));
     vs_polled.baseline.add(percentile(tcp_polled, 50));
+    for (auto [row, placement] :
+         {std::pair{&vs_two, Placement::two_cpus}, std::pair{&vs_one, Placement::one_cpu}}) {
+      auto placed = tcp_pingpong_placed(echo.tcp_port(), echo.pid(), placement, cfg.calls, cfg.payload);
+      if (placed.empty()) continue;
+      row->agentd.add(percentile(replies, 50));
+      row->baseline.add(percentile(placed, 50));
+    }
     add_p50_p99(call50, call99, calls);
     add_p50_p99(reply50, reply99, replies);
     vs_tcp.agentd.add(percentile(replies, 50));
@@ -384,8 +395,17 @@ void run_w1(const Config& cfg, Deployment& dep, Report& report) {
       "informative: the raw ping-pong's reader polls up to lane_spin ({} us) before it sleeps, as a lane "
       "does",
       dep.client_options().lane_spin.count());
+  vs_two.baseline_name = "raw TCP, two CPUs";
+  vs_two.note =
+      "informative: the bench's thread pinned to one CPU, the echo process to another; agentd's "
+      "client and server are not pinned";
+  vs_one.baseline_name = "raw TCP, one CPU";
+  vs_one.note = "informative: both ends pinned to one CPU, where a wake-up needs no interrupt to another";
   for (Row* row : {&call50, &call99, &reply50, &reply99, &cpu, &vs_tcp, &vs_polled, &capnp_tcp})
     report.rows.push_back(std::move(*row));
+  // Only where the CPUs could be set (two_cpus needs two).
+  for (Row* row : {&vs_two, &vs_one})
+    if (!row->baseline.empty()) report.rows.push_back(std::move(*row));
   finish_switch_row(switches, report);
   cleanup(dep, 0, {a}, 1);
   run_w1_single_thread(cfg, dep, echo, report);
