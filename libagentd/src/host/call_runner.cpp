@@ -111,16 +111,22 @@ thread_local FrameCache t_frame_cache;
 // (final_suspend never suspends). While an asynchronous call's frame exists it is in the
 // runner's frames_, so the runner can destroy it if it is still suspended when the runner goes.
 struct CallRunner::Run {
-  struct promise_type {
-    std::unordered_set<void*>* registry = nullptr;
+  // Unlinked (prev == next == this) until link_after(); a blocking call's never is.
+  struct promise_type : FrameLink {
     Run get_return_object() { return Run{std::coroutine_handle<promise_type>::from_promise(*this)}; }
     std::suspend_always initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }
     void return_void() noexcept {}
     void unhandled_exception() noexcept { std::terminate(); }  // the body catches everything
+    void link_after(FrameLink& head) {
+      prev = &head;
+      next = head.next;
+      head.next->prev = this;
+      head.next = this;
+    }
     ~promise_type() {
-      if (registry != nullptr)
-        registry->erase(std::coroutine_handle<promise_type>::from_promise(*this).address());
+      prev->next = next;
+      next->prev = prev;
     }
     static void* operator new(std::size_t size) {
       FrameCache& c = t_frame_cache;
@@ -141,9 +147,10 @@ struct CallRunner::Run {
 };
 
 CallRunner::~CallRunner() {
-  // Each frame removes itself from the set as it goes.
-  std::vector<void*> frames(frames_.begin(), frames_.end());
-  for (void* f : frames) std::coroutine_handle<>::from_address(f).destroy();
+  // Each frame unlinks itself as it goes.
+  while (frames_.next != &frames_)
+    std::coroutine_handle<Run::promise_type>::from_promise(*static_cast<Run::promise_type*>(frames_.next))
+        .destroy();
 }
 
 void CallRunner::run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call) {
@@ -152,8 +159,7 @@ void CallRunner::run(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call
     return;
   }
   Run run = drive<Asynchronous>(std::move(slot), std::move(call));
-  run.handle.promise().registry = &frames_;
-  frames_.insert(run.handle.address());
+  run.handle.promise().link_after(frames_);
   run.handle.resume();  // until the call's first suspension, or to its end
 }
 

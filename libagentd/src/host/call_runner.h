@@ -30,7 +30,6 @@
 #include <functional>
 #include <memory>
 #include <string_view>
-#include <unordered_set>
 
 namespace agentd::detail {
 
@@ -74,9 +73,17 @@ class CallRunner {
   template <typename Kind>
   Run drive(std::shared_ptr<AgentSlot> slot, std::shared_ptr<Call> call);
 
+  // A link of the list of frames below: each asynchronous call's coroutine promise is one.
+  struct FrameLink {
+    FrameLink* prev = this;
+    FrameLink* next = this;
+  };
+
   Host& host_;
-  // The frames of asynchronous calls that have started and not finished (loop thread only).
-  std::unordered_set<void*> frames_;
+  // The frames of asynchronous calls that have started and not finished (loop thread only): a
+  // circular list through their promises, this its head. A frame links itself in when its call
+  // starts and out when it is destroyed: no look-up, no allocation per call.
+  FrameLink frames_;
 };
 
 }  // namespace agentd::detail

@@ -74,22 +74,52 @@ std::vector<CallWatch::Due> CallWatch::take_due(Clock::time_point now) {
   return due;
 }
 
+bool CallWatch::holds(const Call& call) const {
+  // The index alone is not enough: the entry may be another call's since (a call dispatched
+  // under an earlier watch, which set_watch() replaced).
+  return call.watch_entry < running_.size() && running_[call.watch_entry].call.get() == &call;
+}
+
 void CallWatch::dispatched(const std::shared_ptr<AgentSlot>& slot, const std::shared_ptr<Call>& call,
                            Clock::time_point now) {
-  running_.insert_or_assign(call.get(), Running{slot, call, now, false});
+  std::size_t i = call->watch_entry;
+  if (holds(*call)) {
+    if (running_[i].reported) --slow_now_;  // dispatched again: counted afresh
+  } else if (!free_.empty()) {
+    i = free_.back();
+    free_.pop_back();
+    ++in_progress_;
+  } else {
+    i = running_.size();
+    running_.emplace_back();
+    ++in_progress_;
+  }
+  running_[i] = Running{slot, call, now, false};
+  call->watch_entry = i;
 }
 
 void CallWatch::done(const Call& call) {
-  auto it = running_.find(&call);
-  if (it == running_.end()) return;
-  if (it->second.reported) --slow_now_;
-  running_.erase(it);
+  if (!holds(call)) return;
+  Running& r = running_[call.watch_entry];
+  if (r.reported) --slow_now_;
+  r = Running{};
+  if (--in_progress_ > 0) {
+    free_.push_back(call.watch_entry);
+    return;
+  }
+  running_.clear();
+  free_.clear();
+  constexpr std::size_t kKept = 4096;  // entries kept for the next calls; a burst's are given back
+  if (running_.capacity() > kKept) {
+    running_.shrink_to_fit();
+    free_.shrink_to_fit();
+  }
 }
 
 std::vector<CallWatch::Slow> CallWatch::take_newly_slow(Clock::time_point now, Clock::duration threshold) {
   std::vector<Slow> out;
-  for (auto& [_, r] : running_) {
-    if (r.reported || now - r.since < threshold) continue;
+  for (auto& r : running_) {
+    if (!r.call || r.reported || now - r.since < threshold) continue;
     r.reported = true;
     ++slow_now_;
     out.push_back(Slow{r.slot, r.call, now - r.since});

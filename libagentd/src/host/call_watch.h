@@ -26,7 +26,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 namespace agentd::detail {
@@ -69,18 +68,25 @@ class CallWatch {
   // Reported as slow and not finished yet.
   std::size_t slow_now() const { return slow_now_; }
   // Dispatched and not finished (blocking calls on workers, or waiting for one; async calls).
-  std::size_t in_progress() const { return running_.size(); }
+  std::size_t in_progress() const { return in_progress_; }
 
  private:
   void main();
+  // call's entry in running_, if it has one (Call::watch_entry, set by dispatched()).
+  bool holds(const Call& call) const;
 
   struct Running {
     std::shared_ptr<AgentSlot> slot;
-    std::shared_ptr<Call> call;
+    std::shared_ptr<Call> call;  // null: a free entry
     Clock::time_point since;
     bool reported = false;
   };
-  std::unordered_map<const Call*, Running> running_;
+  // The calls in progress, each at the index its Call::watch_entry says, and the free entries:
+  // a call costs no hashing and no allocation (once the vectors have grown to the most calls in
+  // progress at once; they are emptied when none is left, and given back past a large burst).
+  std::vector<Running> running_;
+  std::vector<std::size_t> free_;
+  std::size_t in_progress_ = 0;
   std::size_t slow_now_ = 0;
   std::multimap<Clock::time_point, std::pair<const Call*, Due>> deadlines_;
 

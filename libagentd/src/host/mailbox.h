@@ -93,6 +93,8 @@ struct Call {
   // With a state store, a call with a call id: its slot in the run journal from the moment its
   // agent code starts until its outcome is committed and published.
   std::uint32_t journal_slot = RunJournal::kNoSlot;
+  // Its entry among the host's CallWatch's calls in progress, once dispatched (call_watch.h).
+  std::size_t watch_entry = SIZE_MAX;
 };
 
 // One agent of an AgentHost with its mailbox. Every field is guarded by the host lock unless it

@@ -229,6 +229,29 @@ TEST_CASE("asynchronous calls still suspended are destroyed with the runner", "[
   CHECK(host.done.empty());
 }
 
+TEST_CASE("a suspended call that finishes leaves the others to be destroyed with the runner",
+          "[call_runner]") {
+  FakeHost host;
+  std::vector<std::shared_ptr<AgentSlot>> slots;
+  std::vector<ResumeGate> gates(4);
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    CallRunner runner(host);
+    for (int i = 0; i < 4; ++i) {
+      slots.push_back(slot_of<Async>("a" + std::to_string(i)));
+      static_cast<Async&>(*slots.back()->agent).gate = &gates[i];
+      calls.push_back(call_of(Call::Kind::reply, "x"));
+      run(runner, slots.back(), calls.back());
+    }
+    // The newest, an inner one and the oldest finish; one stays suspended.
+    for (int i : {3, 1, 0}) gates[i].release();
+    REQUIRE(host.done.size() == 3);
+    CHECK(calls[2].use_count() == 3);  // the test, the mailbox and its frame
+  }
+  CHECK(calls[2].use_count() == 2);
+  CHECK(host.done.size() == 3);
+}
+
 TEST_CASE("a blocking call whose deadline passed before it started runs no agent code", "[call_runner]") {
   FakeHost host;
   host.expire_all = true;
