@@ -100,11 +100,11 @@ void CallWatch::dispatched(const std::shared_ptr<AgentSlot>& slot, const std::sh
 
 void CallWatch::done(const Call& call) {
   if (!holds(call)) return;
-  Running& r = running_[call.watch_entry];
-  if (r.reported) --slow_now_;
-  r = Running{};
+  const std::size_t i = call.watch_entry;  // call is not read past the reset: it may end there
+  if (running_[i].reported) --slow_now_;
+  running_[i] = Running{};
   if (--in_progress_ > 0) {
-    free_.push_back(call.watch_entry);
+    free_.push_back(i);
     return;
   }
   running_.clear();
