@@ -40,7 +40,8 @@ std::vector<std::string> ids(const std::vector<CallWatch::Slow>& slow) {
 
 // A watch whose thread does nothing (the test calls what its tick would).
 std::unique_ptr<CallWatch> idle_watch() {
-  return std::make_unique<CallWatch>(std::chrono::milliseconds(3600 * 1000), [](CallWatch::Clock::time_point) {});
+  return std::make_unique<CallWatch>(std::chrono::milliseconds(3600 * 1000),
+                                     [](CallWatch::Clock::time_point) {});
 }
 
 }  // namespace
