@@ -3,6 +3,7 @@
 #include "bench_echo.capnp.h"
 #include "helper_process.h"
 #include "lane_poll.h"
+#include "proc_stats.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,14 +16,11 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
-#include <fmt/format.h>
-
 #include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -235,22 +233,6 @@ std::vector<double> tcp_pingpong_latency(std::uint16_t port, std::size_t calls, 
   return out;
 }
 
-namespace {
-
-// Sets the CPUs of every thread of process pid (its /proc/PID/task); false when one cannot be set.
-bool set_process_cpus(std::int64_t pid, const cpu_set_t& cpus) {
-  std::error_code ec;
-  bool ok = true, any = false;
-  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
-    const auto tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
-    ok = ::sched_setaffinity(tid, sizeof cpus, &cpus) == 0 && ok;
-    any = true;
-  }
-  return ok && any && !ec;
-}
-
-}  // namespace
-
 std::vector<double> tcp_pingpong_placed(std::uint16_t port, std::int64_t echo_pid, Placement placement,
                                         std::size_t calls, std::size_t payload) {
   if (placement == Placement::unpinned) return tcp_pingpong_latency(port, calls, payload);
@@ -270,9 +252,9 @@ std::vector<double> tcp_pingpong_placed(std::uint16_t port, std::int64_t echo_pi
   CPU_SET(allowed[needed - 1], &there);
   std::vector<double> out;
   if (::pthread_setaffinity_np(::pthread_self(), sizeof here, &here) == 0 &&
-      set_process_cpus(echo_pid, there))
+      set_cpus(static_cast<pid_t>(echo_pid), there))
     out = tcp_pingpong_latency(port, calls, payload);
-  set_process_cpus(echo_pid, theirs);
+  set_cpus(static_cast<pid_t>(echo_pid), theirs);
   ::pthread_setaffinity_np(::pthread_self(), sizeof mine, &mine);
   return out;
 }

@@ -56,4 +56,14 @@ std::optional<std::uint64_t> context_switches(pid_t pid) {
   return total;
 }
 
+bool set_cpus(pid_t pid, const cpu_set_t& cpus) {
+  bool ok = true, any = false;
+  const bool read = for_each_task(pid, [&](const std::string& task) {
+    const auto tid = static_cast<pid_t>(std::stol(task.substr(task.rfind('/') + 1)));
+    ok = ::sched_setaffinity(tid, sizeof cpus, &cpus) == 0 && ok;
+    any = true;
+  });
+  return read && any && ok;
+}
+
 }  // namespace agentd::bench

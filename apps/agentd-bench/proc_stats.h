@@ -1,7 +1,9 @@
 // What the kernel counts for a process on this machine, from /proc: the servers, gateways and
 // echo processes the bench started. Each reads the figure now; see each for a process that is gone.
+// Also where the bench places such a process's threads on CPUs (set_cpus).
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -22,5 +24,9 @@ double cpu_seconds(pid_t pid);
 // hand-offs a call costs, counted without a clock, so the figure does not move with the
 // machine's load. Empty when that /proc is not readable (the process is gone).
 std::optional<std::uint64_t> context_switches(pid_t pid);
+
+// Lets every thread of pid (/proc/PID/task) run only on cpus; false when one could not be set, or
+// the process is gone.
+bool set_cpus(pid_t pid, const cpu_set_t& cpus);
 
 }  // namespace agentd::bench
