@@ -88,11 +88,9 @@ void CallWatch::dispatched(const std::shared_ptr<AgentSlot>& slot, const std::sh
   } else if (!free_.empty()) {
     i = free_.back();
     free_.pop_back();
-    ++in_progress_;
   } else {
     i = running_.size();
     running_.emplace_back();
-    ++in_progress_;
   }
   running_[i] = Running{slot, call, now, false};
   call->watch_entry = i;
@@ -103,10 +101,8 @@ void CallWatch::done(const Call& call) {
   const std::size_t i = call.watch_entry;  // call is not read past the reset: it may end there
   if (running_[i].reported) --slow_now_;
   running_[i] = Running{};
-  if (--in_progress_ > 0) {
-    free_.push_back(i);
-    return;
-  }
+  free_.push_back(i);
+  if (free_.size() < running_.size()) return;  // calls are still in progress
   running_.clear();
   free_.clear();
   constexpr std::size_t kKept = 4096;  // entries kept for the next calls; a burst's are given back

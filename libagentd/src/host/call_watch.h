@@ -68,7 +68,7 @@ class CallWatch {
   // Reported as slow and not finished yet.
   std::size_t slow_now() const { return slow_now_; }
   // Dispatched and not finished (blocking calls on workers, or waiting for one; async calls).
-  std::size_t in_progress() const { return in_progress_; }
+  std::size_t in_progress() const { return running_.size() - free_.size(); }
 
  private:
   void main();
@@ -86,7 +86,6 @@ class CallWatch {
   // progress at once; they are emptied when none is left, and given back past a large burst).
   std::vector<Running> running_;
   std::vector<std::size_t> free_;
-  std::size_t in_progress_ = 0;
   std::size_t slow_now_ = 0;
   std::multimap<Clock::time_point, std::pair<const Call*, Due>> deadlines_;
 
