@@ -144,11 +144,16 @@ TEST_CASE("a call that crashes the server is reported interrupted, never safe to
   const auto port = server->port();
   Client c = server->connect(reconnecting());
   auto crasher = c.create_agent("CrashAgent", "crasher");
-  auto slow = c.create_agent("EchoAgent", "slow", Value{{"sleep_ms", 60000}});
+  const std::string started = dir.path() + "/started";
+  auto slow = c.create_agent(
+      "BlockAgent", "slow",
+      Value{{"release_file", dir.path() + "/never"}, {"max_ms", 60000}, {"started_file", started}});
   CHECK(crasher.reply(Msg("user", "fine")).get().content == "fine");
   Placeholder running = slow.reply(Msg("user", "running"));
   Placeholder queued = slow.reply(Msg("user", "queued"));
-  REQUIRE(wait_until([&] { return c.info().calls_queued >= 2; }, 10s));  // one runs, one waits
+  // One runs agent code (handed to a worker is not enough: a call whose worker has not begun it
+  // when the server dies never started, and is rightly not_applied), one waits.
+  REQUIRE(wait_until([&] { return std::filesystem::exists(started) && c.info().calls_queued >= 2; }, 10s));
   Placeholder crash = crasher.reply(Msg("user", "abort"));
   const ExitResult died = server->wait_exit(30s);
   CHECK(died.term_signal == SIGABRT);

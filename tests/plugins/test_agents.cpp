@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstddef>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -106,12 +107,15 @@ AGENTD_REGISTER_AGENT(DeepAgent);
 // Stands for agent code stuck in a blocking call (an LLM request that hangs): reply remembers
 // its input, then blocks until the file args {"release_file": PATH} exists (checked every
 // 5 ms; at most args "max_ms", default 30,000, so a failed test never leaves it stuck).
-// Another process (the test) releases it by creating the file.
+// Another process (the test) releases it by creating the file. With args {"started_file": PATH}
+// it first creates that file: the test knows its call is running agent code, not only handed on.
 class BlockAgent : public agentd::Agent {
  public:
   using Agent::Agent;
   agentd::Msg reply(const agentd::Msg& x) override {
     memory().add(x);
+    if (const std::string started = args().value("started_file", std::string{}); !started.empty())
+      std::ofstream(started).flush();
     const std::string path = args().value("release_file", std::string{});
     const auto until =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(args().value("max_ms", 30000));

@@ -66,6 +66,8 @@ AgentHost::Locked::~Locked() noexcept(false) {
   if (host_.deferred_.empty()) return;  // the usual case: unlocks, nothing to run
   ResultPool::Ready ready;
   ready.append(std::move(host_.deferred_));
+  host_.in_transit_.fetch_add(1);  // before the unlock: settled() cannot miss it
+  KJ_DEFER(host_.in_transit_.fetch_sub(1));
   lock_.unlock();
   ready.run();
 }
@@ -160,6 +162,11 @@ std::size_t AgentHost::size() const {
 std::size_t AgentHost::running_calls() const {
   Locked lock(*this);
   return mailboxes_.running() - answered_early_;
+}
+
+bool AgentHost::settled() const {
+  Locked lock(*this);
+  return mailboxes_.running() == answered_early_ && in_transit_.load() == 0;
 }
 
 std::size_t AgentHost::queued_calls() const {
@@ -624,8 +631,10 @@ void AgentHost::finished(const std::shared_ptr<AgentSlot>& slot, std::shared_ptr
         sink = count_finished_locked(*slot, *call, span);
         slot->answered_early = true;
         ++answered_early_;
+        in_transit_.fetch_add(1);  // until its answer is written
       }
       counted = true;
+      KJ_DEFER(in_transit_.fetch_sub(1));
       early->sent = early->send(*call);
     }
   }

@@ -287,6 +287,10 @@ class AgentHost : private CallRunner::Host {
   // Refuse new work; fail queued (not running) calls with `stopping`.
   void begin_stop();
   std::size_t running_calls() const;
+  // No call running and no outcome on its way out: every finished call's outcome has been
+  // handed on (posted to the loop, or written by a lane) by the thread that finished it. A stop
+  // waits for this, then for the loop to deliver what was posted (Server::settle).
+  bool settled() const;
   std::size_t queued_calls() const;
 
   std::uint64_t calls_completed() const;
@@ -403,6 +407,10 @@ class AgentHost : private CallRunner::Host {
   // Calls answered early and counted but not yet taken from their mailbox (AgentSlot::
   // answered_early): running_calls() and queued_calls() leave them out, as the counts include them.
   std::size_t answered_early_ = 0;
+  // Threads between releasing the lock and having handed on what it released: the deferred
+  // work of a Locked (outcomes it posts to the loop), or an early answer being written.
+  // running_calls() may already be 0 for their calls; settled() is not.
+  mutable std::atomic<int> in_transit_{0};
   CallStats stats_;
   std::function<void(const SpanRecord&)> span_sink_;
   bool stopping_ = false;

@@ -134,7 +134,9 @@ kj::Promise<void> Server::wait_for_writes(kj::TimePoint limit, int quiet_checks)
 
 kj::Promise<void> Server::drain(kj::TimePoint deadline) {
   auto& timer = io_.provider->getTimer();
-  if (host_.running_calls() == 0) {
+  // Settled rather than no call running: the thread that finished the last call may not have
+  // posted its outcome yet, and settle()'s marker must come after it.
+  if (host_.settled()) {
     // The last calls' commits, so their completions can go out; a disk that stalls past the
     // grace period does not hold the stop (what it has not committed was never acknowledged).
     const auto left = deadline - timer.now();

@@ -292,9 +292,10 @@ TEST_CASE("a call answered early is counted before its answer and published afte
   early.call = call.get();
   std::string answered;
   std::uint64_t completed_then = 0, server_completed_then = 0;
-  bool published_then = true;
+  bool published_then = true, settled_then = true;
   std::size_t running_then = 1, queued_then = 1, agent_queued_then = 1;
   early.send = [&](const Call& c) {
+    settled_then = f.host.settled();
     answered = c.out_msg ? c.out_msg->text() : "(no message)";
     completed_then = f.host.info(a)->completed;
     server_completed_then = f.host.calls_completed();
@@ -317,6 +318,9 @@ TEST_CASE("a call answered early is counted before its answer and published afte
   CHECK(running_then == 0);
   CHECK(queued_then == 0);
   CHECK(agent_queued_then == 0);
+  // But not settled: a stop that exited now would lose the answer being written.
+  CHECK_FALSE(settled_then);
+  CHECK(f.host.settled());
   // Published (and the agent free) by the time run_here() returned on this thread.
   auto o = f.host.peek_result(call_id);
   REQUIRE(o != nullptr);
@@ -332,4 +336,30 @@ TEST_CASE("a call answered early is counted before its answer and published afte
   t_early_answer = nullptr;
   CHECK_FALSE(not_this.sent);
   CHECK(f.outcome("early1000000000000000000000000000") != nullptr);
+}
+
+TEST_CASE("the host is not settled until a finished call's outcome has been handed on", "[agent_host]") {
+  // A stop waits for settled(), not for no call running (Server::drain): the thread that
+  // finished the last call hands its outcome on (to the loop, or a lane's waiter) after it
+  // released the host lock, and the stop's last writes must come after that.
+  Fixture f;
+  const std::string a = f.create("a");
+  const std::string call_id = "settle000000000000000000000000000";
+  std::size_t running_then = 1;
+  bool settled_then = true;
+  bool handed_on = false;
+  REQUIRE(f.host.announce_result_here(call_id, a, [&](const OutcomePtr& o) {
+    running_then = f.host.running_calls();
+    settled_then = f.host.settled();
+    handed_on = o != nullptr;
+  }));
+  auto call = std::make_shared<Call>();
+  call->kind = Call::Kind::reply;
+  call->call_id = call_id;
+  call->input = std::make_shared<const Outcome>(Msg("user", "hi"));
+  f.host.run_here(a, std::move(call));  // runs on this thread, and so does the waiter
+  CHECK(handed_on);
+  CHECK(running_then == 0);
+  CHECK_FALSE(settled_then);
+  CHECK(f.host.settled());
 }
