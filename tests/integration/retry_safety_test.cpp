@@ -243,25 +243,32 @@ TEST_CASE("a tampered state dir refuses to start, naming what is missing", "[ret
     CHECK_THAT(r2.err, Contains("another as_server is using this state dir"));
     CHECK(first->connect().agent(id).memory().size() == 40);
   }
-  SECTION("a missing write-ahead log") {
+  SECTION("a missing write-ahead log: the commit log has every acknowledged call") {
     fs::remove(db + "-wal");
     fs::remove(db + "-shm");
+    auto server = ServerProcess::start(standard_args(state_args(dir)));
+    CHECK(server->connect().agent(id).memory().size() == 40);
+  }
+  SECTION("a truncated write-ahead log: the same") {
+    fs::resize_file(db + "-wal", fs::file_size(db + "-wal") / 2);
+    auto server = ServerProcess::start(standard_args(state_args(dir)));
+    CHECK(server->connect().agent(id).memory().size() == 40);
+  }
+  SECTION("a missing write-ahead log and commit log") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    fs::remove(state + "/agentd.redo");
     auto r = run_as_server(standard_args(state_args(dir)));
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains(db) && Contains("acknowledged commit(s) are missing") &&
-                          Contains(db + "-wal") && Contains("agentd.run"));
+                          Contains(state + "/agentd.redo") && Contains(db + "-wal") &&
+                          Contains("agentd.run"));
     CHECK_THAT(r.out, !Contains("ready"));
     SECTION("removing the run record starts from what the database holds, as the message says") {
       fs::remove(state + "/agentd.run");
       auto server = ServerProcess::start(standard_args(state_args(dir)));
       CHECK(server->connect().list_agents().size() <= 1);
     }
-  }
-  SECTION("a truncated write-ahead log") {
-    fs::resize_file(db + "-wal", fs::file_size(db + "-wal") / 2);
-    auto r = run_as_server(standard_args(state_args(dir)));
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Contains("acknowledged commit(s) are missing"));
   }
   SECTION("an empty database file") {
     fs::resize_file(db, 0);
@@ -309,15 +316,17 @@ TEST_CASE("a tampered state dir refuses to start, naming what is missing", "[ret
   }
 }
 
-TEST_CASE("a stalled disk is logged, and SIGTERM still stops within --shutdown-grace",
-          "[retry][durability][fault]") {
+TEST_CASE(
+    "a stalled database is logged, calls are acknowledged from the commit log meanwhile, and SIGTERM still "
+    "stops within --shutdown-grace",
+    "[retry][durability][fault]") {
   TempDir dir;
   auto server = ServerProcess::start(standard_args(state_args(dir, {"--shutdown-grace", "1"})));
   Client c = server->connect();
   auto a = c.create_agent("EchoAgent", "a");
   CHECK(a.reply(Msg("user", "saved")).get().content == "saved");
-  // Another process takes the database's write lock and keeps it: the next commit waits, as
-  // on a disk that stalls.
+  // Another process takes the database's write lock and keeps it: the next write to the database
+  // waits, as on a disk that stalls.
   detail::SpawnOptions so;
   so.argv = {"sqlite3", dir.path() + "/state/agentd.db"};
   so.in = detail::Redirect::pipe();
@@ -328,19 +337,23 @@ TEST_CASE("a stalled disk is logged, and SIGTERM still stops within --shutdown-g
   // It answers once it holds the lock.
   REQUIRE(wait_until(
       [&] { return read_file(dir.path() + "/holder.out").find("locked") != std::string::npos; }, 20s));
-  Placeholder stuck = a.reply(Msg("user", "stuck"));
+  // The call is acknowledged once it is in the commit log; SQLite applies it later.
+  CHECK(a.reply(Msg("user", "logged")).get().content == "logged");
   REQUIRE(wait_until([&] { return server->stderr_text().find("has been running for") != std::string::npos; },
                      20s));
+  CHECK_THAT(server->stderr_text(), Contains("agentd.db has been running for") &&
+                                        Contains("still acknowledged from the commit log"));
   const auto t0 = std::chrono::steady_clock::now();
   const ExitResult r = server->signal_and_wait(SIGTERM, 30s);
   const auto took = std::chrono::steady_clock::now() - t0;
-  CHECK(took < 8s);  // the commit's own wait (60 s) does not hold the stop
-  CHECK_THAT(r.err, Contains("last commit has not finished"));
+  CHECK(took < 8s);  // the database's own wait (60 s) does not hold the stop
+  CHECK_THAT(r.err, Contains("last write has not finished"));
   holder.stdin_pipe() = nullptr;  // the lock goes with the sqlite3 process
   holder.wait_for(10s);
-  // The call was never acknowledged; the server comes back without it, with what was.
+  // The server comes back with every call acknowledged, the one the database never held included.
   auto back = ServerProcess::start(standard_args(state_args(dir)));
   auto mem = back->connect().agent(a.id()).memory();
-  REQUIRE(mem.size() == 2);
+  REQUIRE(mem.size() == 4);
   CHECK(mem[0].content == "saved");
+  CHECK(mem[2].content == "logged");
 }

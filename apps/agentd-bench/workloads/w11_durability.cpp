@@ -15,7 +15,7 @@ namespace {
 
 // The floor of a durable call: what one commit's sync costs on the state dir's disk, as a write
 // of a 4 KiB page (cycling over 16 pages of a file there) followed by fdatasync, which is what
-// SQLite does to its write-ahead log per commit (synchronous=FULL).
+// the state store does to its commit log per commit (a record overwritten in place and synced).
 class SyncFile {
  public:
   explicit SyncFile(const std::string& dir) : path_(dir + "/bench-fsync") {

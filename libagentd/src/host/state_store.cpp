@@ -167,6 +167,7 @@ StateStore::~StateStore() {
 }
 
 StateStore::Contents StateStore::load(std::size_t max_results, std::chrono::milliseconds max_age) {
+  std::lock_guard db_lock(db_mu_);
   Contents out;
   std::string where = "the agents";
   try {
@@ -251,6 +252,7 @@ std::string StateStore::meta(const char* key) {
 }
 
 std::string StateStore::server_id() {
+  std::lock_guard db_lock(db_mu_);
   try {
     return meta("server_id");
   } catch (const std::exception& e) {
@@ -259,26 +261,31 @@ std::string StateStore::server_id() {
 }
 
 void StateStore::set_server_id(const std::string& id) {
-  Stmt put(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('server_id', ?1)");
+  std::lock_guard db_lock(db_mu_);
   try {
+    Stmt put(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('server_id', ?1)");
     put.text(1, id).run();
+    checkpoint();  // not logged: synced here
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
   }
 }
 
 void StateStore::drop_agents(const std::vector<std::string>& ids) {
-  // One transaction of deletions, applied here: nothing is submitted yet, so the writer is idle.
-  std::vector<Pending> batch;
-  batch.reserve(ids.size());
+  // One transaction of deletions, applied and synced here (not logged): nothing is submitted
+  // yet, so the writer and the applier are idle.
+  std::vector<Applying> items(1);
+  items[0].changes.reserve(ids.size());
   for (const auto& id : ids) {
-    Pending p;
-    p.change.kind = Change::Kind::delete_agent;
-    p.change.agent_id = id;
-    batch.push_back(std::move(p));
+    Change c;
+    c.kind = Change::Kind::delete_agent;
+    c.agent_id = id;
+    items[0].changes.push_back(std::move(c));
   }
+  std::lock_guard db_lock(db_mu_);
   try {
-    apply(batch, std::nullopt);
+    apply(items, std::nullopt);
+    checkpoint();
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
   }
@@ -309,7 +316,7 @@ void StateStore::enqueue(std::unique_lock<std::mutex>& lock, Change change, Done
 
 bool StateStore::submit_to_lead(Change change, Done done) {
   std::unique_lock lock(mu_);
-  const bool lead = !failure_ && !closing_ && !committing_ && queue_.empty() && !trim_;
+  const bool lead = !failure_ && !closing_ && !committing_ && queue_.empty();
   if (lead) committing_ = true;  // the writer leaves the queue to the caller (and is not woken)
   enqueue(lock, std::move(change), std::move(done));
   return lead;
@@ -328,42 +335,50 @@ void StateStore::pass_lead() {
 
 void StateStore::end_lead_locked() {
   committing_ = false;
-  // What was submitted meanwhile, a trim or a close: the writer's now. Notified under the lock:
-  // a close() waiting for this lead may destroy the store as soon as the writer can exit.
-  if (!queue_.empty() || trim_ || closing_) wake_.notify_one();
+  // What was submitted meanwhile, or a close: the writer's now. Notified under the lock: a
+  // close() waiting for this lead may destroy the store as soon as the writer can exit.
+  if (!queue_.empty() || closing_) wake_.notify_one();
 }
 
 void StateStore::trim_results(std::size_t max_results, std::chrono::milliseconds max_age) {
   std::lock_guard lock(mu_);
   trim_ = std::make_pair(max_results, now_unix_ms() - max_age.count());
-  wake_.notify_one();
+  apply_wake_.notify_one();
 }
 
 void StateStore::flush() {
   std::unique_lock lock(mu_);
   const std::uint64_t target = submitted_;
-  drained_.wait(lock, [&] { return finished_ >= target || !writer_.joinable(); });
+  drained_.wait(lock, [&] { return (finished_ >= target && applied_ >= target) || !writer_.joinable(); });
 }
 
 bool StateStore::flush_for(std::chrono::milliseconds limit) {
   std::unique_lock lock(mu_);
   const std::uint64_t target = submitted_;
-  // A trim has no change of its own to count: the writer must also be between transactions, or
+  // A trim has no change of its own to count: the applier must also be between transactions, or
   // close() would wait for the stuck one.
   return drained_.wait_for(lock, limit, [&] {
-    return (finished_ >= target && commit_started_ms_.load() == 0) || !writer_.joinable();
+    return (finished_ >= target && applied_ >= target && commit_started_ms_.load() == 0 &&
+            apply_started_ms_.load() == 0 && !trim_) ||
+           !writer_.joinable();
   });
 }
 
 void StateStore::check_stall() {
   const std::int64_t started = commit_started_ms_.load();
-  if (started == 0) return;
-  const std::int64_t ms = now_unix_ms() - started;
+  const std::int64_t ms = started == 0 ? 0 : now_unix_ms() - started;
   if (ms >= 2000 && !stall_logged_.exchange(true))
     spdlog::warn(
         "state store: a commit to {} has been running for {:.1f} s (the disk stalls?); "
         "calls are not reported done until it finishes",
-        file_, ms / 1000.0);
+        log_->path(), ms / 1000.0);
+  const std::int64_t applying = apply_started_ms_.load();
+  const std::int64_t apply_ms = applying == 0 ? 0 : now_unix_ms() - applying;
+  if (apply_ms >= 2000 && !apply_stall_logged_.exchange(true))
+    spdlog::warn(
+        "state store: writing to {} has been running for {:.1f} s (the disk stalls?); calls "
+        "are still acknowledged from the commit log until it fills",
+        file_, apply_ms / 1000.0);
 }
 
 void StateStore::close() {
@@ -374,6 +389,13 @@ void StateStore::close() {
     wake_.notify_one();
   }
   if (writer_.joinable()) writer_.join();
+  // Everything is logged: the applier finishes what it was given, then stops.
+  {
+    std::lock_guard lock(mu_);
+    applier_stop_ = true;
+    apply_wake_.notify_one();
+  }
+  if (applier_.joinable()) applier_.join();
   drained_.notify_all();
   if (journal_) journal_->mark_clean();
 }
@@ -397,6 +419,7 @@ StateStore::Stats StateStore::stats() const {
     auto n = std::filesystem::file_size(file_ + suffix, ec);
     if (!ec) s.bytes += n;
   }
+  if (log_) s.bytes += log_->file_bytes();
   return s;
 }
 
@@ -404,8 +427,8 @@ void StateStore::writer_main() {
   std::unique_lock lock(mu_);
   for (;;) {
     // A caller leading a commit (submit_to_lead) has the queue until it is done.
-    wake_.wait(lock, [&] { return !committing_ && (!queue_.empty() || trim_ || closing_); });
-    if (queue_.empty() && !trim_ && closing_) break;
+    wake_.wait(lock, [&] { return !committing_ && (!queue_.empty() || closing_); });
+    if (queue_.empty() && closing_) break;
     committing_ = true;
     run_batch(lock);
     committing_ = false;
@@ -415,47 +438,78 @@ void StateStore::writer_main() {
 void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
   std::vector<Pending> batch;
   batch.swap(queue_);
-  auto trim = trim_;
-  trim_.reset();
-  // Trimming when no result was written since the last trim would only cost an fsync.
-  for (const auto& p : batch)
-    if (!p.change.call_id.empty()) results_written_ = true;
-  if (trim && !results_written_) trim.reset();
-  if (trim) results_written_ = false;
-  if (batch.empty() && !trim) return;
-  const bool failed_before = failure_.has_value();
-  lock.unlock();
-  std::optional<Error> failed;
-  if (!failed_before) {
-    const std::int64_t started = now_unix_ms();
-    commit_started_ms_.store(started);
-    try {
-      apply(batch, trim);
-    } catch (const std::exception& e) {
-      failed = Error(ErrorCode::not_applied,
-                     fmt::format("as_server could not save agent state to {}: {}; the call was "
-                                 "not applied. Everything acknowledged before is kept: fix the "
-                                 "disk (free space, permissions), then restart as_server",
-                                 file_, e.what()));
-      spdlog::error("state store: {}", failed->message());
+  if (batch.empty()) return;
+  auto fail = [&](const std::string& why) {
+    return Error(ErrorCode::not_applied,
+                 fmt::format("as_server could not save agent state to {}: {}; the call was not "
+                             "applied. Everything acknowledged before is kept: fix the disk (free "
+                             "space, permissions), then restart as_server",
+                             file_, why));
+  };
+  std::optional<Error> failed;  // this batch's own
+  bool logged = false;
+  if (!failure_) {
+    lock.unlock();
+    const std::int64_t now = now_unix_ms();
+    std::string payload = encode_batch(batch, now);
+    lock.lock();
+    // Room in the log: the applier frees it with a checkpoint (or fails, and fails this too).
+    std::optional<std::uint64_t> at;
+    while (!(at = log_->place(payload.size())) && !failure_) {
+      want_checkpoint_ = true;
+      apply_wake_.notify_one();
+      space_.wait(lock);
     }
-    commit_started_ms_.store(0);
-    const std::int64_t took = now_unix_ms() - started;
-    if (stall_logged_.exchange(false))
-      spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
-    else if (took >= 1000)
-      spdlog::warn(
-          "state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
-          "calls wait for their commit",
-          batch.size(), file_, took / 1000.0);
+    if (at) {
+      const std::uint64_t seq = commit_seq_ + 1;
+      lock.unlock();
+      const std::int64_t started = now_unix_ms();
+      commit_started_ms_.store(started);
+      std::uint64_t end = 0;
+      try {
+        end = log_->append(*at, seq, payload);
+        logged = true;
+      } catch (const std::exception& e) {
+        log_->erase(*at);
+        failed = fail(e.what());
+        spdlog::error("state store: {}", failed->message());
+      }
+      commit_started_ms_.store(0);
+      const std::int64_t took = now_unix_ms() - started;
+      if (stall_logged_.exchange(false))
+        spdlog::warn("state store: the stalled commit finished after {:.1f} s", took / 1000.0);
+      else if (took >= 1000)
+        spdlog::warn(
+            "state store: a commit of {} change(s) to {} took {:.1f} s (a slow disk); "
+            "calls wait for their commit",
+            batch.size(), log_->path(), took / 1000.0);
+      lock.lock();
+      if (logged) {
+        log_->added(seq, *at, end);
+        commit_seq_ = seq;
+        journal_->set_commits(seq);
+        last_commit_ms_ = now_unix_ms();
+        ++commits_;
+        Applying item;
+        item.changes.reserve(batch.size());
+        for (auto& p : batch) item.changes.push_back(std::move(p.change));
+        item.now_ms = now;
+        item.seq = seq;
+        item.end = end;
+        applying_.push_back(std::move(item));
+        apply_wake_.notify_one();
+      } else if (!failure_) {
+        failure_ = failed;
+      }
+    }
   }
-  lock.lock();
-  if (failed) failure_ = failed;
-  if (!failed && !failed_before && !batch.empty()) {
-    last_commit_ms_ = now_unix_ms();
-    ++commits_;
+  // A logged batch is acknowledged even when the applier failed meanwhile: a restart replays it.
+  // Any other fails with the store's first failure (the same error for every change).
+  std::optional<Error> report;
+  if (!logged) {
+    report = failure_;
+    applied_ += batch.size();  // never reaches the applier
   }
-  std::optional<Error> report = failure_;
   lock.unlock();
   auto run_dones = [&] {
     for (auto& p : batch)
@@ -468,6 +522,131 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   finished_ += batch.size();
   drained_.notify_all();
+}
+
+void StateStore::applier_main() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    apply_wake_.wait(lock, [&] { return !applying_.empty() || trim_ || want_checkpoint_ || applier_stop_; });
+    if (applying_.empty() && applier_stop_) break;  // a trim asked for at the close is dropped
+    std::vector<Applying> items;
+    items.swap(applying_);
+    auto trim = trim_;
+    trim_.reset();
+    // A checkpoint once the log's live records pass a quarter of it, or when a committer waits.
+    const bool full = want_checkpoint_ || log_->live_bytes() >= log_->file_bytes() / 4;
+    want_checkpoint_ = false;
+    const bool failed_before = failure_.has_value();
+    // Set before the lock is released: flush_for() must not see the trim neither queued nor run.
+    const std::int64_t started = now_unix_ms();
+    if (!failed_before) apply_started_ms_.store(started);
+    lock.unlock();
+    std::size_t changes = 0;
+    for (const auto& item : items) {
+      changes += item.changes.size();
+      for (const auto& c : item.changes)
+        if (!c.call_id.empty()) results_written_ = true;
+    }
+    // Trimming when no result was written since the last trim would only cost a write.
+    if (trim && !results_written_) trim.reset();
+    if (trim) results_written_ = false;
+    std::optional<Error> failed;
+    bool durable = false;
+    if (!failed_before) {
+      std::lock_guard db_lock(db_mu_);
+      try {
+        if (!items.empty() || trim) apply(items, trim);
+        if (full) durable = checkpoint();
+      } catch (const std::exception& e) {
+        failed = Error(ErrorCode::not_applied,
+                       fmt::format("as_server could not save agent state to {}: {}; the call was "
+                                   "not applied. Everything acknowledged before is kept (in {} "
+                                   "until the database holds it): fix the disk (free space, "
+                                   "permissions), then restart as_server",
+                                   file_, e.what(), log_->path()));
+        spdlog::error("state store: {}", failed->message());
+      }
+      apply_started_ms_.store(0);
+      const std::int64_t took = now_unix_ms() - started;
+      if (apply_stall_logged_.exchange(false))
+        spdlog::warn("state store: the stalled write to {} finished after {:.1f} s", file_, took / 1000.0);
+    }
+    lock.lock();
+    if (failed && !failure_) failure_ = failed;
+    if (durable) log_->set_durable(applied_seq_);
+    if (durable || failure_) space_.notify_all();
+    applied_ += changes;
+    drained_.notify_all();
+  }
+}
+
+std::string StateStore::encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms) {
+  std::string out;
+  auto put_int = [&](std::int64_t v) {
+    char b[8];
+    std::memcpy(b, &v, 8);
+    out.append(b, 8);
+  };
+  put_int(now_ms);
+  put_int(static_cast<std::int64_t>(batch.size()));
+  for (const auto& p : batch) {
+    const Change& c = p.change;
+    out.push_back(static_cast<char>(c.kind));
+    out.push_back(static_cast<char>((c.has_state ? 1 : 0) | (c.memory_reset ? 2 : 0)));
+    put_int(c.memory_from);
+    for (const std::string* f :
+         {&c.agent_id, &c.name, &c.class_name, &c.args, &c.state, &c.memory, &c.call_id, &c.outcome})
+      append_framed(out, *f);
+  }
+  return out;
+}
+
+std::vector<StateStore::Change> StateStore::decode_batch(std::string_view in, std::int64_t& now_ms) {
+  auto take = [&](std::size_t n) {
+    if (in.size() < n) throw std::runtime_error("a truncated commit record");
+    auto part = in.substr(0, n);
+    in.remove_prefix(n);
+    return part;
+  };
+  auto get_int = [&] {
+    std::int64_t v;
+    std::memcpy(&v, take(8).data(), 8);
+    return v;
+  };
+  auto get_str = [&] {
+    const auto* b = reinterpret_cast<const unsigned char*>(take(4).data());
+    const std::size_t n = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
+    return std::string(take(n));
+  };
+  now_ms = get_int();
+  const std::int64_t count = get_int();
+  if (count < 0 || static_cast<std::uint64_t>(count) > in.size())
+    throw std::runtime_error("a bad commit record");
+  std::vector<Change> out(static_cast<std::size_t>(count));
+  for (auto& c : out) {
+    const auto kind = static_cast<unsigned char>(take(1)[0]);
+    if (kind > static_cast<unsigned char>(Change::Kind::call))
+      throw std::runtime_error("a bad change in a commit record");
+    c.kind = static_cast<Change::Kind>(kind);
+    const auto flags = static_cast<unsigned char>(take(1)[0]);
+    c.has_state = (flags & 1) != 0;
+    c.memory_reset = (flags & 2) != 0;
+    c.memory_from = get_int();
+    for (std::string* f :
+         {&c.agent_id, &c.name, &c.class_name, &c.args, &c.state, &c.memory, &c.call_id, &c.outcome})
+      *f = get_str();
+  }
+  if (!in.empty()) throw std::runtime_error("a commit record with bytes past its changes");
+  return out;
+}
+
+bool StateStore::checkpoint() {
+  int log_frames = 0;
+  int copied = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log_frames, &copied);
+  if (rc == SQLITE_BUSY) return false;  // a reader (a backup) holds the write-ahead log: later
+  if (rc != SQLITE_OK) throw std::runtime_error(fmt::format("checkpoint: {}", sqlite3_errmsg(db_)));
+  return true;
 }
 
 bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten) {
@@ -503,72 +682,65 @@ bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std
   return true;
 }
 
-void StateStore::apply(std::vector<Pending>& batch,
+void StateStore::apply(std::vector<Applying>& items,
                        const std::optional<std::pair<std::size_t, std::int64_t>>& trim) {
   Statements& s = *st_;
   s.begin.run();
+  const Applying* numbered = nullptr;  // the last logged item
   try {
-    const std::int64_t now = now_unix_ms();
-    // The commit's number rides on its last result row; a commit without one writes it to meta.
-    const Pending* numbered = nullptr;
-    for (const auto& p : batch)
-      if (writes_result(p.change)) numbered = &p;
-    const auto seq = static_cast<std::int64_t>(commit_seq_ + 1);
-    for (auto& p : batch) {
-      const Change& c = p.change;
-      switch (c.kind) {
-        case Change::Kind::barrier:
-          break;
-        case Change::Kind::put_agent:
-          s.put_agent.text(1, c.agent_id).text(2, c.name).text(3, c.class_name).blob(4, c.args);
-          if (c.has_state)
-            s.put_agent.blob(5, c.state);
-          else
-            s.put_agent.null(5);
-          s.put_agent.run();
-          s.delete_memory.text(1, c.agent_id).run();
-          break;
-        case Change::Kind::delete_agent:
-          s.delete_agent.text(1, c.agent_id).run();
-          s.delete_memory.text(1, c.agent_id).run();
-          break;
-        case Change::Kind::delete_all:
-          s.delete_all_agents.run();
-          s.delete_all_memory.run();
-          break;
-        case Change::Kind::call:
-          if (c.has_state) s.set_state.text(1, c.agent_id).blob(2, c.state).run();
-          if (c.memory_reset) s.delete_memory.text(1, c.agent_id).run();
-          break;
-      }
-      if ((c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) && !c.memory.empty())
-        s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
-      if (writes_result(c)) {
-        s.put_result.text(1, c.call_id).text(2, c.agent_id).blob(3, c.outcome).integer(4, now);
-        if (&p == numbered)
-          s.put_result.integer(5, seq);
-        else
-          s.put_result.null(5);
-        s.put_result.run();
+    for (const auto& item : items) {
+      if (item.seq != 0) numbered = &item;
+      for (const Change& c : item.changes) {
+        switch (c.kind) {
+          case Change::Kind::barrier:
+            break;
+          case Change::Kind::put_agent:
+            s.put_agent.text(1, c.agent_id).text(2, c.name).text(3, c.class_name).blob(4, c.args);
+            if (c.has_state)
+              s.put_agent.blob(5, c.state);
+            else
+              s.put_agent.null(5);
+            s.put_agent.run();
+            s.delete_memory.text(1, c.agent_id).run();
+            break;
+          case Change::Kind::delete_agent:
+            s.delete_agent.text(1, c.agent_id).run();
+            s.delete_memory.text(1, c.agent_id).run();
+            break;
+          case Change::Kind::delete_all:
+            s.delete_all_agents.run();
+            s.delete_all_memory.run();
+            break;
+          case Change::Kind::call:
+            if (c.has_state) s.set_state.text(1, c.agent_id).blob(2, c.state).run();
+            if (c.memory_reset) s.delete_memory.text(1, c.agent_id).run();
+            break;
+        }
+        if ((c.kind == Change::Kind::put_agent || c.kind == Change::Kind::call) && !c.memory.empty())
+          s.put_memory.text(1, c.agent_id).integer(2, c.memory_from).blob(3, c.memory).run();
+        if (writes_result(c))
+          s.put_result.text(1, c.call_id)
+              .text(2, c.agent_id)
+              .blob(3, c.outcome)
+              .integer(4, item.now_ms)
+              .null(5)
+              .run();
       }
     }
     std::int64_t forgotten = forgotten_until_ms_;
-    const bool trimmed = trim && trim_rows(*trim, forgotten);
-    if (batch.empty() && !trimmed) {
-      // A trim alone that removed nothing wrote nothing: no commit to sync or count.
-      s.commit.run();
-      return;
+    if (trim) trim_rows(*trim, forgotten);
+    if (numbered != nullptr) {
+      // The last applied commit and where the log's next record starts, in the same transaction.
+      s.put_meta.text(1, "commit_seq").text(2, std::to_string(numbered->seq)).run();
+      s.put_meta.text(1, "redo_offset").text(2, std::to_string(numbered->end)).run();
     }
-    // A trim may remove the numbered rows (this commit's too): the number goes to meta as well.
-    if (numbered == nullptr || trimmed) s.put_meta.text(1, "commit_seq").text(2, std::to_string(seq)).run();
     s.commit.run();
     forgotten_until_ms_ = forgotten;
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  ++commit_seq_;
-  journal_->set_commits(commit_seq_);
+  if (numbered != nullptr) applied_seq_ = numbered->seq;
 }
 
 }  // namespace agentd::detail

@@ -1,39 +1,47 @@
 // StateStore: the durable copy of a server's agents and finished results (as_server --state-dir).
 //
-// One SQLite database, DIR/agentd.db, in WAL mode with synchronous=FULL: a commit that returned
-// survives a crash of the process or the machine. Tables:
-//   meta     format version, the agentd version that wrote it, the server id
+// Two files hold it. DIR/agentd.redo (CommitLog) is the log of acknowledged commits: a batch of
+// changes is acknowledged once it is written there and synced. DIR/agentd.db is one SQLite
+// database in WAL mode that a thread of its own (the applier) brings up to date from those
+// batches afterwards, without syncing (synchronous=NORMAL); it checkpoints (which syncs the
+// database file) whenever the log's live records pass a quarter of its size, and only then may
+// the log's space be reused. A start replays the log's records past the database's last applied
+// commit, so a crash of the process or the machine loses nothing acknowledged. Tables:
+//   meta     format version, the agentd version that wrote it, the server id, the number of the
+//            last applied commit and where the log's next record starts (commit_seq, redo_gen,
+//            redo_offset)
 //   agents   id, name, class, args and the agent's own saved state (Agent::save_state()), in
 //            creation order
 //   memory   each agent's memory, one message a row, so a call appends only what it added
 //   results  finished results of reply / method_async calls by call id, newest last
 // Values and messages are stored in their Cap'n Proto wire form (one flat message each).
 //
-// Group commit: changes are queued from any thread and a writer thread applies everything queued
-// in one transaction, then runs the changes' done callbacks (on the writer thread) in the order
-// they were submitted. While one transaction is being synced to disk the next batch gathers, so
-// many calls share one fsync. A change submitted to an idle store may be committed by the thread
-// that submitted it instead (submit_to_lead: a worker that finished a call), without the hop.
+// Group commit: changes are queued from any thread and a writer thread logs everything queued
+// as one record, then runs the changes' done callbacks (on the writer thread) in the order they
+// were submitted. While one record is being synced the next batch gathers, so many calls share
+// one fdatasync. A change submitted to an idle store may be logged by the thread that submitted
+// it instead (submit_to_lead: a worker that finished a call), without the hop.
 //
-// A write that fails (disk full, I/O error, the file removed) rolls its transaction back: the
-// store keeps what it last committed, reports the failure to every change of that batch and of
-// any later one (failure()), and accepts no more writes. What was acknowledged before stays in
-// the database, which stays readable; a restart resumes from it.
+// A write that fails (disk full, I/O error, the file removed), of the log or of the database,
+// stops the store: it reports the failure to every change not yet acknowledged and to any later
+// one (failure()), and accepts no more writes. What was acknowledged before stays in the log or
+// the database; a restart replays it.
 //
 // Beside it, DIR/agentd.run (RunJournal) records the calls running and the commits acknowledged,
 // so that a start can tell (a) which calls the last run was running when it died (restored as
-// interrupted results: they may have run), (b) that the database lost acknowledged commits (a
-// missing or truncated write-ahead log: refused). The results table keeps what the result pool
-// keeps; the newest finishing time of the results trimmed from it is kept as the "forgotten"
-// horizon (meta forgotten_until_ms): a call id unknown to the store was either never applied or
-// finished before that time, which is what a reconnecting client needs to tell not_applied from
-// "cannot tell".
+// interrupted results: they may have run), (b) that acknowledged commits are missing (the log
+// and the write-ahead log removed, an older database put back: refused). The results table
+// keeps what the result pool keeps; the newest finishing time of the results trimmed from it is
+// kept as the "forgotten" horizon (meta forgotten_until_ms): a call id unknown to the store was
+// either never applied or finished before that time, which is what a reconnecting client needs to
+// tell not_applied from "cannot tell".
 #pragma once
 
 #include <agentd/error.h>
 #include <agentd/msg.h>
 #include <agentd/value.h>
 
+#include "commit_log.h"
 #include "result_pool.h"
 #include "run_journal.h"
 
@@ -70,8 +78,9 @@ std::vector<std::string_view> split_framed(std::string_view blob);  // throws on
 class StateStore {
  public:
   // Bumped when the tables change incompatibly; a database of another format is refused, except
-  // format 1, which a start upgrades in place (2: results.commit_seq, see apply()).
-  static constexpr int kFormat = 2;
+  // formats 1 and 2, which a start upgrades in place (2: results.commit_seq, 3: the commit log,
+  // whose records a format 2 reader would ignore).
+  static constexpr int kFormat = 3;
 
   struct AgentRow {
     std::string id;
@@ -104,7 +113,8 @@ class StateStore {
   // not a directory, not writable (a permission or a read-only file system: the data is fine),
   // locked by another process, an empty file, not an agentd database, another format, damaged,
   // acknowledged commits missing.
-  explicit StateStore(std::string dir);
+  // log_bytes: the commit log's size (tests use a small one to make it wrap).
+  explicit StateStore(std::string dir, std::uint64_t log_bytes = CommitLog::kDefaultBytes);
   ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
@@ -146,7 +156,8 @@ class StateStore {
     std::string outcome;  // encoded
   };
   // Runs on the thread that committed the change (the writer, or the one leading it) once it is
-  // committed (failed == nullptr) or could not be (failed: a not_applied error saying why).
+  // in the synced commit log (failed == nullptr) or could not be (failed: a not_applied error
+  // saying why).
   using Done = std::function<void(const Error* failed)>;
   // Any thread. With a failure on record the change fails at once (done runs on this thread).
   void submit(Change change, Done done);
@@ -168,25 +179,25 @@ class StateStore {
   void set_done_scope(DoneScope scope) { done_scope_ = std::move(scope); }
   // Any thread: keep at most max_results results, none older than max_age (queued like a change).
   void trim_results(std::size_t max_results, std::chrono::milliseconds max_age);
-  // Any thread: waits until everything submitted so far is committed (or failed) and its done
-  // callbacks have run.
+  // Any thread: waits until everything submitted so far is committed (or failed), its done
+  // callbacks have run, and the database holds it.
   void flush();
-  // flush() for at most limit, and until no transaction is running (a trim's included): false
-  // when the disk did not finish in time (a stalled commit; close() would wait for it).
+  // flush() for at most limit, and until no write is running (a trim's included): false when the
+  // disk did not finish in time (a stalled commit; close() would wait for it).
   bool flush_for(std::chrono::milliseconds limit);
-  // Any thread, about once a second: logs a commit that has been running for a long time (a
-  // stalled disk), once per commit.
+  // Any thread, about once a second: logs a commit (or the applier's transaction) that has been
+  // running for a long time (a stalled disk), once per commit.
   void check_stall();
   // The calls running and the commits acknowledged (DIR/agentd.run).
   RunJournal& journal() { return *journal_; }
-  // Flushes, then stops the writer. Idempotent; the destructor calls it.
+  // Flushes, then stops the writer and the applier. Idempotent; the destructor calls it.
   void close();
 
   // The write failure that stopped the store (a not_applied error), if any.
   std::optional<Error> failure() const;
 
   struct Stats {
-    std::uint64_t bytes = 0;               // database + WAL on disk
+    std::uint64_t bytes = 0;               // database + WAL + commit log on disk
     std::int64_t last_commit_unix_ms = 0;  // 0: none since start
     std::uint64_t commits = 0;
     std::uint64_t changes = 0;
@@ -199,20 +210,39 @@ class StateStore {
     Change change;
     Done done;
   };
+  // A logged batch on its way to the database.
+  struct Applying {
+    std::vector<Change> changes;
+    std::int64_t now_ms = 0;  // its results' finishing time
+    std::uint64_t seq = 0;    // its commit number (0: a start-up write, not logged)
+    std::uint64_t end = 0;    // where the log's next record starts
+  };
   void writer_main();
+  void applier_main();
   // submit() with mu_ held (lock): queues the change and wakes the writer, or fails it at once.
   // Returns with the lock released.
   void enqueue(std::unique_lock<std::mutex>& lock, Change change, Done done);
-  // Takes the queue (and a pending trim) and commits it as one batch, then runs its done
+  // Takes the queue and logs it as one record, hands it to the applier, then runs its done
   // callbacks; lock held on entry and exit, released meanwhile. The thread with committing_.
   void run_batch(std::unique_lock<std::mutex>& lock);
   void end_lead_locked();  // a lead is over: the writer may commit again
-  // The constructor's checks against the run journal and the database (see the constructor).
-  // upgrading: a format 1 database, whose results have no commit_seq yet.
-  void check_against_journal(bool fresh, bool upgrading);
+  // The constructor's checks of the database after the last run (see the constructor).
+  // upgrading_from_1: a format 1 database, whose results have no commit_seq yet.
+  void check_against_journal(bool fresh, bool upgrading_from_1);
+  // Applies the log's records past the database's last commit (the constructor).
+  void replay_log(bool fresh);
+  // Refuses a start whose database and log hold fewer commits than the last run acknowledged.
+  void check_commits();
+  // Records the last run's interrupted calls and starts the log's new generation.
   void record_interrupted();
-  // Applies batch in one transaction; throws Error on failure (rolled back).
-  void apply(std::vector<Pending>& batch, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
+  // Applies items in one transaction (the applier, or the constructor); throws on failure
+  // (rolled back). A numbered item's number and log position go to meta.
+  void apply(std::vector<Applying>& items, const std::optional<std::pair<std::size_t, std::int64_t>>& trim);
+  // Copies the write-ahead log into the database file and syncs it: true when complete (false:
+  // a reader, such as a backup, held it back). Throws on failure.
+  bool checkpoint();
+  static std::string encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms);
+  static std::vector<Change> decode_batch(std::string_view payload, std::int64_t& now_ms);
   // In apply()'s transaction: removes the results past the trim (max results, oldest finishing
   // time kept) and moves forgotten to the newest finishing time among them; false when it
   // removed none.
@@ -228,27 +258,36 @@ class StateStore {
   std::string file_;
   int lock_fd_ = -1;  // DIR, flock()ed
   std::unique_ptr<RunJournal> journal_;
-  // Commits in the database (writer thread). A commit's number is kept on the last result row it
-  // writes (a page the commit writes anyway), else in meta's commit_seq; the count is the larger
-  // of meta's and the newest result row's. So meta must be written by any transaction that adds
-  // a result row without a number (record_interrupted) or removes result rows (a trim).
+  std::unique_ptr<CommitLog> log_;  // placing and bookkeeping under mu_
+  // Commits acknowledged (the committing thread). In the database, meta's commit_seq is the last
+  // applied one; format 2 kept it on the newest result row, so a start reads the larger of both.
   std::uint64_t commit_seq_ = 0;
-  std::int64_t forgotten_until_ms_ = 0;             // writer thread after the constructor
+  std::uint64_t applied_seq_ = 0;                   // applier thread
+  std::int64_t forgotten_until_ms_ = 0;             // applier thread after the constructor
   std::atomic<std::int64_t> commit_started_ms_{0};  // 0: no commit running
   std::atomic<bool> stall_logged_{false};
+  std::atomic<std::int64_t> apply_started_ms_{0};  // 0: the applier is not writing
+  std::atomic<bool> apply_stall_logged_{false};
+  std::mutex db_mu_;                   // db_ between the applier and the start-up calls
   std::unique_ptr<WalBufferVfs> vfs_;  // db_'s; outlives it
   sqlite3* db_ = nullptr;
   struct Statements;
   std::unique_ptr<Statements> st_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;     // the writer: work queued, or closing
-  std::condition_variable drained_;  // flush(): a batch finished
+  std::condition_variable wake_;        // the writer: work queued, or closing
+  std::condition_variable drained_;     // flush(): a batch finished
+  std::condition_variable apply_wake_;  // the applier: batches, a trim, a checkpoint, or stop
+  std::condition_variable space_;       // a committer waiting for room in the log
   std::vector<Pending> queue_;
+  std::vector<Applying> applying_;                            // logged, for the applier
   std::optional<std::pair<std::size_t, std::int64_t>> trim_;  // max results, max age (ms)
-  bool results_written_ = false;  // writer thread: results committed since the last trim
+  bool want_checkpoint_ = false;                              // a committer waits for room in the log
+  bool applier_stop_ = false;
+  bool results_written_ = false;  // applier thread: results applied since the last trim
   std::uint64_t submitted_ = 0;   // changes ever queued
   std::uint64_t finished_ = 0;    // changes whose done has run
+  std::uint64_t applied_ = 0;     // changes in the database (or given up: failed)
   bool closing_ = false;
   // A batch is being committed, by the writer or by a caller leading it (submit_to_lead): one at
   // a time, so what "writer thread" marks above is touched by one thread at a time.
@@ -258,6 +297,7 @@ class StateStore {
   std::uint64_t commits_ = 0;
   DoneScope done_scope_;
   std::thread writer_;
+  std::thread applier_;
 };
 
 }  // namespace agentd::detail

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <unordered_set>
 
 namespace agentd::detail {
@@ -60,7 +61,7 @@ std::string not_writable(const std::string& path) {
 
 }  // namespace
 
-StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
+StateStore::StateStore(std::string dir, std::uint64_t log_bytes) : dir_(std::move(dir)) {
   namespace fs = std::filesystem;
   file_ = (fs::path(dir_) / "agentd.db").string();
   auto fail = [&](const std::string& why, const std::string& what) {
@@ -75,7 +76,8 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     ::chmod(dir_.c_str(), 0700);
   }
   // Permissions first: a read-only database is healthy, and must not be called damaged.
-  for (const std::string& path : {dir_, file_, file_ + "-wal", file_ + "-shm"}) {
+  const std::string log_file = (fs::path(dir_) / "agentd.redo").string();
+  for (const std::string& path : {dir_, file_, file_ + "-wal", file_ + "-shm", log_file}) {
     std::string why = not_writable(path);
     if (!why.empty())
       throw Error(ErrorCode::config_error,
@@ -99,6 +101,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = nullptr;
     vfs_.reset();
+    log_.reset();
     journal_.reset();
     ::close(lock_fd_);
     lock_fd_ = -1;
@@ -126,7 +129,7 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
     tables.row();
     const bool fresh = tables.column_int(0) == 0;
     tables.row();
-    bool upgrading = false;  // format 1: results.commit_seq is added below
+    std::string upgrading;  // from format 1 (results.commit_seq is added below) or 2
     if (!fresh) {
       Stmt has_meta(db_, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'");
       has_meta.row();
@@ -139,8 +142,8 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
       const std::string found = meta("format");
       std::string writer = meta("agentd_version");
       if (writer.empty()) writer = "?";
-      upgrading = found == "1";
-      if (found != std::to_string(kFormat) && !upgrading)
+      if (found == "1" || found == "2") upgrading = found;
+      if (found != std::to_string(kFormat) && upgrading.empty())
         throw Error(ErrorCode::config_error,
                     fmt::format("{}: written by agentd {} in state format {}, but this as_server "
                                 "(agentd {}) reads format {}; run the version that wrote it, or "
@@ -148,22 +151,32 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
                                 file_, printable(writer), found.empty() ? "(none)" : printable(found),
                                 AGENTD_VERSION_STRING, kFormat));
     }
-    check_against_journal(fresh, upgrading);
+    check_against_journal(fresh, upgrading == "1");
     exec("PRAGMA journal_mode = WAL");
+    // Start-up writes sync themselves; the applier's do not (see the header).
     exec("PRAGMA synchronous = FULL");
     exec(kSchema);
     // The upgrade and the format that says it was made, together.
     in_transaction([&] {
-      if (upgrading) {
-        exec("ALTER TABLE results ADD COLUMN commit_seq INTEGER");
-        spdlog::info("state dir {}: upgraded {} from state format 1 to {}", dir_, file_, kFormat);
-      }
+      if (upgrading == "1") exec("ALTER TABLE results ADD COLUMN commit_seq INTEGER");
+      if (!upgrading.empty())
+        spdlog::info("state dir {}: upgraded {} from state format {} to {}", dir_, file_, upgrading, kFormat);
       exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', '{}'), "
                        "('agentd_version', '{}')",
                        kFormat, AGENTD_VERSION_STRING)
                .c_str());
     });
     st_ = std::make_unique<Statements>(db_);
+    try {
+      log_ = std::make_unique<CommitLog>(log_file, lock_fd_, log_bytes);
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::config_error,
+                  fmt::format("--state-dir {}: cannot open the commit log: {} (free space, or fix "
+                              "access to the directory, and start again)",
+                              dir_, printable(e.what())));
+    }
+    replay_log(fresh);
+    check_commits();
     record_interrupted();
     journal_->start();  // the previous run's record is dealt with: this run's starts
   } catch (const Error&) {
@@ -185,13 +198,14 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)) {
   }
   set_crash_journal(journal_.get());
   writer_ = std::thread([this] { writer_main(); });
+  applier_ = std::thread([this] { applier_main(); });
 }
 
-void StateStore::check_against_journal(bool fresh, bool upgrading) {
+void StateStore::check_against_journal(bool fresh, bool upgrading_from_1) {
   const RunJournal::Previous& prev = journal_->previous();
   const std::string commits_text = fresh ? std::string() : meta("commit_seq");
   commit_seq_ = commits_text.empty() ? 0 : std::stoull(commits_text);
-  if (!fresh && !upgrading) {
+  if (!fresh && !upgrading_from_1) {
     // The newest result row carries its commit's number (see commit_seq_).
     Stmt newest(db_, "SELECT commit_seq FROM results ORDER BY seq DESC LIMIT 1");
     if (newest.row()) {
@@ -203,17 +217,6 @@ void StateStore::check_against_journal(bool fresh, bool upgrading) {
   const std::string forgotten = fresh ? std::string() : meta("forgotten_until_ms");
   forgotten_until_ms_ = forgotten.empty() ? 0 : std::stoll(forgotten);
   if (!prev.present) return;
-  const std::string run_file = journal_->path();
-  if (prev.commits > commit_seq_)
-    throw Error(ErrorCode::config_error,
-                fmt::format("{}: the database holds {} commit(s), but the last run (pid {}) "
-                            "acknowledged {} ({}): {} acknowledged commit(s) are missing. The "
-                            "write-ahead log {}-wal was removed or truncated, or the database was "
-                            "replaced by an older copy. Put the missing files back; to start from "
-                            "what the database holds anyway (losing the calls acknowledged "
-                            "after it), remove {}",
-                            file_, commit_seq_, prev.pid, prev.commits, run_file, prev.commits - commit_seq_,
-                            file_, run_file));
   if (prev.clean) return;
   spdlog::warn(
       "state dir {}: the last run (pid {}) did not stop cleanly{}; {} call(s) it was "
@@ -248,6 +251,55 @@ void StateStore::check_against_journal(bool fresh, bool upgrading) {
   if (!prev.same_boot || prev.overflow) forgotten_until_ms_ = now_unix_ms();
 }
 
+void StateStore::replay_log(bool fresh) {
+  const std::string gen = fresh ? std::string() : meta("redo_gen");
+  if (gen.empty()) return;  // a new database, or one of format 2: no log was written for it
+  const std::string offset = meta("redo_offset");
+  std::vector<CommitLog::Record> records;
+  try {
+    records = log_->read_from(std::stoull(gen), offset.empty() ? 0 : std::stoull(offset), commit_seq_ + 1);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::config_error,
+                fmt::format("{}: cannot read the commit log: {}", log_->path(), printable(e.what())));
+  }
+  if (records.empty()) return;
+  std::vector<Applying> items;
+  items.reserve(records.size());
+  for (auto& r : records) {
+    Applying item;
+    try {
+      item.changes = decode_batch(r.payload, item.now_ms);
+    } catch (const std::exception& e) {
+      // Its checksum matched: written by another version, or damaged in a way no crash does.
+      throw Error(ErrorCode::config_error,
+                  fmt::format("{}: commit {} cannot be read: {} (restore the state dir from a "
+                              "backup, or move it away to start with no agents)",
+                              log_->path(), r.seq, printable(e.what())));
+    }
+    item.seq = r.seq;
+    item.end = r.end;
+    items.push_back(std::move(item));
+  }
+  apply(items, std::nullopt);
+  spdlog::info("state dir {}: applied {} acknowledged commit(s) from {} that {} did not hold yet", dir_,
+               records.size(), log_->path(), file_);
+  commit_seq_ = records.back().seq;
+}
+
+void StateStore::check_commits() {
+  const RunJournal::Previous& prev = journal_->previous();
+  if (!prev.present || prev.commits <= commit_seq_) return;
+  throw Error(ErrorCode::config_error,
+              fmt::format("{}: the database and the commit log hold {} commit(s), but the last run "
+                          "(pid {}) acknowledged {} ({}): {} acknowledged commit(s) are missing. The "
+                          "commit log {} and the write-ahead log {}-wal were removed or truncated, "
+                          "or the database was replaced by an older copy. Put the missing files "
+                          "back; to start from what the database holds anyway (losing the calls "
+                          "acknowledged after it), remove {}",
+                          file_, commit_seq_, prev.pid, prev.commits, journal_->path(),
+                          prev.commits - commit_seq_, log_->path(), file_, journal_->path()));
+}
+
 void StateStore::record_interrupted() {
   const RunJournal::Previous& prev = journal_->previous();
   std::vector<const RunJournal::Previous::Running*> todo;
@@ -258,6 +310,8 @@ void StateStore::record_interrupted() {
     for (const auto& r : prev.running)
       if (!known.count(r.call_id)) todo.push_back(&r);
   }
+  std::uint64_t gen = 0;
+  while (gen == 0) gen = (static_cast<std::uint64_t>(std::random_device()()) << 32) | std::random_device()();
   // Written before anything else, so the next start still knows them if this one dies too.
   in_transaction([&] {
     const std::int64_t now = now_unix_ms();
@@ -279,12 +333,19 @@ void StateStore::record_interrupted() {
       const std::string outcome = encode_outcome(Outcome(Error(ErrorCode::interrupted, why, r->agent_id)));
       st_->put_result.text(1, r->call_id).text(2, r->agent_id).blob(3, outcome).integer(4, now).null(5).run();
     }
-    // These rows are newer than the one that carries the last commit's number: meta keeps it.
+    // The count (a format 2 database kept it on a result row), and the log's new generation:
+    // no record of an earlier run can be taken for one of this run's.
     exec(fmt::format("INSERT OR REPLACE INTO meta (key, value) VALUES ('forgotten_until_ms', '{}'), "
-                     "('commit_seq', '{}')",
-                     forgotten_until_ms_, commit_seq_)
+                     "('commit_seq', '{}'), ('redo_gen', '{}'), ('redo_offset', '0')",
+                     forgotten_until_ms_, commit_seq_, gen)
              .c_str());
   });
+  // Everything so far into the database file, synced: the log's earlier records are not needed.
+  if (!checkpoint())
+    throw std::runtime_error("another process holds the database's write-ahead log (a backup?); start again");
+  log_->restart(gen);
+  applied_seq_ = commit_seq_;
+  exec("PRAGMA synchronous = NORMAL");
   if (!todo.empty())
     spdlog::warn(
         "state dir {}: {} call(s) the last run was running are kept as interrupted "

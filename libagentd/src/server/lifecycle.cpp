@@ -143,8 +143,9 @@ kj::Promise<void> Server::drain(kj::TimePoint deadline) {
     if (store_ &&
         !store_->flush_for(std::chrono::milliseconds(std::max<std::int64_t>(0, left / kj::MILLISECONDS)))) {
       spdlog::warn(
-          "grace period over; the state store's last commit has not finished (the disk "
-          "stalls): exiting without it, so the calls in it were never reported done");
+          "grace period over; the state store's last write has not finished (the disk "
+          "stalls): exiting without it; calls not yet in its commit log were never reported "
+          "done, and the next start applies those that are");
       store_stalled_ = true;
     }
     return kj::READY_NOW;

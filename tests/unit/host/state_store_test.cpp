@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -562,13 +564,124 @@ TEST_CASE(
     CHECK_THAT(interrupted->message(),
                Contains("call call-3 was running") && Contains("not safe to retry blindly"));
   }
-  SECTION("without its write-ahead log the start is refused, naming what is missing") {
+  SECTION(
+      "without its write-ahead log (SQLite's commits since the last checkpoint lost), the commit log "
+      "restores them") {
     fs::remove(db + "-wal");
     fs::remove(db + "-shm");
+    StateStore store(dir);
+    auto c = load_all(store);
+    REQUIRE(c.agents.size() == 1);
+    CHECK(texts(c.agents[0].memory) == std::vector<std::string>{"one", "two"});
+    CHECK(c.agents[0].state == Value{{"count", 2}});
+    REQUIRE(c.results.size() == 3);
+    CHECK(c.results[0].call_id == "call-1");
+    CHECK(c.results[1].call_id == "call-2");
+  }
+  SECTION("without the write-ahead log and the commit log the start is refused, naming what is missing") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    fs::remove(dir + "/agentd.redo");
     Error e = error_of([&] { StateStore store(dir); });
     CHECK(e.code() == ErrorCode::config_error);
     CHECK_THAT(e.message(), Contains(db) && Contains("acknowledged commit(s) are missing") &&
-                                Contains(db + "-wal") && Contains(dir + "/agentd.run"));
+                                Contains(dir + "/agentd.redo") && Contains(db + "-wal") &&
+                                Contains(dir + "/agentd.run"));
+  }
+}
+
+// The commit log is a ring whose space is reused once a checkpoint has synced the database: a
+// log much smaller than what is written wraps many times, and a start still finds every
+// acknowledged commit in the database file or the log, even when SQLite lost everything since
+// its last checkpoint.
+TEST_CASE("the commit log wraps, and a start replays what the database lacks", "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  constexpr int kCalls = 120;
+  const std::string filler(1500, 'f');
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    bool ok = false;
+    try {
+      StateStore store(dir, 32 << 10);  // about 20 calls fill it
+      ok = !commit(store, put_agent("a"));
+      // Four at a time, waiting for their acknowledgement only: the log may fill before SQLite
+      // has applied and checkpointed, and the writer then waits for room.
+      std::atomic<int> done{0};
+      std::atomic<int> failed{0};
+      for (int i = 0; i < kCalls; ++i) {
+        store.submit(call("a", i, {Msg("user", filler + std::to_string(i))}, i + 1,
+                          "call-" + std::to_string(i), Msg("a", std::to_string(i))),
+                     [&](const Error* e) {
+                       if (e != nullptr) ++failed;
+                       ++done;
+                     });
+        if (i % 4 == 3)
+          while (done.load() < i + 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      store.flush();
+      ok = ok && failed.load() == 0;
+    } catch (...) {
+    }
+    ::_exit(ok ? 0 : 1);  // dies without closing the store
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(fs::file_size(dir + "/agentd.redo") == (32u << 10));  // reused, never grown
+
+  auto check_all = [&] {
+    StateStore store(dir);
+    auto c = load_all(store);
+    REQUIRE(c.agents.size() == 1);
+    REQUIRE(c.agents[0].memory.size() == static_cast<std::size_t>(kCalls));
+    for (int i = 0; i < kCalls; ++i) CHECK(c.agents[0].memory[i].text() == filler + std::to_string(i));
+    CHECK(c.agents[0].state == Value{{"count", kCalls}});
+    CHECK(c.results.size() == static_cast<std::size_t>(kCalls));
+  };
+  SECTION("with SQLite's write-ahead log") { check_all(); }
+  SECTION("without it: the database file holds what the last checkpoint synced, the log the rest") {
+    fs::remove(db + "-wal");
+    fs::remove(db + "-shm");
+    check_all();
+  }
+}
+
+// A crash while a record is being written leaves it torn: it was never acknowledged, and the
+// replay stops before it (the checksum), keeping what came before.
+TEST_CASE("a torn commit log record ends the replay, and what came before is kept",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
+    return !commit(store, put_agent("a")) &&
+           !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+           !commit(store,
+                   call("a", 1, {Msg("user", "two-" + std::string(100, 'x'))}, 2, "call-2", Msg("a", "2")));
+  }));
+  fs::remove(db + "-wal");  // only the log has the three commits
+  fs::remove(db + "-shm");
+  std::string log = read_bytes(dir + "/agentd.redo");
+  const auto at = log.find("two-xxxx");
+  REQUIRE(at != std::string::npos);
+  log[at + 20] = 'y';  // call-2's record, torn
+  write_bytes(dir + "/agentd.redo", log);
+
+  SECTION("the run journal counted call-2 acknowledged: refused") {
+    CHECK_THAT(open_result(dir), Contains("1 acknowledged commit(s) are missing"));
+  }
+  SECTION("without the journal (a write never acknowledged): the commits before it") {
+    fs::remove(dir + "/agentd.run");
+    StateStore store(dir);
+    auto c = load_all(store);
+    REQUIRE(c.agents.size() == 1);
+    CHECK(texts(c.agents[0].memory) == std::vector<std::string>{"one"});
+    REQUIRE(c.results.size() == 1);
+    CHECK(c.results[0].call_id == "call-1");
   }
 }
 
@@ -698,9 +811,9 @@ TEST_CASE("a trim removes the oldest results, by count and by age, and moves the
   CHECK(std::to_string(c.forgotten_until_unix_ms) == newest_removed);
 }
 
-// A commit's number is kept on the last result row it writes (one page fewer per durable call
-// than a counter of its own); a start must still count every acknowledged commit, or it would
-// refuse the state dir as having lost commits.
+// The database keeps the number of its last applied commit in meta (format 2 kept it on the
+// newest result row, a start reads both); a start must count every acknowledged commit, or it
+// would refuse the state dir as having lost commits.
 TEST_CASE("a start counts every commit the last run acknowledged, wherever its number was kept",
           "[host][state_store][fault]") {
   TempDir tmp;
@@ -713,10 +826,10 @@ TEST_CASE("a start counts every commit the last run acknowledged, wherever its n
   }));
   REQUIRE(fs::exists(db + "-wal"));
 
-  SECTION("numbers on result rows") { CHECK(open_result(dir) == "opened"); }
-  SECTION("the calls' numbers are on their rows; meta's counter is left at the agent's creation") {
-    CHECK(sqlite(db, "SELECT group_concat(coalesce(commit_seq, '-'), ',') FROM results") == "2,3");
-    CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'") == "1");
+  SECTION("counted") { CHECK(open_result(dir) == "opened"); }
+  SECTION("meta holds the last applied commit") {
+    CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'") == "3");
+    CHECK(open_result(dir) == "opened");
   }
   SECTION("then a start that recorded an interrupted call, and died") {
     REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
@@ -728,29 +841,23 @@ TEST_CASE("a start counts every commit the last run acknowledged, wherever its n
     StateStore store(dir);
     CHECK(load_all(store).results.size() == 3);
   }
-  SECTION("then a trim that removed every result row, its own commit's included, and a death") {
+  SECTION("then a trim that removed every result row, and a death") {
     REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
-      // Queued from call-3's done callback, which runs on the writer before it takes the next
-      // batch: call-4 and the trim go in one transaction, which removes call-4's row too.
-      std::optional<Error> failed;
-      store.submit(call("a", 2, {Msg("user", "three")}, 3, "call-3", Msg("a", "3")), [&](const Error* e) {
-        if (e != nullptr) failed = *e;
-        store.trim_results(0, std::chrono::hours(24));
-        store.submit(call("a", 3, {Msg("user", "four")}, 4, "call-4", Msg("a", "4")), [&](const Error* e4) {
-          if (e4 != nullptr) failed = *e4;
-        });
-      });
-      store.flush();  // call-3; call-4 is queued by then
-      store.flush();  // call-4 and the trim
-      return !failed;
+      const bool ok = !commit(store, call("a", 2, {Msg("user", "three")}, 3, "call-3", Msg("a", "3")));
+      store.trim_results(0, std::chrono::hours(24));
+      return ok && store.flush_for(std::chrono::seconds(30));
     }));
     REQUIRE(sqlite(db, "SELECT count(*) FROM results") == "0");
     CHECK(open_result(dir) == "opened");
   }
-  SECTION("a lost write-ahead log is still seen") {
-    fs::remove(db + "-wal");
-    fs::remove(db + "-shm");
-    CHECK_THAT(open_result(dir), Contains("acknowledged commit(s) are missing"));
+  SECTION("a database of format 2, its count on the newest result row") {
+    sqlite(db,
+           "UPDATE meta SET value = '2' WHERE key = 'format'; UPDATE meta SET value = '1' WHERE key = "
+           "'commit_seq'; DELETE FROM meta WHERE key IN ('redo_gen', 'redo_offset'); UPDATE results SET "
+           "commit_seq = 3 WHERE call_id = 'call-2'");
+    CHECK(open_result(dir) == "opened");
+    CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'format'") == std::to_string(StateStore::kFormat));
+    CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'") == "3");
   }
 }
 
@@ -769,7 +876,7 @@ TEST_CASE("a state dir of format 1 is upgraded in place and keeps everything", "
            !commit(store, call("kept", 5, {Msg("user", "after")}, 2, "call-1", Msg("kept", "b")));
   }));
   CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'format'") == std::to_string(StateStore::kFormat));
-  CHECK(sqlite(db, "SELECT commit_seq FROM results WHERE call_id = 'call-1'") == "3");
+  CHECK(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'") == "3");
   StateStore store(dir);
   auto c = load_all(store);
   REQUIRE(c.agents.size() == 1);
