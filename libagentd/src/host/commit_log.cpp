@@ -87,7 +87,8 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     char h[kHeaderBytes];
     if (::pread(fd_, h, sizeof h, static_cast<off_t>(at)) != static_cast<ssize_t>(sizeof h))
       throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
-    if (std::memcmp(h, kMagic, 4) != 0 || get<std::uint64_t>(h + 8) != gen || get<std::uint64_t>(h + 16) != seq)
+    if (std::memcmp(h, kMagic, 4) != 0 || get<std::uint64_t>(h + 8) != gen ||
+        get<std::uint64_t>(h + 16) != seq)
       return std::nullopt;
     const std::uint64_t len = get<std::uint32_t>(h + 4);
     if (len > capacity_ - at - kHeaderBytes) return std::nullopt;
@@ -95,8 +96,8 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     r.seq = seq;
     r.end = at + kHeaderBytes + len;
     r.payload.resize(len);
-    if (len > 0 &&
-        ::pread(fd_, r.payload.data(), len, static_cast<off_t>(at + kHeaderBytes)) != static_cast<ssize_t>(len))
+    if (len > 0 && ::pread(fd_, r.payload.data(), len, static_cast<off_t>(at + kHeaderBytes)) !=
+                       static_cast<ssize_t>(len))
       throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
     if (checksum(h, r.payload) != get<std::uint32_t>(h + 24)) return std::nullopt;  // torn
     return r;
@@ -134,6 +135,9 @@ std::optional<std::uint64_t> CommitLog::place(std::size_t payload_bytes) const {
 }
 
 std::uint64_t CommitLog::append(std::uint64_t at, std::uint64_t seq, std::string_view payload) {
+  if (payload.size() > 0xffffffffu)
+    throw std::runtime_error(
+        fmt::format("a commit of {} bytes is more than a record holds (4 GiB)", payload.size()));
   std::string rec(kHeaderBytes, '\0');
   rec.reserve(kHeaderBytes + payload.size());
   std::memcpy(rec.data(), kMagic, 4);

@@ -265,10 +265,10 @@ void StateStore::set_server_id(const std::string& id) {
   try {
     Stmt put(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('server_id', ?1)");
     put.text(1, id).run();
-    checkpoint();  // not logged: synced here
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
   }
+  sync_startup_write();  // not logged: synced here
 }
 
 void StateStore::drop_agents(const std::vector<std::string>& ids) {
@@ -285,10 +285,10 @@ void StateStore::drop_agents(const std::vector<std::string>& ids) {
   std::lock_guard db_lock(db_mu_);
   try {
     apply(items, std::nullopt);
-    checkpoint();
   } catch (const std::exception& e) {
     throw Error(ErrorCode::config_error, fmt::format("{}: cannot write: {}", file_, e.what()));
   }
+  sync_startup_write();
 }
 
 void StateStore::submit(Change change, Done done) {
@@ -526,8 +526,13 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
 
 void StateStore::applier_main() {
   std::unique_lock lock(mu_);
+  bool retry = false;  // a checkpoint a committer waits for was held back by a reader
   for (;;) {
-    apply_wake_.wait(lock, [&] { return !applying_.empty() || trim_ || want_checkpoint_ || applier_stop_; });
+    auto work = [&] { return !applying_.empty() || trim_ || want_checkpoint_ || applier_stop_; };
+    if (retry)
+      want_checkpoint_ = want_checkpoint_ || !apply_wake_.wait_for(lock, std::chrono::milliseconds(50), work);
+    else
+      apply_wake_.wait(lock, work);
     if (applying_.empty() && applier_stop_) break;  // a trim asked for at the close is dropped
     std::vector<Applying> items;
     items.swap(applying_);
@@ -575,6 +580,9 @@ void StateStore::applier_main() {
     if (failed && !failure_) failure_ = failed;
     if (durable) log_->set_durable(applied_seq_);
     if (durable || failure_) space_.notify_all();
+    // Busy: a reader (a backup) holds the write-ahead log. A committer waiting for room must not
+    // wait for the next batch, which it is holding: try again shortly.
+    retry = full && !durable && !failure_ && !applier_stop_;
     applied_ += changes;
     drained_.notify_all();
   }
@@ -638,6 +646,16 @@ std::vector<StateStore::Change> StateStore::decode_batch(std::string_view in, st
   }
   if (!in.empty()) throw std::runtime_error("a commit record with bytes past its changes");
   return out;
+}
+
+void StateStore::sync_startup_write() {
+  bool done = false;
+  try {
+    done = checkpoint();
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::config_error, fmt::format("{}: cannot sync: {}", file_, e.what()));
+  }
+  if (!done) throw busy_elsewhere();
 }
 
 bool StateStore::checkpoint() {

@@ -241,6 +241,10 @@ class StateStore {
   // Copies the write-ahead log into the database file and syncs it: true when complete (false:
   // a reader, such as a backup, held it back). Throws on failure.
   bool checkpoint();
+  Error busy_elsewhere() const;  // checkpoint() was held back at start (config_error)
+  // checkpoint() for set_server_id() and drop_agents(), which are not logged; db_mu_ held.
+  // Throws Error(config_error).
+  void sync_startup_write();
   static std::string encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms);
   static std::vector<Change> decode_batch(std::string_view payload, std::int64_t& now_ms);
   // In apply()'s transaction: removes the results past the trim (max results, oldest finishing

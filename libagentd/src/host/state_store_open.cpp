@@ -251,6 +251,13 @@ void StateStore::check_against_journal(bool fresh, bool upgrading_from_1) {
   if (!prev.same_boot || prev.overflow) forgotten_until_ms_ = now_unix_ms();
 }
 
+Error StateStore::busy_elsewhere() const {
+  return Error(ErrorCode::config_error,
+               fmt::format("{}: another process held the database for 60 s (a backup reading it?), so "
+                           "what the server wrote could not be synced; start again when it is done",
+                           file_));
+}
+
 void StateStore::replay_log(bool fresh) {
   const std::string gen = fresh ? std::string() : meta("redo_gen");
   if (gen.empty()) return;  // a new database, or one of format 2: no log was written for it
@@ -262,6 +269,12 @@ void StateStore::replay_log(bool fresh) {
     throw Error(ErrorCode::config_error,
                 fmt::format("{}: cannot read the commit log: {}", log_->path(), printable(e.what())));
   }
+  // In the same boot the run journal counted every commit acknowledged (its stores outlive the
+  // process): a record past its count was never acknowledged. That is a write whose sync failed
+  // (reported not_applied) or that the process died before acknowledging; neither may be applied.
+  const RunJournal::Previous& prev = journal_->previous();
+  if (prev.present && prev.same_boot)
+    while (!records.empty() && records.back().seq > prev.commits) records.pop_back();
   if (records.empty()) return;
   std::vector<Applying> items;
   items.reserve(records.size());
@@ -341,8 +354,7 @@ void StateStore::record_interrupted() {
              .c_str());
   });
   // Everything so far into the database file, synced: the log's earlier records are not needed.
-  if (!checkpoint())
-    throw std::runtime_error("another process holds the database's write-ahead log (a backup?); start again");
+  if (!checkpoint()) throw busy_elsewhere();
   log_->restart(gen);
   applied_seq_ = commit_seq_;
   exec("PRAGMA synchronous = NORMAL");
