@@ -284,7 +284,26 @@ class StateStore {
   std::condition_variable apply_wake_;  // the applier: batches, a trim, a checkpoint, or stop
   std::condition_variable space_;       // a committer waiting for room in the log
   std::vector<Pending> queue_;
-  std::vector<Applying> applying_;                            // logged, for the applier
+  std::vector<Applying> applying_;  // logged, for the applier
+  std::size_t applying_bytes_ = 0;  // their records' payloads
+  // The applier gathers batches this long, or this many bytes, into one transaction; it
+  // checkpoints once the write-ahead log holds this many frames (4 KiB pages).
+  static constexpr std::chrono::milliseconds kApplyDelay{10};
+  static constexpr std::size_t kApplyBytes = 256u << 10;
+  static constexpr int kCheckpointFrames = 1000;
+  std::atomic<int> wal_frames_{0};  // in the write-ahead log after the last commit (SQLite's hook)
+  // flush() and flush_for() waiting (mu_): the applier does not gather meanwhile.
+  int flushing_ = 0;
+  struct Flushing {  // mu_ held on construction and destruction
+    explicit Flushing(StateStore& s) : store(s) {
+      ++store.flushing_;
+      store.apply_wake_.notify_one();
+    }
+    ~Flushing() { --store.flushing_; }
+    Flushing(const Flushing&) = delete;
+    Flushing& operator=(const Flushing&) = delete;
+    StateStore& store;
+  };
   std::optional<std::pair<std::size_t, std::int64_t>> trim_;  // max results, max age (ms)
   bool want_checkpoint_ = false;                              // a committer waits for room in the log
   bool applier_stop_ = false;

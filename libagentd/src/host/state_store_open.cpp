@@ -358,6 +358,14 @@ void StateStore::record_interrupted() {
   log_->restart(gen);
   applied_seq_ = commit_seq_;
   exec("PRAGMA synchronous = NORMAL");
+  // Replaces SQLite's automatic checkpoint (also a WAL hook): the applier checkpoints itself.
+  sqlite3_wal_hook(
+      db_,
+      [](void* self, sqlite3*, const char*, int frames) {
+        static_cast<StateStore*>(self)->wal_frames_.store(frames, std::memory_order_relaxed);
+        return SQLITE_OK;
+      },
+      this);
   if (!todo.empty())
     spdlog::warn(
         "state dir {}: {} call(s) the last run was running are kept as interrupted "

@@ -30,7 +30,8 @@ constexpr std::uint64_t kHeader = CommitLog::kHeaderBytes;
 std::uint64_t append(CommitLog& log, std::uint64_t seq, std::size_t payload_bytes) {
   auto at = log.place(payload_bytes);
   REQUIRE(at);
-  const std::uint64_t end = log.append(*at, seq, std::string(payload_bytes, static_cast<char>('a' + seq % 26)));
+  const std::uint64_t end =
+      log.append(*at, seq, std::string(payload_bytes, static_cast<char>('a' + seq % 26)));
   log.added(seq, *at, end);
   return *at;
 }
