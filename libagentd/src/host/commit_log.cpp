@@ -16,22 +16,22 @@ namespace agentd::detail {
 
 namespace {
 
-constexpr char kMagic[4] = {'A', 'D', 'C', 'L'};
+constexpr char kRecordMagic[4] = {'A', 'D', 'C', 'L'};
 
 template <typename T>
-void put(char* at, T v) {
+void put_le(char* at, T v) {
   std::memcpy(at, &v, sizeof v);  // little-endian hosts only (x86-64, arm64), as the WAL index
 }
 
 template <typename T>
-T get(const char* at) {
+T get_le(const char* at) {
   T v;
   std::memcpy(&v, at, sizeof v);
   return v;
 }
 
 // Over the header's length, generation and number, then the payload.
-std::uint32_t checksum(const char* header, std::string_view payload) {
+std::uint32_t record_checksum(const char* header, std::string_view payload) {
   boost::crc_32_type crc;
   crc.process_bytes(header + 4, 20);
   crc.process_bytes(payload.data(), payload.size());
@@ -87,10 +87,10 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     char h[kHeaderBytes];
     if (::pread(fd_, h, sizeof h, static_cast<off_t>(at)) != static_cast<ssize_t>(sizeof h))
       throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
-    if (std::memcmp(h, kMagic, 4) != 0 || get<std::uint64_t>(h + 8) != gen ||
-        get<std::uint64_t>(h + 16) != seq)
+    if (std::memcmp(h, kRecordMagic, 4) != 0 || get_le<std::uint64_t>(h + 8) != gen ||
+        get_le<std::uint64_t>(h + 16) != seq)
       return std::nullopt;
-    const std::uint64_t len = get<std::uint32_t>(h + 4);
+    const std::uint64_t len = get_le<std::uint32_t>(h + 4);
     if (len > capacity_ - at - kHeaderBytes) return std::nullopt;
     Record r;
     r.seq = seq;
@@ -99,7 +99,7 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     if (len > 0 && ::pread(fd_, r.payload.data(), len, static_cast<off_t>(at + kHeaderBytes)) !=
                        static_cast<ssize_t>(len))
       throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
-    if (checksum(h, r.payload) != get<std::uint32_t>(h + 24)) return std::nullopt;  // torn
+    if (record_checksum(h, r.payload) != get_le<std::uint32_t>(h + 24)) return std::nullopt;  // torn
     return r;
   };
   std::vector<Record> out;
@@ -140,11 +140,11 @@ std::uint64_t CommitLog::append(std::uint64_t at, std::uint64_t seq, std::string
         fmt::format("a commit of {} bytes is more than a record holds (4 GiB)", payload.size()));
   std::string rec(kHeaderBytes, '\0');
   rec.reserve(kHeaderBytes + payload.size());
-  std::memcpy(rec.data(), kMagic, 4);
-  put<std::uint32_t>(rec.data() + 4, static_cast<std::uint32_t>(payload.size()));
-  put<std::uint64_t>(rec.data() + 8, gen_);
-  put<std::uint64_t>(rec.data() + 16, seq);
-  put<std::uint32_t>(rec.data() + 24, checksum(rec.data(), payload));
+  std::memcpy(rec.data(), kRecordMagic, 4);
+  put_le<std::uint32_t>(rec.data() + 4, static_cast<std::uint32_t>(payload.size()));
+  put_le<std::uint64_t>(rec.data() + 8, gen_);
+  put_le<std::uint64_t>(rec.data() + 16, seq);
+  put_le<std::uint32_t>(rec.data() + 24, record_checksum(rec.data(), payload));
   rec.append(payload);
   for (std::size_t done = 0; done < rec.size();) {
     const ssize_t w = ::pwrite(fd_, rec.data() + done, rec.size() - done, static_cast<off_t>(at + done));
