@@ -162,8 +162,7 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
       "a durable call costs the plain call, the one sync of its commit, and at most 20% more (the "
       "store's own work); the baseline is a plain reply().get() followed by one 4 KiB write + "
       "fdatasync in the state dir, timed together, in the same repeat";
-  sync.note =
-      "informative: 4 KiB pwrite + fdatasync back to back, what one commit of the write-ahead log syncs";
+  sync.note = "informative: 4 KiB pwrite + fdatasync back to back, what one commit of the commit log syncs";
   sync_after.note =
       "informative: the same sync, each right after a call to the server without a state dir (the "
       "floor row's baseline: how a commit meets the disk); above the row before where the disk and "
@@ -173,11 +172,12 @@ void run_w11(const Config& cfg, Deployment& dep, Report& report) {
   rate.note = fmt::format("W2's burst on fresh children; {}",
                           window < cfg.replies ? fmt::format("issued in windows of {}", window)
                                                : std::string("all in flight at once"));
-  cpu2.note = "all server threads (info().cpu_seconds), the state store's writer included";
+  cpu2.note = "all server threads (info().cpu_seconds), the state store's writer and applier included";
   Row size{"W11", "state DB size after the run", "MiB"};
   size.agentd.add(mib(after.state_bytes));
   size.note = fmt::format(
-      "informative: {:.0f} B per call over {} calls (agentd.db + WAL; each EchoAgent reply adds "
+      "informative: {:.0f} B per call over {} calls (agentd.db + WAL + the 8 MiB commit log; each EchoAgent "
+      "reply adds "
       "two messages to memory, all kept); commits are not counted by info()",
       static_cast<double>(after.state_bytes) / durable_calls, durable_calls);
   // The switches need both children's /proc, which the bench's own children always have.

@@ -145,8 +145,8 @@ void run_w12(const Config& cfg, Deployment& dep, Report& report) {
   growth.target = at_most(5, "< 5%");
   Row size{"W12", "state DB size at the end", "MiB"};
   size.agentd.add(mib(end.state_bytes));
-  size.note = fmt::format("agentd.db + WAL; results kept up to --max-pool-size {}{}", pool,
-                          end.state_error.empty() ? "" : "; store failed: " + end.state_error);
+  size.note = fmt::format("agentd.db + WAL + the 8 MiB commit log; results kept up to --max-pool-size {}{}",
+                          pool, end.state_error.empty() ? "" : "; store failed: " + end.state_error);
   for (Row* row : {&calls, &errs, &rate, &warm, &peak, &last, &growth, &size})
     report.rows.push_back(std::move(*row));
 }
