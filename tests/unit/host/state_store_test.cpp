@@ -2,8 +2,9 @@
 // faults: a full disk (the process's file size limit, which makes SQLite's writes fail with
 // EFBIG as a full disk does with ENOSPC), a database or directory this process may not write,
 // damaged databases (garbage bytes, a truncated file, an empty file, another program's
-// database, a damaged row), the directory lock held by another opener, and a run that died
-// (a forked child that exits without closing the store). What is asserted is
+// database, a damaged row), the directory lock held by another opener, a run that died (a
+// forked child that exits without closing the store), SQLite's write-ahead log lost (what the
+// commit log must make up for), the commit log lost too, and a torn commit log record. What is asserted is
 // what an operator and a client rely on: every error says what is wrong, with which file, and
 // what to do; a failed write is reported to its change and to every later one; nothing that was
 // acknowledged is lost, and a refused start leaves the files as they were.
@@ -207,6 +208,16 @@ bool in_child_that_dies(const std::string& dir, const std::function<bool(StateSt
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   return WEXITSTATUS(status) == 0;
+}
+
+// A child process commits agent "a" and two calls (call-1 adding "one", call-2 adding second)
+// and dies without closing the store.
+void two_calls_then_die(const std::string& dir, const std::string& second = "two") {
+  REQUIRE(in_child_that_dies(dir, [&](StateStore& store) {
+    return !commit(store, put_agent("a")) &&
+           !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
+           !commit(store, call("a", 1, {Msg("user", second)}, 2, "call-2", Msg("a", "2")));
+  }));
 }
 
 // What the start of a store on dir says: "opened" or its error's message.
@@ -657,12 +668,7 @@ TEST_CASE("a torn commit log record ends the replay, and what came before is kep
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
-  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
-    return !commit(store, put_agent("a")) &&
-           !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
-           !commit(store,
-                   call("a", 1, {Msg("user", "two-" + std::string(100, 'x'))}, 2, "call-2", Msg("a", "2")));
-  }));
+  two_calls_then_die(dir, "two-" + std::string(100, 'x'));
   fs::remove(db + "-wal");  // only the log has the three commits
   fs::remove(db + "-shm");
   std::string log = read_bytes(dir + "/agentd.redo");
@@ -819,11 +825,7 @@ TEST_CASE("a start counts every commit the last run acknowledged, wherever its n
   TempDir tmp;
   const std::string dir = tmp.path() + "/state";
   const std::string db = dir + "/agentd.db";
-  REQUIRE(in_child_that_dies(dir, [](StateStore& store) {
-    return !commit(store, put_agent("a")) &&
-           !commit(store, call("a", 0, {Msg("user", "one")}, 1, "call-1", Msg("a", "1"))) &&
-           !commit(store, call("a", 1, {Msg("user", "two")}, 2, "call-2", Msg("a", "2")));
-  }));
+  two_calls_then_die(dir);
   REQUIRE(fs::exists(db + "-wal"));
 
   SECTION("counted") { CHECK(open_result(dir) == "opened"); }
