@@ -296,9 +296,13 @@ TEST_CASE("writes that fail: new calls fail not_applied, nothing acknowledged is
   CHECK(later.code() == ErrorCode::not_applied);
   CHECK_FALSE(c.info().state_error.empty());
   CHECK(server->running());
-  // Reads keep working: they change nothing the disk would have to take. (The call whose
-  // commit failed ran: its messages are in the agent's memory until the restart drops them.)
-  CHECK(a.memory().size() == static_cast<std::size_t>(2 * acknowledged + 2));
+  // Reads keep working: they change nothing the disk would have to take. The first call that
+  // failed either ran and then failed to reach the commit log (its messages are in the agent's
+  // memory until the restart drops them), or was refused before it ran because SQLite's write
+  // of the calls already acknowledged failed first (the applier runs behind the log).
+  const auto in_memory = a.memory().size();
+  CHECK((in_memory == static_cast<std::size_t>(2 * acknowledged + 2) ||
+         in_memory == static_cast<std::size_t>(2 * acknowledged)));
   server->kill_now();
 
   server = restart(dir, port);
