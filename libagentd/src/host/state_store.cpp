@@ -137,16 +137,19 @@ void append_framed(std::string& blob, std::string_view item) {
   blob.append(item);
 }
 
+std::string_view take_framed(std::string_view& blob, const char* truncated) {
+  if (blob.size() < 4) throw std::runtime_error(truncated);
+  const auto* b = reinterpret_cast<const unsigned char*>(blob.data());
+  const std::size_t n = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
+  if (blob.size() - 4 < n) throw std::runtime_error(truncated);
+  const std::string_view item = blob.substr(4, n);
+  blob.remove_prefix(4 + n);
+  return item;
+}
+
 std::vector<std::string_view> split_framed(std::string_view blob) {
   std::vector<std::string_view> out;
-  while (!blob.empty()) {
-    if (blob.size() < 4) throw std::runtime_error("a truncated memory frame");
-    const auto* b = reinterpret_cast<const unsigned char*>(blob.data());
-    const std::size_t n = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
-    if (blob.size() - 4 < n) throw std::runtime_error("a truncated memory frame");
-    out.push_back(blob.substr(4, n));
-    blob.remove_prefix(4 + n);
-  }
+  while (!blob.empty()) out.push_back(take_framed(blob, "a truncated memory frame"));
   return out;
 }
 
@@ -442,13 +445,6 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
   std::vector<Pending> batch;
   batch.swap(queue_);
   if (batch.empty()) return;
-  auto fail = [&](const std::string& why) {
-    return Error(ErrorCode::not_applied,
-                 fmt::format("as_server could not save agent state to {}: {}; the call was not "
-                             "applied. Everything acknowledged before is kept: fix the disk (free "
-                             "space, permissions), then restart as_server",
-                             file_, why));
-  };
   std::optional<Error> failed;  // this batch's own
   bool logged = false;
   if (!failure_) {
@@ -474,7 +470,7 @@ void StateStore::run_batch(std::unique_lock<std::mutex>& lock) {
         logged = true;
       } catch (const std::exception& e) {
         log_->erase(*at);
-        failed = fail(e.what());
+        failed = write_failure(e.what(), false);
         spdlog::error("state store: {}", failed->message());
       }
       commit_started_ms_.store(0);
@@ -583,12 +579,7 @@ void StateStore::applier_main() {
         if (!items.empty() || trim) apply(items, trim);
         if (full && (durable = checkpoint())) wal_frames_.store(0, std::memory_order_relaxed);
       } catch (const std::exception& e) {
-        failed = Error(ErrorCode::not_applied,
-                       fmt::format("as_server could not save agent state to {}: {}; the call was "
-                                   "not applied. Everything acknowledged before is kept (in {} "
-                                   "until the database holds it): fix the disk (free space, "
-                                   "permissions), then restart as_server",
-                                   file_, e.what(), log_->path()));
+        failed = write_failure(e.what(), true);
         spdlog::error("state store: {}", failed->message());
       }
       apply_started_ms_.store(0);
@@ -606,6 +597,16 @@ void StateStore::applier_main() {
     applied_ += changes;
     drained_.notify_all();
   }
+}
+
+Error StateStore::write_failure(std::string_view why, bool behind_log) const {
+  return Error(ErrorCode::not_applied,
+               fmt::format("as_server could not save agent state to {}: {}; the call was not "
+                           "applied. Everything acknowledged before is kept{}: fix the disk (free "
+                           "space, permissions), then restart as_server",
+                           file_, why,
+                           behind_log ? fmt::format(" (in {} until the database holds it)", log_->path())
+                                      : std::string()));
 }
 
 std::string StateStore::encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms) {
@@ -641,11 +642,6 @@ std::vector<StateStore::Change> StateStore::decode_batch(std::string_view in, st
     std::memcpy(&v, take(8).data(), 8);
     return v;
   };
-  auto get_str = [&] {
-    const auto* b = reinterpret_cast<const unsigned char*>(take(4).data());
-    const std::size_t n = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<std::size_t>(b[3]) << 24);
-    return std::string(take(n));
-  };
   now_ms = get_int();
   const std::int64_t count = get_int();
   if (count < 0 || static_cast<std::uint64_t>(count) > in.size())
@@ -662,7 +658,7 @@ std::vector<StateStore::Change> StateStore::decode_batch(std::string_view in, st
     c.memory_from = get_int();
     for (std::string* f :
          {&c.agent_id, &c.name, &c.class_name, &c.args, &c.state, &c.memory, &c.call_id, &c.outcome})
-      *f = get_str();
+      *f = std::string(take_framed(in, "a truncated commit record"));
   }
   if (!in.empty()) throw std::runtime_error("a commit record with bytes past its changes");
   return out;

@@ -74,6 +74,8 @@ Outcome decode_outcome(std::string_view bytes);
 // Several encoded messages in one blob: each preceded by its length (4 bytes, little-endian).
 void append_framed(std::string& blob, std::string_view item);
 std::vector<std::string_view> split_framed(std::string_view blob);  // throws on a bad frame
+// The next item of blob, which it moves past; throws std::runtime_error(truncated) on a bad frame.
+std::string_view take_framed(std::string_view& blob, const char* truncated);
 
 class StateStore {
  public:
@@ -245,6 +247,9 @@ class StateStore {
   // checkpoint() for set_server_id() and drop_agents(), which are not logged; db_mu_ held.
   // Throws Error(config_error).
   void sync_startup_write();
+  // The not_applied error of a failed write; behind_log: the database's, which the commit log's
+  // records (acknowledged) wait for.
+  Error write_failure(std::string_view why, bool behind_log) const;
   static std::string encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms);
   static std::vector<Change> decode_batch(std::string_view payload, std::int64_t& now_ms);
   // In apply()'s transaction: removes the results past the trim (max results, oldest finishing
