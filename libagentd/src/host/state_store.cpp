@@ -354,7 +354,7 @@ void StateStore::flush() {
   std::unique_lock lock(mu_);
   Flushing hurry(*this);
   const std::uint64_t target = submitted_;
-  drained_.wait(lock, [&] { return (finished_ >= target && applied_ >= target) || !writer_.joinable(); });
+  drained_.wait(lock, [&] { return (finished_ >= target && applied_ >= target) || writer_done_; });
 }
 
 bool StateStore::flush_for(std::chrono::milliseconds limit) {
@@ -366,7 +366,7 @@ bool StateStore::flush_for(std::chrono::milliseconds limit) {
   return drained_.wait_for(lock, limit, [&] {
     return (finished_ >= target && applied_ >= target && commit_started_ms_.load() == 0 &&
             apply_started_ms_.load() == 0 && !trim_) ||
-           !writer_.joinable();
+           writer_done_;
   });
 }
 
@@ -398,6 +398,7 @@ void StateStore::close() {
   // Everything is logged: the applier finishes what it was given, then stops.
   {
     std::lock_guard lock(mu_);
+    writer_done_ = true;
     applier_stop_ = true;
     apply_wake_.notify_one();
   }

@@ -317,6 +317,9 @@ class StateStore {
   std::uint64_t finished_ = 0;    // changes whose done has run
   std::uint64_t applied_ = 0;     // changes in the database (or given up: failed)
   bool closing_ = false;
+  // close() has joined the writer: a flush waits for nothing more. (Read under mu_, where
+  // writer_.joinable() would race with close()'s join.)
+  bool writer_done_ = false;
   // A batch is being committed, by the writer or by a caller leading it (submit_to_lead): one at
   // a time, so what "writer thread" marks above is touched by one thread at a time.
   bool committing_ = false;
