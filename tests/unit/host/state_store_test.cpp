@@ -11,6 +11,7 @@
 //
 // The durability of a real server across kill -9 is tests/integration/durability_test.cpp's
 // and retry_safety_test.cpp's; these drive the store directly, without a server.
+#include "commit_log.h"
 #include "state_store.h"
 
 #include "error_of.h"
@@ -689,6 +690,35 @@ TEST_CASE("a torn commit log record ends the replay, and what came before is kep
     REQUIRE(c.results.size() == 1);
     CHECK(c.results[0].call_id == "call-1");
   }
+}
+
+// A record whose checksum matches but whose contents are no batch (written by another version,
+// or damaged in a way no crash does) is not skipped: the start is refused, naming the log and
+// the commit, and what to do.
+TEST_CASE("a commit log record that cannot be read refuses the start and names it",
+          "[host][state_store][fault]") {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  const std::string db = dir + "/agentd.db";
+  two_calls_then_die(dir);
+  fs::remove(db + "-wal");  // only the log has the three commits
+  fs::remove(db + "-shm");
+  const std::uint64_t gen = std::stoull(sqlite(db, "SELECT value FROM meta WHERE key = 'redo_gen'"));
+  const std::uint64_t offset = std::stoull(sqlite(db, "SELECT value FROM meta WHERE key = 'redo_offset'"));
+  const std::uint64_t seq = std::stoull(sqlite(db, "SELECT value FROM meta WHERE key = 'commit_seq'"));
+  {
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    REQUIRE(dir_fd >= 0);
+    detail::CommitLog log(dir + "/agentd.redo", dir_fd);
+    const auto records = log.read_from(gen, offset, seq + 1);
+    REQUIRE(records.size() == 3);
+    log.restart(gen);
+    log.append(records[0].end, records[1].seq, "not a batch of changes");  // a valid checksum
+    ::close(dir_fd);
+  }
+  const std::string why = open_result(dir);
+  CHECK_THAT(why, Contains(dir + "/agentd.redo: commit " + std::to_string(seq + 2) + " cannot be read"));
+  CHECK_THAT(why, Contains("restore the state dir from a backup"));
 }
 
 // A worker finishing a durable call on an idle store commits it itself (no hop to the writer
