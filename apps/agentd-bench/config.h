@@ -23,6 +23,7 @@ struct Config {
   std::size_t threads = 8;                // client threads for bulk creation (create_agent is sync)
   std::size_t payload = 64;               // bytes of content in W1/W2 messages and baselines
   std::size_t calls = 2000;               // W1 calls per repeat
+  long lane_spin_us = -1;                 // the C++ clients' ClientOptions::lane_spin (-1: its default)
   std::size_t replies = 4000;             // W2 replies per repeat (fits the default result pool)
   std::size_t echo_agents = 10;           // W2 agents
   int sleep_ms = 5000;                    // W3 web agent sleep

@@ -61,6 +61,7 @@ ChildOptions Deployment::child_options() const {
 
 ClientOptions Deployment::client_options() const {
   ClientOptions o;
+  if (cfg_.lane_spin_us >= 0) o.lane_spin = std::chrono::microseconds(cfg_.lane_spin_us);
   o.token = owned_ ? child_token_ : cfg_.token;
   if (!owned_ && cfg_.tls_server.empty()) {
     o.tls_ca = cfg_.tls_ca;

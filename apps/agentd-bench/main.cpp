@@ -230,6 +230,9 @@ int main(int argc, char** argv) {
       "message content size in W1/W2/W4/W5/W7 and the baselines")(
       "calls", po::value<std::size_t>()->value_name("N"),
       "W1 and W16 calls per repeat (default 2000; quick 200)")(
+      "lane-spin", po::value<long>(&cfg.lane_spin_us)->value_name("US"),
+      "the bench's C++ clients poll a lane for each answer this long before they sleep "
+      "(ClientOptions::lane_spin, 0..10000 microseconds; default: the client's own, 100)")(
       "replies", po::value<std::size_t>()->value_name("N"),
       "W2 replies per repeat (default 4000; quick 300)")("sleep-ms", po::value<int>()->value_name("MS"),
                                                          "W3 web agent sleep (default 5000; quick 100)")(
@@ -366,6 +369,10 @@ int main(int argc, char** argv) {
   auto ms = [&](const char* name, int full, int quick) {
     return vm.count(name) ? vm[name].as<int>() : (cfg.quick ? quick : full);
   };
+  if (vm.count("lane-spin") && (cfg.lane_spin_us < 0 || cfg.lane_spin_us > 10000)) {
+    fmt::print(stderr, "agentd-bench: --lane-spin {}: must be 0..10000 microseconds\n", cfg.lane_spin_us);
+    return 2;
+  }
   cfg.repeat = vm.count("repeat") ? std::max(1, vm["repeat"].as<int>()) : (cfg.quick ? 1 : 3);
   cfg.calls = size("calls", 2000, 200);
   cfg.replies = size("replies", 4000, 300);

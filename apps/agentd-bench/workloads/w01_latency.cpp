@@ -249,7 +249,9 @@ void run_w1_lane(const Config& cfg, Deployment& dep, EchoServers& echo, Report& 
     row->note = "informative: ClientOptions::lanes = LaneUse::off, every call on the RPC connection";
   }
   for (Row* row : {&spin50, &spin_cpu}) {
-    row->baseline_name = fmt::format("lane_spin {} us (default)", ClientOptions{}.lane_spin.count());
+    const auto spin = dep.client_options().lane_spin;
+    row->baseline_name =
+        fmt::format("lane_spin {} us{}", spin.count(), spin == ClientOptions{}.lane_spin ? " (default)" : "");
     row->note = "informative: ClientOptions::lane_spin 0, the lane's answer read by a sleeping thread";
   }
   for (Row* row : {&bare50, &bare_cpu}) row->baseline_name = "capnp echo";
