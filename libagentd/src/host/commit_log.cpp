@@ -1,5 +1,7 @@
 #include "commit_log.h"
 
+#include "file_error.h"
+
 #include <boost/crc.hpp>
 #include <fmt/format.h>
 
@@ -41,17 +43,16 @@ std::uint32_t record_checksum(const char* header, std::string_view payload) {
 }  // namespace
 
 CommitLog::CommitLog(std::string path, int dir_fd, std::uint64_t bytes) : path_(std::move(path)) {
-  auto sys_error = [&](const char* what) {
-    return std::runtime_error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
-  };
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd_ < 0) throw sys_error("cannot open");
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    auto e = sys_error("cannot stat");
+  if (fd_ < 0) throw file_error(path_, "cannot open");
+  // The error of a step after the open, which closes the file (the destructor will not run).
+  auto fail = [&](const char* what) {
+    auto e = file_error(path_, what);
     ::close(fd_);
-    throw e;
-  }
+    return e;
+  };
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw fail("cannot stat");
   capacity_ = static_cast<std::uint64_t>(st.st_size);
   if (capacity_ < bytes) {
     // Zeros written, not a hole or fallocate()'s unwritten extents: overwriting written blocks
@@ -60,18 +61,10 @@ CommitLog::CommitLog(std::string path, int dir_fd, std::uint64_t bytes) : path_(
     for (std::uint64_t at = capacity_; at < bytes;) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), bytes - at));
       const ssize_t w = ::pwrite(fd_, zeros.data(), n, static_cast<off_t>(at));
-      if (w <= 0) {
-        auto e = sys_error("cannot write");
-        ::close(fd_);
-        throw e;
-      }
+      if (w <= 0) throw fail("cannot write");
       at += static_cast<std::uint64_t>(w);
     }
-    if (::fsync(fd_) != 0 || (dir_fd >= 0 && ::fsync(dir_fd) != 0)) {
-      auto e = sys_error("cannot sync");
-      ::close(fd_);
-      throw e;
-    }
+    if (::fsync(fd_) != 0 || (dir_fd >= 0 && ::fsync(dir_fd) != 0)) throw fail("cannot sync");
     capacity_ = bytes;
   }
 }
@@ -86,7 +79,7 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     if (at + kHeaderBytes > capacity_) return std::nullopt;
     char h[kHeaderBytes];
     if (::pread(fd_, h, sizeof h, static_cast<off_t>(at)) != static_cast<ssize_t>(sizeof h))
-      throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
+      throw file_error(path_, "cannot read");
     if (std::memcmp(h, kRecordMagic, 4) != 0 || get_le<std::uint64_t>(h + 8) != gen ||
         get_le<std::uint64_t>(h + 16) != seq)
       return std::nullopt;
@@ -98,7 +91,7 @@ std::vector<CommitLog::Record> CommitLog::read_from(std::uint64_t gen, std::uint
     r.payload.resize(len);
     if (len > 0 && ::pread(fd_, r.payload.data(), len, static_cast<off_t>(at + kHeaderBytes)) !=
                        static_cast<ssize_t>(len))
-      throw std::runtime_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
+      throw file_error(path_, "cannot read");
     if (record_checksum(h, r.payload) != get_le<std::uint32_t>(h + 24)) return std::nullopt;  // torn
     return r;
   };
@@ -149,12 +142,11 @@ std::uint64_t CommitLog::append(std::uint64_t at, std::uint64_t seq, std::string
   for (std::size_t done = 0; done < rec.size();) {
     const ssize_t w = ::pwrite(fd_, rec.data() + done, rec.size() - done, static_cast<off_t>(at + done));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
+    if (w <= 0) throw file_error(path_, "cannot write");
     done += static_cast<std::size_t>(w);
   }
   // fdatasync also flushes the file's size when a record larger than the file grew it.
-  if (::fdatasync(fd_) != 0)
-    throw std::runtime_error(fmt::format("{}: cannot sync: {}", path_, std::strerror(errno)));
+  if (::fdatasync(fd_) != 0) throw file_error(path_, "cannot sync");
   const std::uint64_t end = at + rec.size();
   if (end > capacity_.load()) capacity_.store(end);
   return end;

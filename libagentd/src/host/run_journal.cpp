@@ -1,5 +1,7 @@
 #include "run_journal.h"
 
+#include "file_error.h"
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -61,21 +63,18 @@ RunJournal::RunJournal(std::string path) : path_(std::move(path)) {
   static_assert(sizeof(Header) <= kHeaderBytes);
   static_assert(sizeof(Slot) == 128);
   size_ = kHeaderBytes + sizeof(Slot) * kSlots;
-  auto sys_error = [&](const char* what) {
-    return std::runtime_error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
-  };
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     if (errno == ENOENT) return;  // a first run
-    throw sys_error("cannot open");
+    throw file_error(path_, "cannot open");
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw sys_error("cannot stat");
+  if (::fstat(fd_, &st) != 0) throw file_error(path_, "cannot stat");
   const std::string boot = boot_id();
   // What the previous run left: only a file of our own size and magic counts.
   if (static_cast<std::size_t>(st.st_size) == size_) {
     void* old = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
-    if (old == MAP_FAILED) throw sys_error("cannot map");
+    if (old == MAP_FAILED) throw file_error(path_, "cannot map");
     const auto* h = static_cast<const Header*>(old);
     if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) == 0 && h->slot_count == kSlots) {
       previous_.present = true;
@@ -104,19 +103,16 @@ RunJournal::RunJournal(std::string path) : path_(std::move(path)) {
 }
 
 void RunJournal::start() {
-  auto sys_error = [&](const char* what) {
-    return std::runtime_error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
-  };
   const std::string boot = boot_id();
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd_ < 0) throw sys_error("cannot open");
+  if (fd_ < 0) throw file_error(path_, "cannot open");
   // This run starts from zeros (a sparse file: untouched slots take no memory or disk).
   if (::ftruncate(fd_, 0) != 0 || ::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
-    throw sys_error("cannot size");
+    throw file_error(path_, "cannot size");
   map_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
-    throw sys_error("cannot map");
+    throw file_error(path_, "cannot map");
   }
   Header* h = header();
   h->slot_count = kSlots;
