@@ -684,7 +684,7 @@ bool StateStore::checkpoint() {
   return true;
 }
 
-bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten) {
+void StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten) {
   Statements& s = *st_;
   // Results go oldest first. A row's seq is one more than the newest row's when it is written,
   // and only trims remove rows, so the rows are a range of seq and the newest max_results of
@@ -710,11 +710,10 @@ bool StateStore::trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std
     cut = seq;
     forgotten = std::max(forgotten, finished);
   }
-  if (cut == 0) return false;
+  if (cut == 0) return;
   s.trim_results.integer(1, cut).run();
   if (forgotten != forgotten_until_ms_)
     s.put_meta.text(1, "forgotten_until_ms").text(2, std::to_string(forgotten)).run();
-  return true;
 }
 
 void StateStore::apply(std::vector<Applying>& items,

@@ -253,9 +253,8 @@ class StateStore {
   static std::string encode_batch(const std::vector<Pending>& batch, std::int64_t now_ms);
   static std::vector<Change> decode_batch(std::string_view payload, std::int64_t& now_ms);
   // In apply()'s transaction: removes the results past the trim (max results, oldest finishing
-  // time kept) and moves forgotten to the newest finishing time among them; false when it
-  // removed none.
-  bool trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten);
+  // time kept) and moves forgotten to the newest finishing time among them.
+  void trim_rows(const std::pair<std::size_t, std::int64_t>& trim, std::int64_t& forgotten);
   void exec(const char* sql);
   // Runs body in one write transaction, rolled back when it throws (the constructor's writes;
   // apply() has its own, with prepared statements).

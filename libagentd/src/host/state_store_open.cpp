@@ -178,6 +178,16 @@ StateStore::StateStore(std::string dir, std::uint64_t log_bytes) : dir_(std::mov
     replay_log(fresh);
     check_commits();
     record_interrupted();
+    // From here on the database is the applier's, behind the log: its writes need not sync.
+    exec("PRAGMA synchronous = NORMAL");
+    // Replaces SQLite's automatic checkpoint (also a WAL hook): the applier checkpoints itself.
+    sqlite3_wal_hook(
+        db_,
+        [](void* self, sqlite3*, const char*, int frames) {
+          static_cast<StateStore*>(self)->wal_frames_.store(frames, std::memory_order_relaxed);
+          return SQLITE_OK;
+        },
+        this);
     journal_->start();  // the previous run's record is dealt with: this run's starts
   } catch (const Error&) {
     release();
@@ -357,15 +367,6 @@ void StateStore::record_interrupted() {
   if (!checkpoint()) throw busy_elsewhere();
   log_->restart(gen);
   applied_seq_ = commit_seq_;
-  exec("PRAGMA synchronous = NORMAL");
-  // Replaces SQLite's automatic checkpoint (also a WAL hook): the applier checkpoints itself.
-  sqlite3_wal_hook(
-      db_,
-      [](void* self, sqlite3*, const char*, int frames) {
-        static_cast<StateStore*>(self)->wal_frames_.store(frames, std::memory_order_relaxed);
-        return SQLITE_OK;
-      },
-      this);
   if (!todo.empty())
     spdlog::warn(
         "state dir {}: {} call(s) the last run was running are kept as interrupted "
